@@ -1,0 +1,129 @@
+// Host-side argument checks for the torch binding layer (LibTorch stable ABI).
+// Cheap metadata reads only: no device values are looked at here.
+//
+// Every failure raises std::runtime_error (RuntimeError in Python) with a
+// message "sgl_meta.<op>: <argument> <expected>, got <actual>".
+#pragma once
+
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+
+namespace sgl_meta {
+
+using torch::stable::Tensor;
+using torch::headeronly::ScalarType;
+
+inline const char* dtype_name(ScalarType t) {
+  switch (t) {
+    case ScalarType::Int: return "torch.int32";
+    case ScalarType::Long: return "torch.int64";
+    case ScalarType::Short: return "torch.int16";
+    case ScalarType::Char: return "torch.int8";
+    case ScalarType::Byte: return "torch.uint8";
+    case ScalarType::Bool: return "torch.bool";
+    case ScalarType::Float: return "torch.float32";
+    case ScalarType::Double: return "torch.float64";
+    case ScalarType::Half: return "torch.float16";
+    case ScalarType::BFloat16: return "torch.bfloat16";
+    default: return torch::headeronly::toString(t);
+  }
+}
+
+// What a tensor argument must look like; `checker.tensor(...)` checks it all.
+struct Expect {
+  enum class DType { kInt32, kInt64, kIndex /* int32 or int64 */ };
+  DType dtype;
+  int64_t dim;                 // 1 or 2
+  int64_t min_rows = 0;        // size(0) >= min_rows
+  int64_t min_cols = 0;        // size(1) >= min_cols (dim == 2)
+  const char* rows_why = "";   // e.g. "bs" -- named in the error
+  const char* cols_why = "";
+};
+
+class ArgChecker {
+ public:
+  explicit ArgChecker(const char* op) : op_(op) {}
+
+  template <typename... Args>
+  [[noreturn]] void fail(const Args&... args) const {
+    std::ostringstream msg;
+    msg << "sgl_meta." << op_ << ": ";
+    ((msg << args), ...);
+    throw std::runtime_error(msg.str());
+  }
+
+  template <typename... Args>
+  void require(bool cond, const Args&... args) const {
+    if (!cond) fail(args...);
+  }
+
+  void non_negative(int64_t value, const char* name) const {
+    require(value >= 0, name, " must be >= 0, got ", value);
+  }
+
+  // Checks dtype, rank, minimum sizes, unit inner stride (rows are addressed
+  // with stride(0)) and that `t` lives on `device_of`'s device.
+  void tensor(const Tensor& t, const char* name, const Expect& e,
+              const Tensor& device_of) const {
+    const ScalarType st = t.scalar_type();
+    switch (e.dtype) {
+      case Expect::DType::kInt32:
+        require(st == ScalarType::Int, name, " must have dtype torch.int32, got ",
+                dtype_name(st));
+        break;
+      case Expect::DType::kInt64:
+        require(st == ScalarType::Long, name, " must have dtype torch.int64, got ",
+                dtype_name(st));
+        break;
+      case Expect::DType::kIndex:
+        require(st == ScalarType::Int || st == ScalarType::Long, name,
+                " must have dtype torch.int32 or torch.int64, got ", dtype_name(st));
+        break;
+    }
+    require(t.dim() == e.dim, name, " must be ", e.dim, "-D, got ", t.dim(), "-D");
+    require(t.device() == device_of.device(), name, " is on ", device_str(t),
+            " but the other tensors are on ", device_str(device_of));
+    require(t.size(0) >= e.min_rows, name, ".size(0) must be >= ", e.rows_why, " = ",
+            e.min_rows, ", got ", t.size(0));
+    if (e.dim == 2)
+      require(t.size(1) >= e.min_cols, name, ".size(1) must be >= ", e.cols_why,
+              " = ", e.min_cols, ", got ", t.size(1));
+    // A unit inner stride is what lets the kernels address rows with
+    // stride(0); size-1 dimensions have no meaningful stride.
+    const int64_t inner = e.dim - 1;
+    require(t.size(inner) <= 1 || t.stride(inner) == 1, name,
+            " must have inner stride 1, got stride(", inner, ") = ", t.stride(inner));
+  }
+
+  void optional_tensor(const std::optional<Tensor>& t, const char* name,
+                       const Expect& e, const Tensor& device_of) const {
+    if (t.has_value()) tensor(*t, name, e, device_of);
+  }
+
+  // `a` and `b` must be given together or not at all.
+  template <typename A, typename B>
+  void paired(const std::optional<A>& a, const char* a_name, const std::optional<B>& b,
+              const char* b_name) const {
+    require(a.has_value() == b.has_value(), a_name, " and ", b_name,
+            " must be given together (got ", a_name, a.has_value() ? "" : "=None",
+            ", ", b_name, b.has_value() ? "" : "=None", ")");
+  }
+
+  static std::string device_str(const Tensor& t) {
+    std::ostringstream s;
+    if (t.is_cuda()) s << "cuda:" << t.get_device_index();
+    else if (t.is_cpu()) s << "cpu";
+    else s << "device type " << static_cast<int>(t.device().type());
+    return s.str();
+  }
+
+ private:
+  const char* op_;
+};
+
+}  // namespace sgl_meta

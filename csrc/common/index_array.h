@@ -1,0 +1,63 @@
+// Plain C++/CUDA helpers shared by the CPU and CUDA kernels (no torch headers).
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define SGL_HD __host__ __device__ __forceinline__
+#else
+#define SGL_HD inline
+#endif
+
+namespace sgl_meta {
+
+// A read-only 1-D index tensor that may be int32 or int64. Resolving the dtype
+// with one predictable branch per load keeps a single kernel instantiation for
+// every (req_pool_indices, seq_lens, qlens) dtype combination instead of 2^3.
+struct IndexArray {
+  const void* data = nullptr;
+  bool is64 = false;
+
+  SGL_HD int64_t operator[](int64_t i) const {
+    return is64 ? static_cast<const int64_t*>(data)[i]
+                : static_cast<int64_t>(static_cast<const int32_t*>(data)[i]);
+  }
+  SGL_HD bool present() const { return data != nullptr; }
+};
+
+// Floor division by a positive divisor, as torch.floor_divide: -1 // 64 == -1.
+// (C++ '/' truncates toward zero; the seeds' Triton kernels did the same, but
+// the eager path they replaced floors, and SPEC.md keeps the eager meaning.)
+SGL_HD int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+// Page-size divisor with a shift fast path: an arithmetic right shift IS floor
+// division for powers of two, negative values included, and avoids the ~40
+// instruction 64-bit integer division on the GPU for the common page sizes.
+struct PageDivisor {
+  int64_t page_size = 1;
+  int shift = -1;  // log2(page_size) when it is a power of two, else -1
+
+  static PageDivisor make(int64_t page_size) {
+    PageDivisor d;
+    d.page_size = page_size;
+    if (page_size > 0 && (page_size & (page_size - 1)) == 0) {
+      int s = 0;
+      while ((int64_t{1} << s) != page_size) ++s;
+      d.shift = s;
+    }
+    return d;
+  }
+  SGL_HD int64_t div(int64_t a) const {
+    return shift >= 0 ? (a >> shift) : floor_div(a, page_size);
+  }
+  // ceil(a / page_size) for a >= 0.
+  SGL_HD int64_t ceil_div(int64_t a) const { return div(a + page_size - 1); }
+};
+
+SGL_HD int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+SGL_HD int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+}  // namespace sgl_meta

@@ -1,0 +1,113 @@
+// update_trtllm_mha_graph_metadata: torch binding (checks, params, dispatch).
+
+#include <algorithm>
+
+#include "common/cuda_launch.h"
+#include "ops.h"
+#include "trtllm_mha_metadata/params.h"
+
+namespace sgl_meta {
+namespace {
+
+using DT = Expect::DType;
+
+IndexArray index_array(const std::optional<Tensor>& t) {
+  if (!t.has_value()) return {};
+  return {t->const_data_ptr(), t->scalar_type() == ScalarType::Long};
+}
+
+}  // namespace
+
+void update_trtllm_mha_graph_metadata(
+    Tensor req_pool_indices, Tensor seq_lens, Tensor req_to_token,
+    Tensor cache_seqlens, Tensor cu_seqlens_k, Tensor page_table, int64_t bs,
+    int64_t seqlen_offset, int64_t max_seq_pages, int64_t page_size,
+    std::optional<Tensor> swa_mapping, std::optional<Tensor> swa_page_table,
+    std::optional<Tensor> out_cache_loc, std::optional<Tensor> swa_out_cache_loc,
+    std::optional<Tensor> cu_seqlens_q, std::optional<Tensor> qlens, int64_t q_stride,
+    int64_t q_mode, bool live_pages_only) {
+  const ArgChecker check("update_trtllm_mha_graph_metadata");
+  check.non_negative(bs, "bs");
+  if (bs == 0) return;  // documented no-op
+  check.non_negative(max_seq_pages, "max_seq_pages");
+  check.require(page_size >= 1, "page_size must be >= 1, got ", page_size);
+  check.require(q_mode >= kQModeNone && q_mode <= kQModeStrided,
+                "q_mode must be 0 (Q_MODE_NONE), 1 (Q_MODE_CUMSUM) or 2 "
+                "(Q_MODE_STRIDED), got ", q_mode);
+
+  const Tensor& dev = req_to_token;
+  check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
+  check.tensor(req_pool_indices, "req_pool_indices", {DT::kIndex, 1, bs, 0, "bs"}, dev);
+  check.tensor(seq_lens, "seq_lens", {DT::kIndex, 1, bs, 0, "bs"}, dev);
+  check.tensor(cache_seqlens, "cache_seqlens", {DT::kInt32, 1, bs, 0, "bs"}, dev);
+  check.tensor(cu_seqlens_k, "cu_seqlens_k", {DT::kInt32, 1, bs + 1, 0, "bs + 1"}, dev);
+  const Expect table{DT::kInt32, 2, bs, max_seq_pages, "bs", "max_seq_pages"};
+  check.tensor(page_table, "page_table", table, dev);
+  check.optional_tensor(swa_page_table, "swa_page_table", table, dev);
+  check.optional_tensor(swa_mapping, "swa_mapping", {DT::kInt64, 1}, dev);
+  check.optional_tensor(out_cache_loc, "out_cache_loc", {DT::kInt64, 1}, dev);
+  check.optional_tensor(swa_out_cache_loc, "swa_out_cache_loc", {DT::kInt64, 1}, dev);
+
+  // Every gathered slot p * page_size (p < max_seq_pages) lies in its row.
+  if (max_seq_pages > 0)
+    check.require((max_seq_pages - 1) * page_size < req_to_token.size(1),
+                  "max_seq_pages = ", max_seq_pages, " pages of page_size = ", page_size,
+                  " need req_to_token.size(1) > (max_seq_pages - 1) * page_size = ",
+                  (max_seq_pages - 1) * page_size, ", got ", req_to_token.size(1));
+  const bool wants_swa = swa_page_table.has_value() || swa_out_cache_loc.has_value();
+  check.require(wants_swa == swa_mapping.has_value(),
+                wants_swa ? "swa_mapping is required when swa_page_table or "
+                            "swa_out_cache_loc is given"
+                          : "swa_mapping was given but neither swa_page_table nor "
+                            "swa_out_cache_loc is");
+  if (q_mode != kQModeNone) {
+    check.require(cu_seqlens_q.has_value(), "cu_seqlens_q is required when q_mode = ",
+                  q_mode);
+    check.tensor(*cu_seqlens_q, "cu_seqlens_q", {DT::kInt32, 1, bs + 1, 0, "bs + 1"}, dev);
+  }
+  check.require(q_mode != kQModeCumsum || qlens.has_value(),
+                "qlens is required when q_mode = 1 (Q_MODE_CUMSUM)");
+  check.optional_tensor(qlens, "qlens", {DT::kIndex, 1, bs, 0, "bs"}, dev);
+
+  TrtllmMhaMetadataParams p;
+  p.req_pool_indices = index_array(req_pool_indices);
+  p.seq_lens = index_array(seq_lens);
+  if (q_mode == kQModeCumsum) p.qlens = index_array(qlens);
+  p.req_to_token = req_to_token.const_data_ptr<int32_t>();
+  p.req_to_token_stride = req_to_token.stride(0);
+  p.pool_size = req_to_token.size(0);
+  if (swa_mapping) {
+    p.swa_mapping = swa_mapping->const_data_ptr<int64_t>();
+    p.swa_mapping_size = swa_mapping->numel();
+  }
+  p.cache_seqlens = cache_seqlens.mutable_data_ptr<int32_t>();
+  p.cu_seqlens_k = cu_seqlens_k.mutable_data_ptr<int32_t>();
+  if (q_mode != kQModeNone) p.cu_seqlens_q = cu_seqlens_q->mutable_data_ptr<int32_t>();
+  p.page_table = page_table.mutable_data_ptr<int32_t>();
+  p.page_table_stride = page_table.stride(0);
+  if (swa_page_table) {
+    p.swa_page_table = swa_page_table->mutable_data_ptr<int32_t>();
+    p.swa_page_table_stride = swa_page_table->stride(0);
+  }
+  if (swa_out_cache_loc) {
+    p.swa_out_cache_loc = swa_out_cache_loc->mutable_data_ptr<int64_t>();
+    p.swa_out_len = swa_out_cache_loc->numel();
+    if (out_cache_loc) {
+      p.out_cache_loc = out_cache_loc->const_data_ptr<int64_t>();
+      p.num_out_tokens = std::min(p.swa_out_len, out_cache_loc->numel());
+    }
+  }
+  p.bs = bs;
+  p.seqlen_offset = seqlen_offset;
+  p.max_seq_pages = max_seq_pages;
+  p.page = PageDivisor::make(page_size);
+  p.q_stride = q_stride;
+  p.q_mode = static_cast<int>(q_mode);
+  p.live_pages_only = live_pages_only;
+
+  run_on_device(
+      check, dev, [&] { update_trtllm_mha_metadata_cpu(p); },
+      SGL_CUDA_ONLY([&](void* stream) { return update_trtllm_mha_metadata_cuda(p, stream); }));
+}
+
+}  // namespace sgl_meta

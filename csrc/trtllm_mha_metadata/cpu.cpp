@@ -1,0 +1,91 @@
+// update_trtllm_mha_graph_metadata: CPU kernel. Same results as the CUDA
+// kernel; hostile device values raise instead of tripping a device assert.
+#include <sstream>
+#include <stdexcept>
+
+#include "trtllm_mha_metadata/params.h"
+
+namespace sgl_meta {
+namespace {
+
+constexpr const char* kOp = "sgl_meta.update_trtllm_mha_graph_metadata";
+
+[[noreturn]] void out_of_range(const char* what, int64_t at, int64_t value,
+                               const char* bound_name, int64_t bound) {
+  std::ostringstream msg;
+  msg << kOp << ": " << what << "[" << at << "] = " << value
+      << " is outside [0, " << bound << ") (" << bound_name << ")";
+  throw std::runtime_error(msg.str());
+}
+
+// swa_mapping[slot] / page_size, or -1 for a negative slot or mapping (the
+// documented sentinels).
+int32_t swa_page(const TrtllmMhaMetadataParams& p, int64_t slot, int64_t row,
+                 int64_t col) {
+  if (slot < 0) return -1;
+  if (slot >= p.swa_mapping_size) {
+    std::ostringstream what;
+    what << "req_to_token[req_pool_indices[" << row << "], " << col << " * page_size]";
+    out_of_range(what.str().c_str(), row, slot, "swa_mapping.numel()",
+                 p.swa_mapping_size);
+  }
+  const int64_t mapped = p.swa_mapping[slot];
+  return mapped < 0 ? -1 : static_cast<int32_t>(p.page.div(mapped));
+}
+
+}  // namespace
+
+void update_trtllm_mha_metadata_cpu(const TrtllmMhaMetadataParams& p) {
+  // cache_seqlens and the cumulative sums (int32 wrap-around, like the eager
+  // int32 cast of torch.cumsum).
+  uint32_t k_sum = 0, q_sum = 0;
+  p.cu_seqlens_k[0] = 0;
+  if (p.q_mode != kQModeNone) p.cu_seqlens_q[0] = 0;
+  for (int64_t i = 0; i < p.bs; ++i) {
+    const int32_t len = cache_seqlen(p, i);
+    p.cache_seqlens[i] = len;
+    k_sum += static_cast<uint32_t>(len);
+    p.cu_seqlens_k[i + 1] = static_cast<int32_t>(k_sum);
+    if (p.q_mode == kQModeCumsum) {
+      q_sum += static_cast<uint32_t>(p.qlens[i]);
+      p.cu_seqlens_q[i + 1] = static_cast<int32_t>(q_sum);
+    } else if (p.q_mode == kQModeStrided) {
+      p.cu_seqlens_q[i + 1] = static_cast<int32_t>((i + 1) * p.q_stride);
+    }
+  }
+
+  // Page tables: one gathered slot per page boundary.
+  for (int64_t i = 0; i < p.bs; ++i) {
+    const int64_t req = p.req_pool_indices[i];
+    if (req < 0 || req >= p.pool_size)
+      out_of_range("req_pool_indices", i, req, "req_to_token.size(0)", p.pool_size);
+    const int32_t* row_in = p.req_to_token + req * p.req_to_token_stride;
+    int32_t* row_out = p.page_table + i * p.page_table_stride;
+    int32_t* swa_out =
+        p.swa_page_table ? p.swa_page_table + i * p.swa_page_table_stride : nullptr;
+    const int64_t cols = columns_to_write(p, i);
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t slot = row_in[c * p.page.page_size];
+      row_out[c] = static_cast<int32_t>(p.page.div(slot));
+      if (swa_out) swa_out[c] = swa_page(p, slot, i, c);
+    }
+  }
+
+  // SWA out-cache-loc: translate the real prefix, zero the padded tail.
+  for (int64_t k = 0; k < p.swa_out_len; ++k) {
+    int64_t v = 0;
+    if (k < p.num_out_tokens) {
+      const int64_t loc = p.out_cache_loc[k];
+      if (loc < 0) {
+        v = -1;
+      } else if (loc >= p.swa_mapping_size) {
+        out_of_range("out_cache_loc", k, loc, "swa_mapping.numel()", p.swa_mapping_size);
+      } else {
+        v = p.swa_mapping[loc];
+      }
+    }
+    p.swa_out_cache_loc[k] = v;
+  }
+}
+
+}  // namespace sgl_meta

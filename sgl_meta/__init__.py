@@ -1,0 +1,26 @@
+"""sgl_meta: one-launch CUDA-graph metadata refresh ops for LLM serving.
+
+Importing the package registers ``torch.ops.sgl_meta.*`` (CUDA and CPU kernels,
+from the compiled ``sgl_meta._C``) and their fake implementations. The keyword
+wrappers below are the public API; :mod:`sgl_meta.reference` holds the eager
+PyTorch paths they replace.
+"""
+
+from pathlib import Path
+
+from . import _fake  # noqa: F401  (registers fake impls for torch.compile)
+from .ops import (
+    Q_MODE_CUMSUM,
+    Q_MODE_NONE,
+    Q_MODE_STRIDED,
+    update_trtllm_mha_graph_metadata,
+)
+
+__version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
+
+__all__ = [
+    "Q_MODE_CUMSUM",
+    "Q_MODE_NONE",
+    "Q_MODE_STRIDED",
+    "update_trtllm_mha_graph_metadata",
+]

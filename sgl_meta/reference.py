@@ -1,0 +1,100 @@
+"""Eager PyTorch references: the unfused paths the fused ops replace.
+
+Device-agnostic and deliberately plain (one small aten op per step, as the
+upstream eager code did), so they serve as the oracle in tests and as the
+"before" column in benchmarks. Same keyword signatures as :mod:`sgl_meta.ops`.
+Out-of-range indices raise ``IndexError`` on CPU (device assert on CUDA).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .ops import Q_MODE_CUMSUM, Q_MODE_NONE, Q_MODE_STRIDED
+
+
+def _gather_page_slots(req_to_token, req_pool_indices, bs, max_seq_pages, page_size):
+    """``req_to_token[req_pool_indices[i], p * page_size]`` as ``[bs, max_seq_pages]``."""
+    rows = req_to_token.index_select(0, req_pool_indices[:bs].long())
+    cols = torch.arange(max_seq_pages, device=req_to_token.device) * page_size
+    return rows.index_select(1, cols)
+
+
+def _swa_translate(slots: torch.Tensor, swa_mapping: torch.Tensor) -> torch.Tensor:
+    """``swa_mapping[slot]`` with ``-1`` for a negative slot (the sentinel)."""
+    slots = slots.long()
+    mapped = swa_mapping[slots.clamp(min=0)]
+    return torch.where(slots < 0, torch.full_like(mapped, -1), mapped)
+
+
+def _write_columns(dst, values, cols_per_row):
+    """``dst[i, :cols_per_row[i]] = values[i, :cols_per_row[i]]``, tail untouched."""
+    if cols_per_row is None:
+        dst[: values.shape[0], : values.shape[1]] = values
+        return
+    region = dst[: values.shape[0], : values.shape[1]]
+    mask = torch.arange(values.shape[1], device=values.device) < cols_per_row[:, None]
+    region.copy_(torch.where(mask, values, region))
+
+
+def update_trtllm_mha_graph_metadata(
+    *,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    req_to_token: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    page_table: torch.Tensor,
+    bs: int,
+    seqlen_offset: int,
+    max_seq_pages: int,
+    page_size: int,
+    swa_mapping: Optional[torch.Tensor] = None,
+    swa_page_table: Optional[torch.Tensor] = None,
+    out_cache_loc: Optional[torch.Tensor] = None,
+    swa_out_cache_loc: Optional[torch.Tensor] = None,
+    cu_seqlens_q: Optional[torch.Tensor] = None,
+    qlens: Optional[torch.Tensor] = None,
+    q_stride: int = 0,
+    q_mode: int = Q_MODE_NONE,
+    live_pages_only: bool = False,
+) -> None:
+    """Eager reference of :func:`sgl_meta.ops.update_trtllm_mha_graph_metadata`.
+
+    Mirrors the ~25-op ``TRTLLMHAAttnBackend`` CUDA-graph replay path in SGLang
+    that the seed Triton kernel replaced; same arguments, same results.
+    """
+    if bs == 0:
+        return
+    lens = (seq_lens[:bs].long() + seqlen_offset).to(torch.int32)
+    cache_seqlens[:bs].copy_(lens)
+    cu_seqlens_k[0] = 0
+    cu_seqlens_k[1 : bs + 1].copy_(torch.cumsum(lens, 0).to(torch.int32))
+    if q_mode == Q_MODE_CUMSUM:
+        cu_seqlens_q[0] = 0
+        cu_seqlens_q[1 : bs + 1].copy_(torch.cumsum(qlens[:bs].long(), 0).to(torch.int32))
+    elif q_mode == Q_MODE_STRIDED:
+        steps = torch.arange(bs + 1, device=cu_seqlens_q.device, dtype=torch.int64)
+        cu_seqlens_q[: bs + 1].copy_((steps * q_stride).to(torch.int32))
+
+    cols_per_row = None
+    if live_pages_only:
+        pages = torch.div(lens.long().clamp(min=0) + page_size - 1, page_size, rounding_mode="floor")
+        cols_per_row = pages.clamp(max=max_seq_pages)
+    slots = _gather_page_slots(req_to_token, req_pool_indices, bs, max_seq_pages, page_size)
+    pages_full = torch.floor_divide(slots, page_size).to(torch.int32)
+    _write_columns(page_table, pages_full, cols_per_row)
+    if swa_page_table is not None:
+        mapped = _swa_translate(slots, swa_mapping)
+        swa_pages = torch.where(
+            mapped < 0, torch.full_like(mapped, -1), torch.floor_divide(mapped, page_size)
+        ).to(torch.int32)
+        _write_columns(swa_page_table, swa_pages, cols_per_row)
+
+    if swa_out_cache_loc is not None:
+        n = 0 if out_cache_loc is None else min(swa_out_cache_loc.numel(), out_cache_loc.numel())
+        swa_out_cache_loc.zero_()
+        if n:
+            swa_out_cache_loc[:n] = _swa_translate(out_cache_loc[:n], swa_mapping)

@@ -1,0 +1,46 @@
+import os
+import random
+import zlib
+
+import pytest
+import torch
+
+import sgl_meta  # noqa: F401  (registers the ops)
+
+# Fresh random inputs every run; the seed is printed so a failure can be replayed
+# with SGL_META_TEST_SEED=<seed>.
+BASE_SEED = int(os.environ.get("SGL_META_TEST_SEED", random.randrange(2**31)))
+
+HAS_CUDA = torch.cuda.is_available()
+
+
+def pytest_report_header(config):
+    return [f"sgl_meta test seed: SGL_META_TEST_SEED={BASE_SEED}", f"CUDA available: {HAS_CUDA}"]
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+DEVICES = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("cuda", id="cuda", marks=pytest.mark.gpu),
+]
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+@pytest.fixture
+def gen(request):
+    """A torch.Generator seeded from the run seed and the test's id."""
+    g = torch.Generator()
+    g.manual_seed((BASE_SEED * 1_000_003 + zlib.crc32(request.node.nodeid.encode())) % 2**63)
+    return g

@@ -1,0 +1,40 @@
+"""Shared test helpers: poisoning, comparing, running an op on cloned outputs."""
+
+from __future__ import annotations
+
+import torch
+
+
+def poison_like(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Random garbage of t's shape, dtype and device (never zeros): an element
+    a kernel forgets to write, or writes when it should not, shows as a diff."""
+    info = torch.iinfo(t.dtype)
+    lo, hi = max(info.min, -(2**31)), min(info.max, 2**31 - 1)
+    return torch.randint(lo, hi, t.shape, generator=gen, dtype=torch.int64).to(t.dtype).to(t.device)
+
+
+def poison_(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    return t.copy_(poison_like(t, gen))
+
+
+def run_on_copies(fn, inputs: dict, outputs: dict, scalars: dict) -> dict:
+    """Run fn(**inputs, **copies of outputs, **scalars); return the copies."""
+    outs = {k: (None if v is None else v.clone()) for k, v in outputs.items()}
+    fn(**inputs, **outs, **scalars)
+    return outs
+
+
+def assert_same(got: dict, want: dict, context: str = "") -> None:
+    for name, w in want.items():
+        g = got[name]
+        if w is None:
+            assert g is None
+            continue
+        g, w = g.cpu(), w.cpu()
+        if not torch.equal(g, w):
+            diff = (g != w).nonzero()
+            first = tuple(diff[0].tolist())
+            raise AssertionError(
+                f"{context}: {name} differs at {diff.shape[0]} of {w.numel()} elements; "
+                f"first at {first}: got {g[first].item()}, want {w[first].item()}"
+            )

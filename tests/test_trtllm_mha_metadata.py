@@ -1,0 +1,173 @@
+"""update_trtllm_mha_graph_metadata: fused kernel vs the eager reference."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+import torch
+
+import sgl_meta
+from sgl_meta import reference
+from helpers import assert_same, poison_, run_on_copies
+from trtllm_mha_cases import EDGE_CASES, MetaCase, make_case
+
+OP = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata.default
+
+
+def check_case(case: MetaCase, gen, device):
+    inputs, outputs, scalars = make_case(case, gen, device)
+    want = run_on_copies(reference.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+    got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+    assert_same(got, want, context=str(case))
+    return outputs, got
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CASES))
+def test_edge_cases(name, gen, device):
+    check_case(EDGE_CASES[name], gen, device)
+
+
+def test_bs0_writes_nothing(gen, device):
+    outputs, got = check_case(MetaCase(bs=0), gen, device)
+    assert_same(got, outputs, "bs=0 must leave every output untouched")
+
+
+def random_case(rng: random.Random) -> MetaCase:
+    return MetaCase(
+        bs=rng.choice([0, 1, 2, 3, 7, 16, 33, 129, 200]),
+        page_size=rng.choice([1, 2, 5, 16, 64, 128]),
+        max_seq_pages=rng.choice([0, 1, 3, 17, 64, 130]),
+        extra_cols=rng.choice([0, 1, 9]),
+        row_pad=rng.choice([0, 5]),
+        pool=rng.choice([1, 4, 33]),
+        pad_rows=rng.choice([0, 3]),
+        pad_cols=rng.choice([0, 2]),
+        index_dtype=rng.choice([torch.int32, torch.int64]),
+        seqlen_dtype=rng.choice([torch.int32, torch.int64]),
+        swa=rng.random() < 0.6,
+        n_out=rng.choice([None, 0, 1, 40]),
+        swa_out_len=rng.choice([None, 0, 3, 64, 1000]),
+        q_mode=rng.choice([0, 1, 2]),
+        q_stride=rng.choice([1, 4]),
+        seqlen_offset=rng.choice([0, 1, 2, -3]),
+        live_pages_only=rng.random() < 0.5,
+        negative_slots=rng.random() < 0.7,
+    )
+
+
+@pytest.mark.parametrize("i", range(60))
+def test_random(i, gen, device):
+    rng = random.Random(int(torch.randint(0, 2**31, (1,), generator=gen)))
+    check_case(random_case(rng), gen, device)
+
+
+def test_live_pages_only_keeps_tail(gen, device):
+    case = MetaCase(live_pages_only=True, bs=8, max_seq_pages=50, page_size=4)
+    inputs, outputs, scalars = make_case(case, gen, device)
+    got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+    lens = (inputs["seq_lens"][: case.bs].long() + case.seqlen_offset).clamp(min=0)
+    live = ((lens + case.page_size - 1) // case.page_size).clamp(max=case.max_seq_pages)
+    for i in range(case.bs):
+        n = int(live[i])
+        for name in ("page_table", "swa_page_table"):
+            assert torch.equal(got[name][i, n:], outputs[name][i, n:]), (name, i)
+    assert int(live.min()) < case.max_seq_pages, "test needs a row with a dead tail"
+
+
+def test_floor_division_of_negative_slots(device):
+    req_to_token = torch.tensor([[-1, 5, -64, 7, -65, 0, 63, 2]], dtype=torch.int32, device=device)
+    kw = dict(
+        req_pool_indices=torch.zeros(1, dtype=torch.int64, device=device),
+        seq_lens=torch.tensor([8], dtype=torch.int32, device=device),
+        req_to_token=req_to_token,
+        cache_seqlens=torch.full((1,), 99, dtype=torch.int32, device=device),
+        cu_seqlens_k=torch.full((2,), 99, dtype=torch.int32, device=device),
+        page_table=torch.full((1, 4), 99, dtype=torch.int32, device=device),
+        bs=1, seqlen_offset=0, max_seq_pages=4, page_size=2,
+    )
+    sgl_meta.update_trtllm_mha_graph_metadata(**kw)
+    assert kw["page_table"].tolist() == [[-1, -32, -33, 31]]  # floor, not trunc
+
+
+def test_opcheck(gen, device):
+    inputs, outputs, scalars = make_case(MetaCase(q_mode=1), gen, device)
+    kwargs = {**inputs, **outputs, **scalars}
+    names = [a.name for a in OP._schema.arguments]
+    torch.library.opcheck(OP, tuple(kwargs[n] for n in names))
+
+
+def test_torch_compile_fullgraph(gen, device):
+    case = MetaCase(q_mode=2, live_pages_only=True)
+    inputs, outputs, scalars = make_case(case, gen, device)
+    want = run_on_copies(reference.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+
+    @torch.compile(fullgraph=True, dynamic=False)
+    def refresh(**kw):
+        sgl_meta.update_trtllm_mha_graph_metadata(**kw)
+
+    torch._dynamo.reset()
+    got = run_on_copies(refresh, inputs, outputs, scalars)
+    assert_same(got, want, "torch.compile")
+
+
+def test_fake_cuda_tracing_without_gpu(gen):
+    """The CUDA schema path traces with fake CUDA tensors (no GPU needed)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    inputs, outputs, scalars = make_case(MetaCase(), gen, "cpu")
+    with FakeTensorMode(allow_non_fake_inputs=False) as mode:
+        fake = {k: (mode.from_tensor(v).to("cuda") if isinstance(v, torch.Tensor) else v)
+                for k, v in {**inputs, **outputs}.items()}
+
+        def fn(*tensors):
+            kw = dict(zip(fake.keys(), tensors))
+            sgl_meta.update_trtllm_mha_graph_metadata(**kw, **scalars)
+            return tensors
+
+        gm = make_fx(fn, tracing_mode="fake")(*fake.values())
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert OP in targets
+    assert all(v is None or v.device.type == "cuda" for v in fake.values())
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture_and_replay(gen):
+    case = MetaCase(bs=17, page_size=16, max_seq_pages=70, q_mode=1, pad_rows=4)
+    inputs, outputs, scalars = make_case(case, gen, "cuda")
+    static_in = {k: (None if v is None else v.clone()) for k, v in inputs.items()}
+    static_out = {k: (None if v is None else v.clone()) for k, v in outputs.items()}
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
+        sgl_meta.update_trtllm_mha_graph_metadata(**static_in, **static_out, **scalars)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        sgl_meta.update_trtllm_mha_graph_metadata(**static_in, **static_out, **scalars)
+    for _ in range(3):  # new values in the static inputs, new poison in the outputs
+        fresh, _, _ = make_case(case, gen, "cuda")
+        for k, v in fresh.items():
+            if v is not None:
+                static_in[k].copy_(v)
+        for v in static_out.values():
+            if v is not None:
+                poison_(v, gen)
+        before = {k: (None if v is None else v.clone()) for k, v in static_out.items()}
+        graph.replay()
+        torch.cuda.synchronize()
+        want = run_on_copies(reference.update_trtllm_mha_graph_metadata, static_in, before, scalars)
+        assert_same(static_out, want, "CUDA graph replay")
+
+
+@pytest.mark.gpu
+def test_runs_on_the_tensors_device_not_the_current_one(gen):
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    inputs, outputs, scalars = make_case(MetaCase(), gen, "cuda:1")
+    want = run_on_copies(reference.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+    with torch.cuda.device(0):
+        got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+    assert_same(got, want, "cuda:1")

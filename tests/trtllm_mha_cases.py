@@ -1,0 +1,118 @@
+"""Random and edge-case inputs for update_trtllm_mha_graph_metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sgl_meta import Q_MODE_CUMSUM, Q_MODE_NONE, Q_MODE_STRIDED
+
+from helpers import poison_like
+
+
+@dataclass
+class MetaCase:
+    bs: int = 5
+    page_size: int = 16
+    max_seq_pages: int = 9
+    extra_cols: int = 7  # req_to_token columns past the last gathered slot
+    row_pad: int = 3  # req_to_token row stride padding (strided view)
+    pool: int = 11
+    pad_rows: int = 2  # output rows past bs (padded CUDA-graph rows), must survive
+    pad_cols: int = 4  # page-table columns past max_seq_pages, must survive
+    index_dtype: torch.dtype = torch.int64
+    seqlen_dtype: torch.dtype = torch.int32
+    swa: bool = True
+    n_out: int | None = 6  # out_cache_loc numel (None: not given)
+    swa_out_len: int | None = 9  # swa_out_cache_loc numel (None: not given)
+    q_mode: int = Q_MODE_NONE
+    q_stride: int = 4
+    seqlen_offset: int = 1
+    live_pages_only: bool = False
+    negative_slots: bool = True
+
+
+def make_case(c: MetaCase, gen: torch.Generator, device: str):
+    """Returns (inputs, outputs, scalars) dicts; outputs are poisoned."""
+    ctx = max(c.max_seq_pages - 1, 0) * c.page_size + 1 + c.extra_cols
+    swa_m = c.pool * ctx + 5  # mapping covers every slot value drawn below
+    # Slots: mostly valid, some -1 sentinels and other negatives (floor-division
+    # of negatives must floor), held in a strided view (row stride > ctx).
+    base = torch.randint(0, swa_m, (c.pool, ctx + c.row_pad), generator=gen, dtype=torch.int32)
+    if c.negative_slots:
+        neg = torch.rand(base.shape, generator=gen) < 0.1
+        base[neg] = -torch.randint(1, 3 * c.page_size, (int(neg.sum()),), generator=gen, dtype=torch.int32)
+        base[torch.rand(base.shape, generator=gen) < 0.05] = -1
+    req_to_token = base[:, :ctx]
+    max_len = c.max_seq_pages * c.page_size + c.page_size
+    inputs = dict(
+        req_pool_indices=torch.randint(0, c.pool, (c.bs + 2,), generator=gen).to(c.index_dtype),
+        seq_lens=torch.randint(0, max_len, (c.bs + 2,), generator=gen).to(c.seqlen_dtype),
+        req_to_token=req_to_token,
+        swa_mapping=None,
+        out_cache_loc=None,
+        qlens=None,
+    )
+    if c.swa:
+        mapping = torch.randint(-1, swa_m * 2, (swa_m,), generator=gen, dtype=torch.int64)
+        mapping[torch.rand(swa_m, generator=gen) < 0.1] = -1
+        inputs["swa_mapping"] = mapping
+    if c.n_out is not None:
+        loc = torch.randint(0, swa_m, (c.n_out,), generator=gen, dtype=torch.int64)
+        loc[torch.rand(c.n_out, generator=gen) < 0.2] = -1
+        inputs["out_cache_loc"] = loc
+    if c.q_mode == Q_MODE_CUMSUM:
+        inputs["qlens"] = torch.randint(1, 9, (c.bs + 1,), generator=gen).to(c.index_dtype)
+
+    rows, cols = c.bs + c.pad_rows, c.max_seq_pages + c.pad_cols
+    i32 = dict(dtype=torch.int32)
+    outputs = dict(
+        cache_seqlens=torch.empty(rows, **i32),
+        cu_seqlens_k=torch.empty(rows + 1, **i32),
+        page_table=torch.empty(rows, cols, **i32),
+        swa_page_table=torch.empty(rows, cols, **i32) if c.swa else None,
+        swa_out_cache_loc=(
+            torch.empty(c.swa_out_len, dtype=torch.int64) if c.swa and c.swa_out_len is not None else None
+        ),
+        cu_seqlens_q=torch.empty(rows + 1, **i32) if c.q_mode != Q_MODE_NONE else None,
+    )
+    outputs = {k: None if v is None else poison_like(v, gen) for k, v in outputs.items()}
+    if not c.swa:
+        inputs["out_cache_loc"] = None
+    scalars = dict(
+        bs=c.bs,
+        seqlen_offset=c.seqlen_offset,
+        max_seq_pages=c.max_seq_pages,
+        page_size=c.page_size,
+        q_stride=c.q_stride,
+        q_mode=c.q_mode,
+        live_pages_only=c.live_pages_only,
+    )
+    to = lambda d: {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in d.items()}  # noqa: E731
+    return to(inputs), to(outputs), scalars
+
+
+EDGE_CASES = {
+    "bs0": MetaCase(bs=0),
+    "bs1": MetaCase(bs=1),
+    "bs1_page1": MetaCase(bs=1, page_size=1, max_seq_pages=37),
+    "odd_sizes": MetaCase(bs=13, page_size=3, max_seq_pages=29, pool=17, extra_cols=1),
+    "no_swa": MetaCase(swa=False, n_out=None, swa_out_len=None),
+    "swa_table_only": MetaCase(n_out=None, swa_out_len=None),
+    "swa_out_no_loc": MetaCase(n_out=None),
+    "swa_out_shorter_than_loc": MetaCase(n_out=12, swa_out_len=5),
+    "swa_out_empty": MetaCase(swa_out_len=0),
+    "int32_indices": MetaCase(index_dtype=torch.int32, seqlen_dtype=torch.int32),
+    "int64_indices": MetaCase(index_dtype=torch.int64, seqlen_dtype=torch.int64),
+    "q_cumsum": MetaCase(q_mode=Q_MODE_CUMSUM),
+    "q_cumsum_int32": MetaCase(q_mode=Q_MODE_CUMSUM, index_dtype=torch.int32),
+    "q_strided": MetaCase(q_mode=Q_MODE_STRIDED, q_stride=3),
+    "live_pages_only": MetaCase(live_pages_only=True, bs=9, max_seq_pages=40),
+    "live_pages_negative_offset": MetaCase(live_pages_only=True, seqlen_offset=-40),
+    "zero_pages": MetaCase(max_seq_pages=0),
+    "no_pad": MetaCase(pad_rows=0, pad_cols=0, row_pad=0, extra_cols=0),
+    "page_256_wide": MetaCase(bs=3, page_size=256, max_seq_pages=1100, pool=4, extra_cols=0),
+    "many_rows": MetaCase(bs=300, page_size=64, max_seq_pages=5, pool=301),
+    "no_negative_slots": MetaCase(negative_slots=False),
+}
