@@ -1,0 +1,164 @@
+"""Fixed-shape microbenchmarks at the issues' target shapes, fused vs eager.
+
+    python benchmarks/op_shapes.py [--json PATH]
+
+For each case: host us per call (wall time to issue one call, median and p99;
+the dispatch cost a server pays per replay), device us per call (CUDA events
+around replays of a graph holding several calls on rotating input sets, so L2
+does not serve repeated gathers), and the memory floor: bytes that must move
+(strided page-boundary gathers count a whole 32-byte sector each) over the
+measured device-to-device copy bandwidth. GPU only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import time
+
+import torch
+
+import sgl_meta
+from sgl_meta import reference
+
+SECTOR = 32  # bytes a scattered 4- or 8-byte load costs in DRAM traffic
+
+
+def copy_bandwidth(nbytes: int = 1 << 30) -> float:
+    """Bytes/s of a large D2D copy, counting bytes read plus bytes written."""
+    src = torch.empty(nbytes // 4, dtype=torch.int32, device="cuda").random_()
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    times = []
+    for _ in range(10):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    return 2 * nbytes / statistics.median(times)
+
+
+def host_us(call, n: int = 300) -> tuple[float, float]:
+    for _ in range(20):
+        call()
+    torch.cuda.synchronize()
+    samples = []
+    for i in range(n):
+        t0 = time.perf_counter_ns()
+        call()
+        samples.append((time.perf_counter_ns() - t0) / 1e3)
+        if i % 16 == 15:  # keep the launch queue from filling up
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    samples.sort()
+    return statistics.median(samples), samples[int(0.99 * (len(samples) - 1))]
+
+
+def device_us(calls, replays: int = 30) -> float:
+    """Median per-call device time of a graph that runs every call in `calls`."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for c in calls:
+            c()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3 / len(calls))
+    return statistics.median(times)
+
+
+def trtllm_metadata_case(bs, pages, page_size, swa, live_pages_only, sets=8):
+    """update_trtllm_mha_graph_metadata on a page-aligned, shuffled KV pool."""
+    ctx = pages * page_size
+    pool_rows = bs * sets
+    dev = "cuda"
+    n_pages_total = pool_rows * pages
+    perm = torch.randperm(n_pages_total, device=dev, dtype=torch.int64)
+    tok = torch.arange(ctx, device=dev) % page_size
+    req_to_token = (perm.view(pool_rows, pages).repeat_interleave(page_size, 1) * page_size + tok).to(torch.int32)
+    swa_mapping = None
+    if swa:
+        m = n_pages_total * page_size
+        swa_mapping = torch.randint(-1, m // 4, (m,), device=dev, dtype=torch.int64)
+    i32 = dict(dtype=torch.int32, device=dev)
+    outs = dict(
+        cache_seqlens=torch.empty(bs, **i32),
+        cu_seqlens_k=torch.empty(bs + 1, **i32),
+        page_table=torch.empty(bs, pages, **i32),
+        swa_page_table=torch.empty(bs, pages, **i32) if swa else None,
+        swa_out_cache_loc=torch.empty(bs, dtype=torch.int64, device=dev) if swa else None,
+    )
+    kwargs = []
+    for s in range(sets):
+        kwargs.append(dict(
+            req_pool_indices=torch.arange(s * bs, (s + 1) * bs, device=dev),
+            seq_lens=torch.randint(1, ctx + 1 - page_size, (bs,), device=dev, dtype=torch.int32),
+            req_to_token=req_to_token, swa_mapping=swa_mapping,
+            out_cache_loc=torch.randint(0, n_pages_total * page_size, (bs,), device=dev) if swa else None,
+            bs=bs, seqlen_offset=1, max_seq_pages=pages, page_size=page_size,
+            live_pages_only=live_pages_only, **outs,
+        ))
+    live = sum(float(((k["seq_lens"].float() + 1) / page_size).ceil().clamp(max=pages).sum()) for k in kwargs) / sets
+    cols = live if live_pages_only else bs * pages
+    per_page = SECTOR + 4 + ((SECTOR + 4) if swa else 0)
+    nbytes = cols * per_page + bs * (8 + 4 + 4 + 4)
+    return kwargs, nbytes
+
+
+CASES = {
+    "update_trtllm_mha_graph_metadata bs256x2048p64": (trtllm_metadata_case, (256, 2048, 64, False, False)),
+    "update_trtllm_mha_graph_metadata bs256x2048p64 swa": (trtllm_metadata_case, (256, 2048, 64, True, False)),
+    "update_trtllm_mha_graph_metadata bs256x2048p64 live": (trtllm_metadata_case, (256, 2048, 64, False, True)),
+    "update_trtllm_mha_graph_metadata bs1x2048p64": (trtllm_metadata_case, (1, 2048, 64, False, False)),
+    "update_trtllm_mha_graph_metadata bs32x8192p16": (trtllm_metadata_case, (32, 8192, 16, False, False)),
+}
+OPS = {"update_trtllm_mha_graph_metadata": (sgl_meta.update_trtllm_mha_graph_metadata,
+                                            reference.update_trtllm_mha_graph_metadata)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", help="write results here")
+    args = ap.parse_args()
+    assert torch.cuda.is_available(), "op_shapes.py measures GPU kernels; use python -m sgl_meta.bench on CPU"
+    bw = copy_bandwidth()
+    rows = []
+    for name, (make, params) in CASES.items():
+        fused, ref = OPS[name.split()[0]]
+        kwargs, nbytes = make(*params)
+        r = dict(case=name, floor_us=nbytes / bw * 1e6, bytes=nbytes)
+        for label, fn in (("fused", fused), ("eager", ref)):
+            r[f"{label}_host_med_us"], r[f"{label}_host_p99_us"] = host_us(lambda: fn(**kwargs[0]))
+            r[f"{label}_dev_us"] = device_us([lambda k=k: fn(**k) for k in kwargs])
+        rows.append(r)
+    meta = dict(date=datetime.datetime.now().isoformat(timespec="seconds"), gpu=torch.cuda.get_device_name(),
+                torch=torch.__version__, cuda=torch.version.cuda, copy_bw_GBps=bw / 1e9)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    print(f"\n{meta}")
+    print(f"{'case':52s} {'host us fused/eager':>20s} {'p99 fused':>9s} {'dev us fused/eager':>19s} {'floor us':>8s}")
+    for r in rows:
+        print(f"{r['case']:52s} {r['fused_host_med_us']:8.1f} / {r['eager_host_med_us']:8.1f} "
+              f"{r['fused_host_p99_us']:9.1f} {r['fused_dev_us']:8.2f} / {r['eager_dev_us']:8.2f} {r['floor_us']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: check the carried build, run the GPU tests, time.
+#
+# Build here first (scripts/setup_env.sh), then run this there with the built
+# extension carried along (sgl_meta/_C.abi3.so): it runs under that machine's
+# own torch and Python, which is also the portability check of the stable-ABI
+# + abi3 build. Logs and JSON go to $OUT (or ./device-out). The short tables
+# are printed last.
+#
+#   bash scripts/device_check.sh [tests] [micro] [bench] [sanitize]   (default: tests micro bench)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT=${OUT:-device-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+PY=${PYTHON:-python3}
+steps=("$@")
+[[ ${#steps[@]} -eq 0 ]] && steps=(tests micro bench)
+status=0
+summary=()
+
+run() {  # run NAME CMD... : log to $OUT/NAME.log, remember the exit status
+  local name=$1; shift
+  echo "=== $name: $*"
+  "$@" 2>&1 | tee "$OUT/$name.log"
+  local rc=${PIPESTATUS[0]}
+  summary+=("$(printf '%-10s rc=%s' "$name" "$rc")")
+  [[ $rc -ne 0 ]] && status=1
+  return 0
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$OUT/gpu.txt"
+$PY -c "import sys, torch, sgl_meta; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'sgl_meta', sgl_meta.__version__, sgl_meta.__file__)" | tee -a "$OUT/gpu.txt"
+
+for step in "${steps[@]}"; do
+  case $step in
+    tests) run tests $PY -m pytest tests -q -p no:cacheprovider -x --junitxml="$OUT/tests.xml" ;;
+    micro) run micro $PY benchmarks/op_shapes.py --json "$OUT/op_shapes.json" ;;
+    bench) run bench $PY -m sgl_meta.bench --json "$OUT/bench.json" --plot "$OUT/bench.png" ;;
+    sanitize) run sanitize bash scripts/sanitize.sh ;;
+    *) echo "unknown step $step"; status=1 ;;
+  esac
+done
+
+echo; echo "=== summary"; printf '%s\n' "${summary[@]}"
+for step in "${steps[@]}"; do
+  [[ -f "$OUT/$step.log" ]] && { echo "--- $step (tail)"; tail -n 25 "$OUT/$step.log"; }
+done
+exit $status
