@@ -70,10 +70,10 @@ def update_trtllm_mha_graph_metadata(
         return
     lens = (seq_lens[:bs].long() + seqlen_offset).to(torch.int32)
     cache_seqlens[:bs].copy_(lens)
-    cu_seqlens_k[0] = 0
+    cu_seqlens_k[:1].zero_()  # (no host scalar copy: stays graph-capturable)
     cu_seqlens_k[1 : bs + 1].copy_(torch.cumsum(lens, 0).to(torch.int32))
     if q_mode == Q_MODE_CUMSUM:
-        cu_seqlens_q[0] = 0
+        cu_seqlens_q[:1].zero_()
         cu_seqlens_q[1 : bs + 1].copy_(torch.cumsum(qlens[:bs].long(), 0).to(torch.int32))
     elif q_mode == Q_MODE_STRIDED:
         steps = torch.arange(bs + 1, device=cu_seqlens_q.device, dtype=torch.int64)

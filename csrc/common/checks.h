@@ -45,6 +45,19 @@ struct Expect {
   const char* cols_why = "";
 };
 
+// Streams "cpu" / "cuda:N" for a tensor when (and only when) an error message
+// is built: check arguments are evaluated on every call, so anything passed to
+// `require` must be cheap until it is printed.
+struct DeviceOf {
+  const Tensor& t;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const DeviceOf& d) {
+  if (d.t.is_cuda()) return os << "cuda:" << d.t.get_device_index();
+  if (d.t.is_cpu()) return os << "cpu";
+  return os << "device type " << static_cast<int>(d.t.device().type());
+}
+
 class ArgChecker {
  public:
   explicit ArgChecker(const char* op) : op_(op) {}
@@ -57,9 +70,11 @@ class ArgChecker {
     throw std::runtime_error(msg.str());
   }
 
+  // Message arguments are only formatted on failure; keep them cheap to pass
+  // (literals, integers, DeviceOf): this runs on every call of every op.
   template <typename... Args>
   void require(bool cond, const Args&... args) const {
-    if (!cond) fail(args...);
+    if (C10_UNLIKELY(!cond)) fail(args...);
   }
 
   void non_negative(int64_t value, const char* name) const {
@@ -86,8 +101,8 @@ class ArgChecker {
         break;
     }
     require(t.dim() == e.dim, name, " must be ", e.dim, "-D, got ", t.dim(), "-D");
-    require(t.device() == device_of.device(), name, " is on ", device_str(t),
-            " but the other tensors are on ", device_str(device_of));
+    require(t.device() == device_of.device(), name, " is on ", DeviceOf{t},
+            " but the other tensors are on ", DeviceOf{device_of});
     require(t.size(0) >= e.min_rows, name, ".size(0) must be >= ", e.rows_why, " = ",
             e.min_rows, ", got ", t.size(0));
     if (e.dim == 2)
@@ -112,14 +127,6 @@ class ArgChecker {
     require(a.has_value() == b.has_value(), a_name, " and ", b_name,
             " must be given together (got ", a_name, a.has_value() ? "" : "=None",
             ", ", b_name, b.has_value() ? "" : "=None", ")");
-  }
-
-  static std::string device_str(const Tensor& t) {
-    std::ostringstream s;
-    if (t.is_cuda()) s << "cuda:" << t.get_device_index();
-    else if (t.is_cpu()) s << "cpu";
-    else s << "device type " << static_cast<int>(t.device().type());
-    return s.str();
   }
 
  private:

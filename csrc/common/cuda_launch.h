@@ -48,7 +48,7 @@ void run_on_device(const ArgChecker& check, const Tensor& t, Cpu&& cpu, Cuda&& c
   } else if (t.is_cuda()) {
     launch_on_device_of(check, t, cuda);
   } else {
-    check.fail("tensors on ", ArgChecker::device_str(t), " are not supported");
+    check.fail("tensors on ", DeviceOf{t}, " are not supported");
   }
 }
 
