@@ -19,11 +19,18 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor? out_cache_loc=None, Tensor(e!)? swa_out_cache_loc=None, "
       "Tensor(f!)? cu_seqlens_q=None, Tensor? qlens=None, int q_stride=0, "
       "int q_mode=0, bool live_pages_only=False) -> ()");
+  m.def(
+      "build_trtllm_mha_page_table("
+      "Tensor req_to_token, Tensor req_pool_indices, Tensor cache_seqlens, "
+      "Tensor(a!) page_table, int page_size, Tensor(b!)? swa_page_table=None, "
+      "Tensor? full_to_swa=None) -> ()");
 }
 
 #define SGL_META_IMPL_ALL(m)                                       \
   m.impl("update_trtllm_mha_graph_metadata",                       \
-         TORCH_BOX(&sgl_meta::update_trtllm_mha_graph_metadata));
+         TORCH_BOX(&sgl_meta::update_trtllm_mha_graph_metadata));  \
+  m.impl("build_trtllm_mha_page_table",                            \
+         TORCH_BOX(&sgl_meta::build_trtllm_mha_page_table));
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_meta, CPU, m) { SGL_META_IMPL_ALL(m) }
 

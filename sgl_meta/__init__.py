@@ -15,6 +15,7 @@ from .ops import (
     Q_MODE_STRIDED,
     update_trtllm_mha_graph_metadata,
 )
+from .ops import build_trtllm_mha_page_table
 
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
 
@@ -23,4 +24,5 @@ __all__ = [
     "Q_MODE_NONE",
     "Q_MODE_STRIDED",
     "update_trtllm_mha_graph_metadata",
+    "build_trtllm_mha_page_table",
 ]

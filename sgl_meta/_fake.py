@@ -12,7 +12,10 @@ import torch
 
 from . import _C  # noqa: F401  (the schemas must exist before fakes attach)
 
-OPS_RETURNING_NOTHING = ("sgl_meta::update_trtllm_mha_graph_metadata",)
+OPS_RETURNING_NOTHING = (
+    "sgl_meta::update_trtllm_mha_graph_metadata",
+    "sgl_meta::build_trtllm_mha_page_table",
+)
 
 
 def _no_output(*args, **kwargs) -> None:

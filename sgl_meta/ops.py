@@ -122,3 +122,70 @@ def update_trtllm_mha_graph_metadata(
         q_mode,
         live_pages_only,
     )
+
+
+_build_trtllm_mha_page_table = torch.ops.sgl_meta.build_trtllm_mha_page_table.default
+
+
+def build_trtllm_mha_page_table(
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    page_table: torch.Tensor,
+    page_size: int,
+    swa_page_table: Optional[torch.Tensor] = None,
+    full_to_swa: Optional[torch.Tensor] = None,
+) -> None:
+    """Fill the TRT-LLM MHA page table from ``req_to_token``, sync-free.
+
+    Mirrors SGLang's Triton ``build_trtllm_mha_page_table``
+    (``kernels/ops/kvcache/trtllm_mha_page_table.py``), same signature, which
+    replaced a ``seq_lens.max().item()`` + gather + ``floor_divide`` eager path:
+    each row's work is bounded by its device-side length, the launch only by
+    ``page_table``'s static shape. For row ``r < bs`` (``bs, W = page_table.shape``)
+    and ``p < n_r``::
+
+        slot = req_to_token[req_pool_indices[r], p * page_size]
+        page_table[r, p] = slot // page_size
+        swa_page_table[r, p] = full_to_swa[clamp(slot, 0, M - 1)] // page_size
+
+    with ``n_r = min(ceil(max(cache_seqlens[r], 0) / page_size), W,
+    ceil(req_to_token.size(1) / page_size))``. Columns ``p >= n_r`` are never
+    written (a ``-1``-prefilled tail survives). ``//`` is floor division
+    (``-1 // 64 == -1``). ``bs == 0`` is a no-op. Unlike the seed, ``n_r`` is capped
+    by the table width and the ``req_to_token`` row, and any ``page_size >= 1``
+    works (the seed needs ``4096 % page_size == 0``).
+
+    Args:
+        req_to_token: ``[pool_size, max_context_len]`` int32 token-slot pool; rows
+            addressed by ``stride(0)``, inner stride 1.
+        req_pool_indices: ``[>= bs]`` int32/int64, row of each request in
+            ``req_to_token``.
+        cache_seqlens: ``[>= bs]`` int32/int64, KV length in tokens (``<= 0``: no pages).
+        page_table: out, ``[bs, W]`` int32 page ids; rows addressed by ``stride(0)``
+            (e.g. a ``[:bs, :W]`` slice of a larger buffer), inner stride 1.
+        page_size: tokens per KV page, ``>= 1``.
+        swa_page_table: out, int32 ``[>= bs, >= W]`` SWA page ids, same stride
+            rules; given iff ``full_to_swa`` is.
+        full_to_swa: ``[M]`` int64 full-pool slot -> SWA-pool slot, ``M >= 1``;
+            lookups are clamped into ``[0, M - 1]`` (no sentinel handling, as the seed).
+
+    Raises:
+        RuntimeError: a wrong dtype, device, rank, size, inner stride, overlapping
+            output rows, ``page_size < 1``, an empty ``full_to_swa``, or only one of
+            ``swa_page_table``/``full_to_swa`` (message names the op and argument).
+            On CPU also for a ``req_pool_indices[r]`` outside ``[0, req_to_token.size(0))``
+            (checked for every row, whatever its length); on CUDA that trips a
+            device-side assert instead.
+
+    Never allocates, never synchronises: safe inside CUDA-graph capture.
+    """
+    _build_trtllm_mha_page_table(
+        req_to_token,
+        req_pool_indices,
+        cache_seqlens,
+        page_table,
+        page_size,
+        swa_page_table,
+        full_to_swa,
+    )

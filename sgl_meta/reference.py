@@ -98,3 +98,37 @@ def update_trtllm_mha_graph_metadata(
         swa_out_cache_loc.zero_()
         if n:
             swa_out_cache_loc[:n] = _swa_translate(out_cache_loc[:n], swa_mapping)
+
+
+def build_trtllm_mha_page_table(
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    page_table: torch.Tensor,
+    page_size: int,
+    swa_page_table: Optional[torch.Tensor] = None,
+    full_to_swa: Optional[torch.Tensor] = None,
+) -> None:
+    """Eager reference of :func:`sgl_meta.ops.build_trtllm_mha_page_table`.
+
+    The host-max path the seed's Triton kernel replaced: ``.max().item()`` of the
+    page counts (a device-to-host sync on CUDA) sets the gather width, then one
+    advanced-index gather of the page-boundary slots, ``floor_divide`` and a
+    masked copy that keeps every row's tail. Same arguments, same results.
+    """
+    if (swa_page_table is None) != (full_to_swa is None):
+        raise ValueError("build_trtllm_mha_page_table: swa_page_table and full_to_swa go together")
+    bs, width = page_table.shape
+    if bs == 0:
+        return
+    device = req_to_token.device
+    row_pages = -(-req_to_token.shape[1] // page_size)  # gathers stay inside the row
+    lens = cache_seqlens[:bs].long().clamp(min=0)
+    pages = (torch.floor_divide(lens - 1, page_size) + 1).clamp(max=min(width, row_pages))
+    n_max = int(pages.max())  # the host sync the fused op avoids
+    cols = torch.arange(n_max, device=device) * page_size
+    slots = req_to_token[req_pool_indices[:bs].long()[:, None], cols[None, :]]
+    _write_columns(page_table, torch.floor_divide(slots, page_size).to(torch.int32), pages)
+    if swa_page_table is not None:
+        mapped = full_to_swa[slots.long().clamp(0, full_to_swa.numel() - 1)]
+        _write_columns(swa_page_table, torch.floor_divide(mapped, page_size).to(torch.int32), pages)

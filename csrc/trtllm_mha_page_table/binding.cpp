@@ -1,0 +1,78 @@
+// build_trtllm_mha_page_table: torch binding (checks, params, dispatch).
+
+#include "common/cuda_launch.h"
+#include "common/index_tensor.h"
+#include "ops.h"
+#include "trtllm_mha_page_table/params.h"
+
+namespace sgl_meta {
+namespace {
+
+using DT = Expect::DType;
+
+// Output rows must not share memory (e.g. an expand()ed table): two rows
+// written by different blocks would race.
+void rows_disjoint(const ArgChecker& check, const Tensor& t, const char* name) {
+  check.require(t.size(0) <= 1 || t.size(1) == 0 || t.stride(0) >= t.size(1), name,
+                " rows overlap: stride(0) = ", t.stride(0), " < size(1) = ", t.size(1));
+}
+
+}  // namespace
+
+void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
+                                 Tensor cache_seqlens, Tensor page_table,
+                                 int64_t page_size, std::optional<Tensor> swa_page_table,
+                                 std::optional<Tensor> full_to_swa) {
+  const ArgChecker check("build_trtllm_mha_page_table");
+  check.require(page_size >= 1, "page_size must be >= 1, got ", page_size);
+  check.paired(swa_page_table, "swa_page_table", full_to_swa, "full_to_swa");
+
+  const Tensor& dev = req_to_token;
+  check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
+  check.tensor(page_table, "page_table", {DT::kInt32, 2}, dev);
+  rows_disjoint(check, page_table, "page_table");
+  // The table's own shape is the batch and the width (the seed's contract).
+  const int64_t bs = page_table.size(0);
+  const int64_t width = page_table.size(1);
+  const char* bs_why = "page_table.size(0)";
+  check.tensor(req_pool_indices, "req_pool_indices", {DT::kIndex, 1, bs, 0, bs_why}, dev);
+  check.tensor(cache_seqlens, "cache_seqlens", {DT::kIndex, 1, bs, 0, bs_why}, dev);
+  if (swa_page_table) {
+    check.tensor(*swa_page_table, "swa_page_table",
+                 {DT::kInt32, 2, bs, width, bs_why, "page_table.size(1)"}, dev);
+    rows_disjoint(check, *swa_page_table, "swa_page_table");
+    check.tensor(*full_to_swa, "full_to_swa", {DT::kInt64, 1}, dev);
+    check.require(full_to_swa->size(0) >= 1,
+                  "full_to_swa must not be empty (slots are clamped into "
+                  "[0, full_to_swa.numel() - 1]), got 0 elements");
+  }
+  if (bs == 0) return;  // documented no-op
+
+  TrtllmMhaPageTableParams p;
+  p.req_pool_indices = index_array_of(req_pool_indices);
+  p.cache_seqlens = index_array_of(cache_seqlens);
+  p.req_to_token = req_to_token.const_data_ptr<int32_t>();
+  p.req_to_token_stride = req_to_token.stride(0);
+  p.pool_size = req_to_token.size(0);
+  p.page_table = page_table.mutable_data_ptr<int32_t>();
+  p.page_table_stride = page_table.stride(0);
+  if (swa_page_table) {
+    p.full_to_swa = full_to_swa->const_data_ptr<int64_t>();
+    p.full_to_swa_size = full_to_swa->size(0);
+    p.swa_page_table = swa_page_table->mutable_data_ptr<int32_t>();
+    p.swa_page_table_stride = swa_page_table->stride(0);
+  }
+  p.bs = bs;
+  // Page p gathers token p * page_size, which must lie in the row: p <
+  // ceil(row_len / page_size) (written so no page_size can overflow).
+  const int64_t row_len = req_to_token.size(1);
+  const int64_t row_pages = row_len == 0 ? 0 : (row_len - 1) / page_size + 1;
+  p.max_pages = width < row_pages ? width : row_pages;
+  p.page = PageDivisor::make(page_size);
+
+  run_on_device(
+      check, dev, [&] { build_trtllm_mha_page_table_cpu(p); },
+      SGL_CUDA_ONLY([&](void* stream) { return build_trtllm_mha_page_table_cuda(p, stream); }));
+}
+
+}  // namespace sgl_meta
