@@ -23,7 +23,10 @@ import torch
 import sgl_meta
 from sgl_meta import reference
 
-SECTOR = 32  # bytes a scattered 4- or 8-byte load costs in DRAM traffic
+# DRAM bytes one scattered 4- or 8-byte load costs. ncu on the H200 (2026-11-29):
+# 524,750 page-boundary gathers read 33.6 MB from DRAM, i.e. 64 B each (two
+# 32-byte sectors), so 64 B is the honest floor per gather, not 4 B or 32 B.
+GATHER = 64
 
 
 def copy_bandwidth(nbytes: int = 1 << 30) -> float:
@@ -117,9 +120,24 @@ def trtllm_metadata_case(bs, pages, page_size, swa, live_pages_only, sets=8):
         ))
     live = sum(float(((k["seq_lens"].float() + 1) / page_size).ceil().clamp(max=pages).sum()) for k in kwargs) / sets
     cols = live if live_pages_only else bs * pages
-    per_page = SECTOR + 4 + ((SECTOR + 4) if swa else 0)
+    per_page = GATHER + 4 + ((GATHER + 4) if swa else 0)
     nbytes = cols * per_page + bs * (8 + 4 + 4 + 4)
     return kwargs, nbytes
+
+
+def page_table_case(bs, pages, page_size, swa, sets=8):
+    """build_trtllm_mha_page_table with uniform random lengths in [1, pages * page_size]."""
+    kwargs, _ = trtllm_metadata_case(bs, pages, page_size, swa, False, sets)
+    out = []
+    live = 0.0
+    for k in kwargs:
+        lens = torch.randint(1, pages * page_size + 1, (bs,), device="cuda", dtype=torch.int32)
+        live += float(((lens.float()) / page_size).ceil().sum()) / sets
+        out.append(dict(req_to_token=k["req_to_token"], req_pool_indices=k["req_pool_indices"],
+                        cache_seqlens=lens, page_table=k["page_table"], page_size=page_size,
+                        swa_page_table=k["swa_page_table"], full_to_swa=k["swa_mapping"]))
+    nbytes = live * (GATHER + 4 + ((GATHER + 4) if swa else 0)) + bs * 16
+    return out, nbytes
 
 
 CASES = {
@@ -128,9 +146,16 @@ CASES = {
     "update_trtllm_mha_graph_metadata bs256x2048p64 live": (trtllm_metadata_case, (256, 2048, 64, False, True)),
     "update_trtllm_mha_graph_metadata bs1x2048p64": (trtllm_metadata_case, (1, 2048, 64, False, False)),
     "update_trtllm_mha_graph_metadata bs32x8192p16": (trtllm_metadata_case, (32, 8192, 16, False, False)),
+    "build_trtllm_mha_page_table bs256x2048p64": (page_table_case, (256, 2048, 64, False)),
+    "build_trtllm_mha_page_table bs256x2048p64 swa": (page_table_case, (256, 2048, 64, True)),
+    "build_trtllm_mha_page_table bs1x2048p64": (page_table_case, (1, 2048, 64, False)),
 }
-OPS = {"update_trtllm_mha_graph_metadata": (sgl_meta.update_trtllm_mha_graph_metadata,
-                                            reference.update_trtllm_mha_graph_metadata)}
+OPS = {
+    "update_trtllm_mha_graph_metadata": (sgl_meta.update_trtllm_mha_graph_metadata,
+                                         reference.update_trtllm_mha_graph_metadata),
+    "build_trtllm_mha_page_table": (sgl_meta.build_trtllm_mha_page_table,
+                                    reference.build_trtllm_mha_page_table),
+}
 
 
 def main():

@@ -111,10 +111,11 @@ def build_trtllm_mha_page_table(
 ) -> None:
     """Eager reference of :func:`sgl_meta.ops.build_trtllm_mha_page_table`.
 
-    The host-max path the seed's Triton kernel replaced: ``.max().item()`` of the
-    page counts (a device-to-host sync on CUDA) sets the gather width, then one
-    advanced-index gather of the page-boundary slots, ``floor_divide`` and a
-    masked copy that keeps every row's tail. Same arguments, same results.
+    The unfused path the seed's Triton kernel replaced: one advanced-index gather
+    of the page-boundary slots, ``floor_divide`` and a masked copy that keeps every
+    row's tail. Same arguments, same results. Upstream sized the gather with
+    ``seq_lens.max().item()`` (a device-to-host sync); this reference gathers the
+    static width instead so that it, too, can be captured in a CUDA graph.
     """
     if (swa_page_table is None) != (full_to_swa is None):
         raise ValueError("build_trtllm_mha_page_table: swa_page_table and full_to_swa go together")
@@ -125,8 +126,7 @@ def build_trtllm_mha_page_table(
     row_pages = -(-req_to_token.shape[1] // page_size)  # gathers stay inside the row
     lens = cache_seqlens[:bs].long().clamp(min=0)
     pages = (torch.floor_divide(lens - 1, page_size) + 1).clamp(max=min(width, row_pages))
-    n_max = int(pages.max())  # the host sync the fused op avoids
-    cols = torch.arange(n_max, device=device) * page_size
+    cols = torch.arange(min(width, row_pages), device=device) * page_size
     slots = req_to_token[req_pool_indices[:bs].long()[:, None], cols[None, :]]
     _write_columns(page_table, torch.floor_divide(slots, page_size).to(torch.int32), pages)
     if swa_page_table is not None:

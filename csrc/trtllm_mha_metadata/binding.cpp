@@ -3,20 +3,13 @@
 #include <algorithm>
 
 #include "common/cuda_launch.h"
+#include "common/index_tensor.h"
 #include "ops.h"
 #include "trtllm_mha_metadata/params.h"
 
 namespace sgl_meta {
-namespace {
 
 using DT = Expect::DType;
-
-IndexArray index_array(const std::optional<Tensor>& t) {
-  if (!t.has_value()) return {};
-  return {t->const_data_ptr(), t->scalar_type() == ScalarType::Long};
-}
-
-}  // namespace
 
 void update_trtllm_mha_graph_metadata(
     Tensor req_pool_indices, Tensor seq_lens, Tensor req_to_token,
@@ -70,9 +63,9 @@ void update_trtllm_mha_graph_metadata(
   check.optional_tensor(qlens, "qlens", {DT::kIndex, 1, bs, 0, "bs"}, dev);
 
   TrtllmMhaMetadataParams p;
-  p.req_pool_indices = index_array(req_pool_indices);
-  p.seq_lens = index_array(seq_lens);
-  if (q_mode == kQModeCumsum) p.qlens = index_array(qlens);
+  p.req_pool_indices = index_array_of(req_pool_indices);
+  p.seq_lens = index_array_of(seq_lens);
+  if (q_mode == kQModeCumsum) p.qlens = index_array_of(*qlens);
   p.req_to_token = req_to_token.const_data_ptr<int32_t>();
   p.req_to_token_stride = req_to_token.stride(0);
   p.pool_size = req_to_token.size(0);
