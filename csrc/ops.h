@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include <torch/csrc/stable/tensor.h>
 
@@ -18,5 +19,33 @@ void update_trtllm_mha_graph_metadata(
     std::optional<Tensor> out_cache_loc, std::optional<Tensor> swa_out_cache_loc,
     std::optional<Tensor> cu_seqlens_q, std::optional<Tensor> qlens, int64_t q_stride,
     int64_t q_mode, bool live_pages_only);
+
+// fused_metadata_copy (one destination set) and fused_metadata_copy_multi (K
+// sets as tensor lists; an unused optional field's list is empty).
+void fused_metadata_copy(
+    Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src,
+    Tensor dsa_cache_seqlens_src, std::optional<Tensor> seqlens_expanded_src,
+    Tensor dsa_cu_seqlens_k_src, std::optional<Tensor> real_page_table_src,
+    std::optional<Tensor> flashmla_num_splits_src,
+    std::optional<Tensor> flashmla_metadata_src, Tensor cache_seqlens_dst,
+    Tensor cu_seqlens_k_dst, Tensor page_table_1_dst, Tensor dsa_cache_seqlens_dst,
+    std::optional<Tensor> seqlens_expanded_dst, Tensor dsa_cu_seqlens_k_dst,
+    std::optional<Tensor> real_page_table_dst,
+    std::optional<Tensor> flashmla_num_splits_dst,
+    std::optional<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
+    int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size);
+
+void fused_metadata_copy_multi(
+    Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src,
+    Tensor dsa_cache_seqlens_src, std::optional<Tensor> seqlens_expanded_src,
+    Tensor dsa_cu_seqlens_k_src, std::optional<Tensor> real_page_table_src,
+    std::optional<Tensor> flashmla_num_splits_src,
+    std::optional<Tensor> flashmla_metadata_src, std::vector<Tensor> cache_seqlens_dst,
+    std::vector<Tensor> cu_seqlens_k_dst, std::vector<Tensor> page_table_1_dst,
+    std::vector<Tensor> dsa_cache_seqlens_dst, std::vector<Tensor> seqlens_expanded_dst,
+    std::vector<Tensor> dsa_cu_seqlens_k_dst, std::vector<Tensor> real_page_table_dst,
+    std::vector<Tensor> flashmla_num_splits_dst,
+    std::vector<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
+    int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size);
 
 }  // namespace sgl_meta
