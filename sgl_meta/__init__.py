@@ -15,6 +15,15 @@ from .ops import (
     Q_MODE_STRIDED,
     update_trtllm_mha_graph_metadata,
 )
+from .ops import (
+    FORWARD_MODE_DECODE,
+    FORWARD_MODE_DRAFT_EXTEND,
+    FORWARD_MODE_TARGET_VERIFY,
+    fused_metadata_copy,
+    fused_metadata_copy_cuda,
+    fused_metadata_copy_multi,
+    fused_metadata_copy_multi_cuda,
+)
 
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
 
@@ -23,4 +32,11 @@ __all__ = [
     "Q_MODE_NONE",
     "Q_MODE_STRIDED",
     "update_trtllm_mha_graph_metadata",
+    "FORWARD_MODE_DECODE",
+    "FORWARD_MODE_DRAFT_EXTEND",
+    "FORWARD_MODE_TARGET_VERIFY",
+    "fused_metadata_copy",
+    "fused_metadata_copy_cuda",
+    "fused_metadata_copy_multi",
+    "fused_metadata_copy_multi_cuda",
 ]

@@ -12,7 +12,11 @@ import torch
 
 from . import _C  # noqa: F401  (the schemas must exist before fakes attach)
 
-OPS_RETURNING_NOTHING = ("sgl_meta::update_trtllm_mha_graph_metadata",)
+OPS_RETURNING_NOTHING = (
+    "sgl_meta::update_trtllm_mha_graph_metadata",
+    "sgl_meta::fused_metadata_copy",
+    "sgl_meta::fused_metadata_copy_multi",
+)
 
 
 def _no_output(*args, **kwargs) -> None:
