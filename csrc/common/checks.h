@@ -104,21 +104,33 @@ class ArgChecker {
                 " must have dtype torch.int32 or torch.int64, got ", dtype_name(st));
         break;
     }
+    // Each shape query is a shim call: read every value once.
+    const int64_t dim = t.dim();
     if (e.dim != Expect::kAnyDim)
-      require(t.dim() == e.dim, name, " must be ", e.dim, "-D, got ", t.dim(), "-D");
-    require(t.device() == device_of.device(), name, " is on ", device_str(t),
-            " but the other tensors are on ", device_str(device_of));
+      require(dim == e.dim, name, " must be ", e.dim, "-D, got ", dim, "-D");
+    // Not require(): its message arguments are evaluated eagerly, and
+    // device_str() builds an ostringstream -- most of the host time of a call.
+    if (!(t.device() == device_of.device()))
+      fail(name, " is on ", device_str(t), " but the other tensors are on ",
+           device_str(device_of));
     if (e.dim == Expect::kAnyDim) return;
-    require(t.size(0) >= e.min_rows, name, ".size(0) must be >= ", e.rows_why, " = ",
-            e.min_rows, ", got ", t.size(0));
-    if (e.dim == 2)
-      require(t.size(1) >= e.min_cols, name, ".size(1) must be >= ", e.cols_why,
-              " = ", e.min_cols, ", got ", t.size(1));
+    const int64_t rows = t.size(0);
+    require(rows >= e.min_rows, name, ".size(0) must be >= ", e.rows_why, " = ",
+            e.min_rows, ", got ", rows);
+    int64_t inner_size = rows;
+    if (e.dim == 2) {
+      inner_size = t.size(1);
+      require(inner_size >= e.min_cols, name, ".size(1) must be >= ", e.cols_why,
+              " = ", e.min_cols, ", got ", inner_size);
+    }
     // A unit inner stride is what lets the kernels address rows with
     // stride(0); size-1 dimensions have no meaningful stride.
-    const int64_t inner = e.dim - 1;
-    require(t.size(inner) <= 1 || t.stride(inner) == 1, name,
-            " must have inner stride 1, got stride(", inner, ") = ", t.stride(inner));
+    if (inner_size > 1) {
+      const int64_t inner = e.dim - 1;
+      const int64_t stride = t.stride(inner);
+      require(stride == 1, name, " must have inner stride 1, got stride(", inner,
+              ") = ", stride);
+    }
   }
 
   void optional_tensor(const std::optional<Tensor>& t, ArgName name,
