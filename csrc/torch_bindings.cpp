@@ -21,8 +21,9 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "int q_mode=0, bool live_pages_only=False) -> ()");
   // DSA backend (seed 003): argument names and order are the seed's, so its
   // callers switch by import. The multi op's destination sets are tensor lists
-  // of one length K; an unused optional field passes an empty list (an optional
-  // list, `Tensor(x!)[]?`, is not auto-functionalizable on every torch >= 2.10).
+  // of one length K; an unused optional field passes an empty list. (Mutable
+  // `Tensor(x!)[]` is the long-supported form for auto-functionalization;
+  // `Tensor(x!)[]?` also works on torch 2.14 but only became traceable in 2025.)
   m.def(
       "fused_metadata_copy("
       "Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src, "

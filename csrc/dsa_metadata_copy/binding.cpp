@@ -101,10 +101,10 @@ void check_sources(const ArgChecker& check, const DsaSources& src, int64_t mode,
   }
 
   const Tensor& dev = *src.page_indices;
-  check.tensor(dev, "page_indices_src", {DT::kInt32, 2}, dev);
-  sh.rows = sh.expanded ? dev.size(0) : bs;
+  // In modes 1 and 2 its own row count is `rows`, so only DECODE bounds it.
   check.tensor(dev, "page_indices_src",
-               {DT::kInt32, 2, sh.rows, sh.cols, sh.rows_name, sh.cols_name}, dev);
+               {DT::kInt32, 2, sh.expanded ? 0 : bs, sh.cols, "bs", sh.cols_name}, dev);
+  sh.rows = sh.expanded ? dev.size(0) : bs;
   check.tensor(*src.cache_seqlens, "cache_seqlens_src", {DT::kInt32, 1, bs, 0, "bs"}, dev);
   check.tensor(*src.cu_seqlens_k, "cu_seqlens_k_src",
                {DT::kInt32, 1, bs + 1, 0, "bs + 1"}, dev);
@@ -353,8 +353,7 @@ void fused_metadata_copy_multi(
   check.list_size(dsa_cache_seqlens_dst, "dsa_cache_seqlens_dst", k, kPerSet);
   check.list_size(dsa_cu_seqlens_k_dst, "dsa_cu_seqlens_k_dst", k, kPerSet);
   // An optional field's list holds K tensors when its source is given, else
-  // none (a schema-level `Tensor[]?` would not auto-functionalize on every
-  // torch >= 2.10; an empty list does).
+  // none (see the schema comment in torch_bindings.cpp for why not `[]?`).
   auto optional_list = [&](const std::vector<Tensor>& list, const char* name,
                            bool used, const char* src_name) {
     if (used)
