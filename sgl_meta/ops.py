@@ -136,10 +136,6 @@ FORWARD_MODE_DRAFT_EXTEND = 2
 _fused_metadata_copy = torch.ops.sgl_meta.fused_metadata_copy.default
 _fused_metadata_copy_multi = torch.ops.sgl_meta.fused_metadata_copy_multi.default
 
-def _scalar(v: Optional[int]) -> int:
-    return -1 if v is None else v
-
-
 def fused_metadata_copy(
     *,
     cache_seqlens_src: torch.Tensor,
@@ -247,14 +243,10 @@ def fused_metadata_copy(
         flashmla_metadata_dst,
         forward_mode,
         bs,
-        _scalar(max_len),
-        _scalar(max_seqlen_k),
-        _scalar(seqlens_expanded_size),
+        -1 if max_len is None else max_len,
+        -1 if max_seqlen_k is None else max_seqlen_k,
+        -1 if seqlens_expanded_size is None else seqlens_expanded_size,
     )
-
-
-def _dst_list(ts: Optional[Sequence[torch.Tensor]]) -> Sequence[torch.Tensor]:
-    return () if ts is None else ts
 
 
 def fused_metadata_copy_multi(
@@ -315,16 +307,16 @@ def fused_metadata_copy_multi(
         cu_seqlens_k_dst,
         page_table_1_dst,
         dsa_cache_seqlens_dst,
-        _dst_list(seqlens_expanded_dst),
+        () if seqlens_expanded_dst is None else seqlens_expanded_dst,
         dsa_cu_seqlens_k_dst,
-        _dst_list(real_page_table_dst),
-        _dst_list(flashmla_num_splits_dst),
-        _dst_list(flashmla_metadata_dst),
+        () if real_page_table_dst is None else real_page_table_dst,
+        () if flashmla_num_splits_dst is None else flashmla_num_splits_dst,
+        () if flashmla_metadata_dst is None else flashmla_metadata_dst,
         forward_mode,
         bs,
-        _scalar(max_len),
-        _scalar(max_seqlen_k),
-        _scalar(seqlens_expanded_size),
+        -1 if max_len is None else max_len,
+        -1 if max_seqlen_k is None else max_seqlen_k,
+        -1 if seqlens_expanded_size is None else seqlens_expanded_size,
     )
 
 
