@@ -14,10 +14,13 @@ from helpers import poison_like
 DECODE, TARGET_VERIFY, DRAFT_EXTEND = FORWARD_MODE_DECODE, FORWARD_MODE_TARGET_VERIFY, FORWARD_MODE_DRAFT_EXTEND
 
 # Memory layouts a tensor can be given in. "vec": row strides a multiple of 4
-# elements, 16-byte aligned start (the kernels' int4 path); "odd": odd row
-# strides (scalar path for 2-D); "offset": a view starting one element in
-# (misaligned start: scalar path for every field it is part of).
-LAYOUTS = ("vec", "odd", "offset")
+# elements, 16-byte aligned start (int4 stores / loads); "odd": odd row strides
+# (every other row misaligned); "offset": a view starting one element in
+# (misaligned start); "contig": plain contiguous (row stride = cols, as
+# upstream's `req_to_token[idx, :max_len].contiguous()`). A misaligned
+# destination puts its field on the 1-element path; a misaligned source only
+# narrows that unit's loads (CUDA).
+LAYOUTS = ("vec", "odd", "offset", "contig")
 
 SRC_FIELDS = (
     "cache_seqlens_src",
@@ -53,6 +56,7 @@ class DsaCase:
     sm_parts: int = 66  # FlashMLA tile-scheduler metadata [sm_parts, 8]
     expanded_in_decode: bool = False  # pass the (ignored) seqlens_expanded pair in DECODE
     layout: str | None = "vec"  # None: random per tensor
+    src_layout: str | None = None  # page_indices_src's layout, when not `layout`
     expanded_size: int | None = None  # S override (modes 1, 2)
 
 
@@ -89,6 +93,8 @@ def _alloc(shape, layout: str, gen, flat: bool = False) -> torch.Tensor:
         rows, cols = shape
         if layout == "offset":
             return _random_values((rows * (cols + 1) + 1,), gen)[1:].view(rows, cols + 1)[:, :cols]
+        if layout == "contig":
+            return _random_values((rows, cols), gen)
         width = cols + (-cols) % 4 if layout == "vec" else cols + 1 + (cols % 2)
         return _random_values((rows, width), gen)[:, :cols]
     raise ValueError(shape)
@@ -110,7 +116,7 @@ def make_case(c: DsaCase, gen: torch.Generator, device: str):
     sources = dict(
         cache_seqlens_src=_alloc((c.bs + e,), lay(), gen),
         cu_seqlens_k_src=_alloc((c.bs + 1 + e,), lay(), gen),
-        page_indices_src=_alloc((src_rows, cols + c.src_extra_cols), lay(), gen),
+        page_indices_src=_alloc((src_rows, cols + c.src_extra_cols), c.src_layout or lay(), gen),
         dsa_cache_seqlens_src=_alloc((n + e,), lay(), gen),
         seqlens_expanded_src=_alloc((S + e,), lay(), gen) if want_expanded else None,
         dsa_cu_seqlens_k_src=_alloc((n + 1 + e,), lay(), gen),
@@ -224,6 +230,18 @@ EDGE_CASES = {
     "realistic_decode_long": DsaCase(bs=8, max_len=8192, real_cols=128, dst_pad_cols=4096),
     "realistic_verify": DsaCase(mode=TARGET_VERIFY, bs=32, max_seqlen_k=2048, real_cols=32, src_extra_cols=0),
     "realistic_draft_extend": DsaCase(mode=DRAFT_EXTEND, bs=32, max_seqlen_k=2048, real_cols=32),
+    # page_indices_src contiguous [bs, max_len] with max_len = the longest
+    # sequence (odd, or 2 mod 4): source rows alternate in alignment while the
+    # static destinations stay aligned.
+    "realistic_decode_odd_max_len": DsaCase(
+        bs=48, max_len=1237, real_cols=20, src_extra_cols=0, src_extra_rows=0, src_layout="contig"
+    ),
+    "realistic_decode_max_len_2_mod_4": DsaCase(
+        bs=17, max_len=1030, real_cols=17, src_extra_cols=0, src_extra_rows=0, src_layout="contig"
+    ),
+    "realistic_verify_odd_max_seqlen_k": DsaCase(
+        mode=TARGET_VERIFY, bs=16, max_seqlen_k=2051, real_cols=33, src_extra_cols=0, src_layout="contig"
+    ),
 }
 
 
@@ -246,5 +264,6 @@ def random_case(rng: random.Random, sets: int | None = None) -> DsaCase:
         flashmla=rng.random() < 0.6,
         sm_parts=rng.choice([1, 66, 78]),
         expanded_in_decode=rng.random() < 0.3,
-        layout=rng.choice([None, None, "vec", "odd", "offset"]),
+        layout=rng.choice([None, None, "vec", "odd", "offset", "contig"]),
+        src_layout=rng.choice([None, None, "contig", "odd"]),
     )

@@ -211,9 +211,9 @@ const char* const kFieldName[kDsaNumFields] = {
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 // Builds the region table for destination sets [0, count) of `sets` (count <=
-// kDsaMaxSetsPerLaunch). Vector width per field: 4 when the source and every
-// destination of this launch start 16-byte aligned with row strides that are
-// multiples of 4 elements, else 1.
+// kDsaMaxSetsPerLaunch). Unit width per field: 4 when every destination of
+// this launch starts 16-byte aligned with a row stride that is a multiple of
+// 4 elements, else 1 (params.h).
 void build_params(const ArgChecker& check, const DsaSources& src, const DsaShape& sh,
                   const DsaDests* sets, int64_t count, DsaCopyParams& p) {
   int64_t rows[kDsaNumFields] = {};
@@ -264,7 +264,7 @@ void build_params(const ArgChecker& check, const DsaSources& src, const DsaShape
     DsaSourceField& fd = p.field[f];
     if (rows[f] > 0) {
       const bool one_row = rows[f] == 1;
-      bool vec = aligned16(fd.src) && (one_row || fd.src_row_stride % 4 == 0);
+      bool vec = true;
       for (int64_t d = 0; d < count && vec; ++d)
         vec = aligned16(p.dst[d].ptr[f]) && (one_row || p.dst[d].row_stride(f) % 4 == 0);
       fd.width = vec ? 4 : 1;

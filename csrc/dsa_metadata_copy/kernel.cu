@@ -7,8 +7,9 @@
 //   1. locates up to kUnroll units (field by a forward scan of end[] -- the
 //      units a thread visits only increase -- row/column by a multiply-high
 //      division, no divide instruction),
-//   2. issues all their loads (16-byte vectors where the field allows it),
-//   3. then stores each unit to every destination set.
+//   2. issues all their loads (16-byte vectors where the address allows it),
+//   3. then stores each unit to every destination set (16-byte vectors when
+//      the field's destinations allow it: they take K times the source's bytes).
 // Adjacent threads take adjacent units, so each warp's loads and stores are
 // coalesced within a row. The page_table_1 region dominates the bytes; the
 // 1-D fields are a few hundred units at the front of the space.
@@ -25,15 +26,27 @@ constexpr int kUnroll = 4;
 constexpr int kBlocksPerSm = 4;  // grid cap: enough resident warps to hide latency
 constexpr int kFallbackSms = 132;
 
+// The source's alignment is decided per unit: a source row stride that is not
+// a multiple of 4 elements (page_indices_src is often a contiguous
+// [bs, max_len] with max_len = the batch's longest sequence) misaligns every
+// other row, and those rows still get 8-byte or 4-byte loads.
 __device__ __forceinline__ void load_unit(const DsaSourceField& fd, const DsaUnit& u,
                                           int32_t (&v)[4]) {
   const int32_t* s = fd.src + u.row * fd.src_row_stride + u.col;
-  if (fd.width == 4 && u.len == 4) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(s);
+  if (fd.width == 4 && u.len == 4 && (addr & 15) == 0) {
     const int4 x = __ldg(reinterpret_cast<const int4*>(s));
     v[0] = x.x;
     v[1] = x.y;
     v[2] = x.z;
     v[3] = x.w;
+  } else if (fd.width == 4 && u.len == 4 && (addr & 7) == 0) {
+    const int2 x = __ldg(reinterpret_cast<const int2*>(s));
+    const int2 y = __ldg(reinterpret_cast<const int2*>(s) + 1);
+    v[0] = x.x;
+    v[1] = x.y;
+    v[2] = y.x;
+    v[3] = y.y;
   } else {
 #pragma unroll
     for (int e = 0; e < 4; ++e)

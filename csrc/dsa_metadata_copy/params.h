@@ -7,10 +7,12 @@
 // the `[1:]` offsets of the cumulative sums and the absent optional fields
 // into this table, so the kernels only copy regions.
 //
-// Work is cut into *units*: `width` consecutive elements of one row (4 = one
-// 16-byte vector when every pointer and row stride of the field allows it,
-// else 1). The units of all fields form one flat index space, field after
-// field; `end[f]` is the first unit after field f.
+// Work is cut into *units*: `width` consecutive elements of one row: 4 (one
+// 16-byte vector store) when every destination of the field in this launch
+// starts 16-byte aligned with a row stride that is a multiple of 4 elements,
+// else 1. Source alignment does not enter: the CUDA kernel picks the widest
+// load each unit's address allows. The units of all fields form one flat
+// index space, field after field; `end[f]` is the first unit after field f.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +50,7 @@ struct DsaSourceField {
   const int32_t* src = nullptr;  // first element of the region
   int64_t src_row_stride = 0;    // elements between rows (rows > 1 only)
   int64_t cols = 0;
-  int32_t width = 1;             // elements per unit: 4 (int4 vectors) or 1
+  int32_t width = 1;             // elements per unit: 4 (int4 stores) or 1
   FastDivU32 units_per_row;      // ceil(cols / width)
 };
 
