@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include <torch/csrc/stable/tensor.h>
 
@@ -23,5 +24,33 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
                                  Tensor cache_seqlens, Tensor page_table,
                                  int64_t page_size, std::optional<Tensor> swa_page_table,
                                  std::optional<Tensor> full_to_swa);
+
+// fused_metadata_copy (one destination set) and fused_metadata_copy_multi (K
+// sets as tensor lists; an unused optional field's list is empty).
+void fused_metadata_copy(
+    Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src,
+    Tensor dsa_cache_seqlens_src, std::optional<Tensor> seqlens_expanded_src,
+    Tensor dsa_cu_seqlens_k_src, std::optional<Tensor> real_page_table_src,
+    std::optional<Tensor> flashmla_num_splits_src,
+    std::optional<Tensor> flashmla_metadata_src, Tensor cache_seqlens_dst,
+    Tensor cu_seqlens_k_dst, Tensor page_table_1_dst, Tensor dsa_cache_seqlens_dst,
+    std::optional<Tensor> seqlens_expanded_dst, Tensor dsa_cu_seqlens_k_dst,
+    std::optional<Tensor> real_page_table_dst,
+    std::optional<Tensor> flashmla_num_splits_dst,
+    std::optional<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
+    int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size);
+
+void fused_metadata_copy_multi(
+    Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src,
+    Tensor dsa_cache_seqlens_src, std::optional<Tensor> seqlens_expanded_src,
+    Tensor dsa_cu_seqlens_k_src, std::optional<Tensor> real_page_table_src,
+    std::optional<Tensor> flashmla_num_splits_src,
+    std::optional<Tensor> flashmla_metadata_src, std::vector<Tensor> cache_seqlens_dst,
+    std::vector<Tensor> cu_seqlens_k_dst, std::vector<Tensor> page_table_1_dst,
+    std::vector<Tensor> dsa_cache_seqlens_dst, std::vector<Tensor> seqlens_expanded_dst,
+    std::vector<Tensor> dsa_cu_seqlens_k_dst, std::vector<Tensor> real_page_table_dst,
+    std::vector<Tensor> flashmla_num_splits_dst,
+    std::vector<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
+    int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size);
 
 }  // namespace sgl_meta

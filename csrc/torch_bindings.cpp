@@ -24,13 +24,45 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor req_to_token, Tensor req_pool_indices, Tensor cache_seqlens, "
       "Tensor(a!) page_table, int page_size, Tensor(b!)? swa_page_table=None, "
       "Tensor? full_to_swa=None) -> ()");
+  // DSA backend (seed 003): argument names and order are the seed's, so its
+  // callers switch by import. The multi op's destination sets are tensor lists
+  // of one length K; an unused optional field passes an empty list. (Mutable
+  // `Tensor(x!)[]` is the long-supported form for auto-functionalization;
+  // `Tensor(x!)[]?` also works on torch 2.14 but only became traceable in 2025.)
+  m.def(
+      "fused_metadata_copy("
+      "Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src, "
+      "Tensor dsa_cache_seqlens_src, Tensor? seqlens_expanded_src, "
+      "Tensor dsa_cu_seqlens_k_src, Tensor? real_page_table_src, "
+      "Tensor? flashmla_num_splits_src, Tensor? flashmla_metadata_src, "
+      "Tensor(a!) cache_seqlens_dst, Tensor(b!) cu_seqlens_k_dst, "
+      "Tensor(c!) page_table_1_dst, Tensor(d!) dsa_cache_seqlens_dst, "
+      "Tensor(e!)? seqlens_expanded_dst, Tensor(f!) dsa_cu_seqlens_k_dst, "
+      "Tensor(g!)? real_page_table_dst, Tensor(h!)? flashmla_num_splits_dst, "
+      "Tensor(i!)? flashmla_metadata_dst, int forward_mode, int bs, int max_len, "
+      "int max_seqlen_k, int seqlens_expanded_size) -> ()");
+  m.def(
+      "fused_metadata_copy_multi("
+      "Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src, "
+      "Tensor dsa_cache_seqlens_src, Tensor? seqlens_expanded_src, "
+      "Tensor dsa_cu_seqlens_k_src, Tensor? real_page_table_src, "
+      "Tensor? flashmla_num_splits_src, Tensor? flashmla_metadata_src, "
+      "Tensor(a!)[] cache_seqlens_dst, Tensor(b!)[] cu_seqlens_k_dst, "
+      "Tensor(c!)[] page_table_1_dst, Tensor(d!)[] dsa_cache_seqlens_dst, "
+      "Tensor(e!)[] seqlens_expanded_dst, Tensor(f!)[] dsa_cu_seqlens_k_dst, "
+      "Tensor(g!)[] real_page_table_dst, Tensor(h!)[] flashmla_num_splits_dst, "
+      "Tensor(i!)[] flashmla_metadata_dst, int forward_mode, int bs, int max_len, "
+      "int max_seqlen_k, int seqlens_expanded_size) -> ()");
 }
 
 #define SGL_META_IMPL_ALL(m)                                       \
   m.impl("update_trtllm_mha_graph_metadata",                       \
-         TORCH_BOX(&sgl_meta::update_trtllm_mha_graph_metadata));  \
+         TORCH_BOX(&sgl_meta::update_trtllm_mha_graph_metadata));   \
   m.impl("build_trtllm_mha_page_table",                            \
-         TORCH_BOX(&sgl_meta::build_trtllm_mha_page_table));
+         TORCH_BOX(&sgl_meta::build_trtllm_mha_page_table));       \
+  m.impl("fused_metadata_copy", TORCH_BOX(&sgl_meta::fused_metadata_copy)); \
+  m.impl("fused_metadata_copy_multi",                              \
+         TORCH_BOX(&sgl_meta::fused_metadata_copy_multi));
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_meta, CPU, m) { SGL_META_IMPL_ALL(m) }
 

@@ -10,19 +10,33 @@ from pathlib import Path
 
 from . import _fake  # noqa: F401  (registers fake impls for torch.compile)
 from .ops import (
+    FORWARD_MODE_DECODE,
+    FORWARD_MODE_DRAFT_EXTEND,
+    FORWARD_MODE_TARGET_VERIFY,
     Q_MODE_CUMSUM,
     Q_MODE_NONE,
     Q_MODE_STRIDED,
+    build_trtllm_mha_page_table,
+    fused_metadata_copy,
+    fused_metadata_copy_cuda,
+    fused_metadata_copy_multi,
+    fused_metadata_copy_multi_cuda,
     update_trtllm_mha_graph_metadata,
 )
-from .ops import build_trtllm_mha_page_table
 
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
 
 __all__ = [
+    "FORWARD_MODE_DECODE",
+    "FORWARD_MODE_DRAFT_EXTEND",
+    "FORWARD_MODE_TARGET_VERIFY",
     "Q_MODE_CUMSUM",
     "Q_MODE_NONE",
     "Q_MODE_STRIDED",
-    "update_trtllm_mha_graph_metadata",
     "build_trtllm_mha_page_table",
+    "fused_metadata_copy",
+    "fused_metadata_copy_cuda",
+    "fused_metadata_copy_multi",
+    "fused_metadata_copy_multi_cuda",
+    "update_trtllm_mha_graph_metadata",
 ]

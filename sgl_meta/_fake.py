@@ -15,6 +15,8 @@ from . import _C  # noqa: F401  (the schemas must exist before fakes attach)
 OPS_RETURNING_NOTHING = (
     "sgl_meta::update_trtllm_mha_graph_metadata",
     "sgl_meta::build_trtllm_mha_page_table",
+    "sgl_meta::fused_metadata_copy",
+    "sgl_meta::fused_metadata_copy_multi",
 )
 
 

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <optional>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
@@ -34,11 +36,28 @@ inline const char* dtype_name(ScalarType t) {
   }
 }
 
+// An argument's name in error messages; `index >= 0` names one element of a
+// tensor-list argument ("page_table_1_dst[2]"). Built only from literals, so
+// naming list elements costs nothing unless a check fails.
+struct ArgName {
+  const char* base;
+  int64_t index = -1;
+  ArgName(const char* name) : base(name) {}  // NOLINT: implicit on purpose
+  ArgName(const char* name, int64_t i) : base(name), index(i) {}
+};
+
+inline std::ostream& operator<<(std::ostream& os, const ArgName& n) {
+  os << n.base;
+  if (n.index >= 0) os << "[" << n.index << "]";
+  return os;
+}
+
 // What a tensor argument must look like; `checker.tensor(...)` checks it all.
 struct Expect {
   enum class DType { kInt32, kInt64, kIndex /* int32 or int64 */ };
+  static constexpr int64_t kAnyDim = -1;  // dtype and device only
   DType dtype;
-  int64_t dim;                 // 1 or 2
+  int64_t dim;                 // 1, 2 or kAnyDim
   int64_t min_rows = 0;        // size(0) >= min_rows
   int64_t min_cols = 0;        // size(1) >= min_cols (dim == 2)
   const char* rows_why = "";   // e.g. "bs" -- named in the error
@@ -83,7 +102,7 @@ class ArgChecker {
 
   // Checks dtype, rank, minimum sizes, unit inner stride (rows are addressed
   // with stride(0)) and that `t` lives on `device_of`'s device.
-  void tensor(const Tensor& t, const char* name, const Expect& e,
+  void tensor(const Tensor& t, ArgName name, const Expect& e,
               const Tensor& device_of) const {
     const ScalarType st = t.scalar_type();
     switch (e.dtype) {
@@ -100,22 +119,33 @@ class ArgChecker {
                 " must have dtype torch.int32 or torch.int64, got ", dtype_name(st));
         break;
     }
-    require(t.dim() == e.dim, name, " must be ", e.dim, "-D, got ", t.dim(), "-D");
+    // Each shape query is a shim call: read every value once.
+    const int64_t dim = t.dim();
+    if (e.dim != Expect::kAnyDim)
+      require(dim == e.dim, name, " must be ", e.dim, "-D, got ", dim, "-D");
     require(t.device() == device_of.device(), name, " is on ", DeviceOf{t},
             " but the other tensors are on ", DeviceOf{device_of});
-    require(t.size(0) >= e.min_rows, name, ".size(0) must be >= ", e.rows_why, " = ",
-            e.min_rows, ", got ", t.size(0));
-    if (e.dim == 2)
-      require(t.size(1) >= e.min_cols, name, ".size(1) must be >= ", e.cols_why,
-              " = ", e.min_cols, ", got ", t.size(1));
+    if (e.dim == Expect::kAnyDim) return;
+    const int64_t rows = t.size(0);
+    require(rows >= e.min_rows, name, ".size(0) must be >= ", e.rows_why, " = ",
+            e.min_rows, ", got ", rows);
+    int64_t inner_size = rows;
+    if (e.dim == 2) {
+      inner_size = t.size(1);
+      require(inner_size >= e.min_cols, name, ".size(1) must be >= ", e.cols_why,
+              " = ", e.min_cols, ", got ", inner_size);
+    }
     // A unit inner stride is what lets the kernels address rows with
     // stride(0); size-1 dimensions have no meaningful stride.
-    const int64_t inner = e.dim - 1;
-    require(t.size(inner) <= 1 || t.stride(inner) == 1, name,
-            " must have inner stride 1, got stride(", inner, ") = ", t.stride(inner));
+    if (inner_size > 1) {
+      const int64_t inner = e.dim - 1;
+      const int64_t stride = t.stride(inner);
+      require(stride == 1, name, " must have inner stride 1, got stride(", inner,
+              ") = ", stride);
+    }
   }
 
-  void optional_tensor(const std::optional<Tensor>& t, const char* name,
+  void optional_tensor(const std::optional<Tensor>& t, ArgName name,
                        const Expect& e, const Tensor& device_of) const {
     if (t.has_value()) tensor(*t, name, e, device_of);
   }
@@ -127,6 +157,13 @@ class ArgChecker {
     require(a.has_value() == b.has_value(), a_name, " and ", b_name,
             " must be given together (got ", a_name, a.has_value() ? "" : "=None",
             ", ", b_name, b.has_value() ? "" : "=None", ")");
+  }
+
+  // A tensor-list argument must hold `expected` tensors (`why` says why).
+  void list_size(const std::vector<Tensor>& list, const char* name, size_t expected,
+                 const char* why) const {
+    require(list.size() == expected, name, " must hold ", expected, " tensors (", why,
+            "), got ", list.size());
   }
 
  private:

@@ -1,0 +1,402 @@
+// fused_metadata_copy / fused_metadata_copy_multi: torch binding (checks,
+// region table, dispatch). Both ops share everything below; the single op is
+// one destination set given as plain tensors, the multi op K sets given as
+// tensor lists (an optional field's list is empty when it is not used).
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include "common/cuda_launch.h"
+#include "dsa_metadata_copy/params.h"
+#include "ops.h"
+
+namespace sgl_meta {
+namespace {
+
+using DT = Expect::DType;
+
+// One source set; null = not given.
+struct DsaSources {
+  const Tensor* cache_seqlens;
+  const Tensor* cu_seqlens_k;
+  const Tensor* page_indices;
+  const Tensor* dsa_cache_seqlens;
+  const Tensor* seqlens_expanded;
+  const Tensor* dsa_cu_seqlens_k;
+  const Tensor* real_page_table;
+  const Tensor* flashmla_num_splits;
+  const Tensor* flashmla_metadata;
+};
+
+// One destination set; null = not given.
+struct DsaDests {
+  const Tensor* cache_seqlens;
+  const Tensor* cu_seqlens_k;
+  const Tensor* page_table_1;
+  const Tensor* dsa_cache_seqlens;
+  const Tensor* seqlens_expanded;
+  const Tensor* dsa_cu_seqlens_k;
+  const Tensor* real_page_table;
+  const Tensor* flashmla_num_splits;
+  const Tensor* flashmla_metadata;
+};
+
+const Tensor* opt(const std::optional<Tensor>& t) { return t ? &*t : nullptr; }
+
+const char* mode_name(int64_t mode) {
+  return mode == kDsaDecode ? "DECODE" : mode == kDsaTargetVerify ? "TARGET_VERIFY"
+                                                                  : "DRAFT_EXTEND";
+}
+
+// The call's scalars resolved by forward mode (SPEC.md section 3), with the
+// names the size errors quote.
+struct DsaShape {
+  int64_t mode = 0, bs = 0, n = 0, rows = 0, cols = 0, S = 0;
+  bool expanded = false;  // TARGET_VERIFY / DRAFT_EXTEND
+  const char* n_name = "bs";
+  const char* n1_name = "bs + 1";
+  const char* rows_name = "bs";
+  const char* cols_name = "max_len";
+};
+
+// Checks forward_mode and bs; returns false for the bs == 0 no-op (nothing
+// else is looked at then).
+bool check_mode_and_bs(const ArgChecker& check, int64_t mode, int64_t bs) {
+  check.require(mode >= kDsaDecode && mode <= kDsaDraftExtend,
+                "forward_mode must be 0 (DECODE), 1 (TARGET_VERIFY) or 2 "
+                "(DRAFT_EXTEND), got ", mode);
+  check.non_negative(bs, "bs");
+  return bs != 0;
+}
+
+// Checks the other scalars and the sources; resolves the shape.
+void check_sources(const ArgChecker& check, const DsaSources& src, int64_t mode,
+                   int64_t bs, int64_t max_len, int64_t max_seqlen_k, int64_t S,
+                   DsaShape& sh) {
+  sh.mode = mode;
+  sh.bs = bs;
+  sh.expanded = mode != kDsaDecode;
+  // Only the scalars the mode uses are checked; the others are ignored
+  // (the Python wrappers pass -1 for "not given").
+  if (sh.expanded) {
+    check.require(max_seqlen_k >= 0, "max_seqlen_k must be >= 0 in ",
+                  mode_name(mode), " mode (columns of page_indices_src copied), got ",
+                  max_seqlen_k);
+    check.require(S >= 0, "seqlens_expanded_size must be >= 0 in ", mode_name(mode),
+                  " mode, got ", S);
+    sh.S = S;
+    sh.n = S;
+    sh.cols = max_seqlen_k;
+    sh.n_name = "seqlens_expanded_size";
+    sh.n1_name = "seqlens_expanded_size + 1";
+    sh.rows_name = "page_indices_src.size(0)";
+    sh.cols_name = "max_seqlen_k";
+  } else {
+    check.require(max_len >= 0, "max_len must be >= 0 in DECODE mode (columns of "
+                  "page_indices_src copied), got ", max_len);
+    sh.n = bs;
+    sh.cols = max_len;
+  }
+
+  const Tensor& dev = *src.page_indices;
+  // In modes 1 and 2 its own row count is `rows`, so only DECODE bounds it.
+  check.tensor(dev, "page_indices_src",
+               {DT::kInt32, 2, sh.expanded ? 0 : bs, sh.cols, "bs", sh.cols_name}, dev);
+  sh.rows = sh.expanded ? dev.size(0) : bs;
+  check.tensor(*src.cache_seqlens, "cache_seqlens_src", {DT::kInt32, 1, bs, 0, "bs"}, dev);
+  check.tensor(*src.cu_seqlens_k, "cu_seqlens_k_src",
+               {DT::kInt32, 1, bs + 1, 0, "bs + 1"}, dev);
+  check.tensor(*src.dsa_cache_seqlens, "dsa_cache_seqlens_src",
+               {DT::kInt32, 1, sh.n, 0, sh.n_name}, dev);
+  check.tensor(*src.dsa_cu_seqlens_k, "dsa_cu_seqlens_k_src",
+               {DT::kInt32, 1, sh.n + 1, 0, sh.n1_name}, dev);
+  if (sh.expanded) {
+    check.require(src.seqlens_expanded != nullptr, "seqlens_expanded_src is required "
+                  "when forward_mode = ", mode, " (", mode_name(mode), ")");
+    check.tensor(*src.seqlens_expanded, "seqlens_expanded_src",
+                 {DT::kInt32, 1, S, 0, "seqlens_expanded_size"}, dev);
+  } else if (src.seqlens_expanded) {  // accepted and ignored in DECODE
+    check.tensor(*src.seqlens_expanded, "seqlens_expanded_src", {DT::kInt32, 1}, dev);
+  }
+  if (src.real_page_table)
+    check.tensor(*src.real_page_table, "real_page_table_src",
+                 {DT::kInt32, 2, sh.rows, 0, sh.rows_name}, dev);
+  check.require((src.flashmla_num_splits != nullptr) == (src.flashmla_metadata != nullptr),
+                "flashmla_num_splits_src and flashmla_metadata_src must be given "
+                "together (got flashmla_num_splits_src",
+                src.flashmla_num_splits ? "" : "=None", ", flashmla_metadata_src",
+                src.flashmla_metadata ? "" : "=None", ")");
+  if (src.flashmla_num_splits) {
+    check.tensor(*src.flashmla_num_splits, "flashmla_num_splits_src",
+                 {DT::kInt32, 1, sh.n + 1, 0, sh.n1_name}, dev);
+    check.tensor(*src.flashmla_metadata, "flashmla_metadata_src",
+                 {DT::kInt32, Expect::kAnyDim}, dev);
+    check.require(src.flashmla_metadata->is_contiguous(),
+                  "flashmla_metadata_src must be contiguous (it is copied element for "
+                  "element)");
+  }
+}
+
+// `dst` is given iff `src` is.
+void check_pair(const ArgChecker& check, const Tensor* src, const char* src_name,
+                const Tensor* dst, ArgName dst_name) {
+  check.require((src != nullptr) == (dst != nullptr), src_name, " and ", dst_name,
+                " must be given together (got ", src_name, src ? "" : "=None", ", ",
+                dst_name, dst ? "" : "=None", ")");
+}
+
+// Checks destination set `index` (-1: the single op, names without "[i]").
+void check_dests(const ArgChecker& check, const DsaSources& src, const DsaDests& dst,
+                 const DsaShape& sh, int64_t index) {
+  const Tensor& dev = *src.page_indices;
+  const ArgName name_cache("cache_seqlens_dst", index);
+  check.tensor(*dst.cache_seqlens, name_cache, {DT::kInt32, 1, sh.bs, 0, "bs"}, dev);
+  check.tensor(*dst.cu_seqlens_k, {"cu_seqlens_k_dst", index},
+               {DT::kInt32, 1, sh.bs + 1, 0, "bs + 1"}, dev);
+  check.tensor(*dst.page_table_1, {"page_table_1_dst", index},
+               {DT::kInt32, 2, sh.rows, sh.cols, sh.rows_name, sh.cols_name}, dev);
+  check.tensor(*dst.dsa_cache_seqlens, {"dsa_cache_seqlens_dst", index},
+               {DT::kInt32, 1, sh.n, 0, sh.n_name}, dev);
+  check.tensor(*dst.dsa_cu_seqlens_k, {"dsa_cu_seqlens_k_dst", index},
+               {DT::kInt32, 1, sh.n + 1, 0, sh.n1_name}, dev);
+
+  const ArgName name_exp("seqlens_expanded_dst", index);
+  if (sh.expanded) {
+    check.require(dst.seqlens_expanded != nullptr, name_exp, " is required when "
+                  "forward_mode = ", sh.mode, " (", mode_name(sh.mode), ")");
+    check.tensor(*dst.seqlens_expanded, name_exp,
+                 {DT::kInt32, 1, sh.S, 0, "seqlens_expanded_size"}, dev);
+  } else {
+    check_pair(check, src.seqlens_expanded, "seqlens_expanded_src", dst.seqlens_expanded,
+               name_exp);
+    if (dst.seqlens_expanded)
+      check.tensor(*dst.seqlens_expanded, name_exp, {DT::kInt32, 1}, dev);
+  }
+
+  const ArgName name_real("real_page_table_dst", index);
+  check_pair(check, src.real_page_table, "real_page_table_src", dst.real_page_table,
+             name_real);
+  if (dst.real_page_table)
+    check.tensor(*dst.real_page_table, name_real,
+                 {DT::kInt32, 2, sh.rows, src.real_page_table->size(1), sh.rows_name,
+                  "real_page_table_src.size(1)"},
+                 dev);
+
+  const ArgName name_splits("flashmla_num_splits_dst", index);
+  const ArgName name_meta("flashmla_metadata_dst", index);
+  check_pair(check, src.flashmla_num_splits, "flashmla_num_splits_src",
+             dst.flashmla_num_splits, name_splits);
+  check_pair(check, src.flashmla_metadata, "flashmla_metadata_src",
+             dst.flashmla_metadata, name_meta);
+  if (dst.flashmla_num_splits) {
+    check.tensor(*dst.flashmla_num_splits, name_splits,
+                 {DT::kInt32, 1, sh.n + 1, 0, sh.n1_name}, dev);
+    check.tensor(*dst.flashmla_metadata, name_meta, {DT::kInt32, Expect::kAnyDim}, dev);
+    check.require(dst.flashmla_metadata->is_contiguous(), name_meta,
+                  " must be contiguous (it is copied element for element)");
+    const int64_t want = src.flashmla_metadata->numel();
+    check.require(dst.flashmla_metadata->numel() == want, name_meta,
+                  ".numel() must equal flashmla_metadata_src.numel() = ", want, ", got ",
+                  dst.flashmla_metadata->numel());
+  }
+}
+
+const char* const kFieldName[kDsaNumFields] = {
+    "cache_seqlens", "cu_seqlens_k", "dsa_cache_seqlens", "dsa_cu_seqlens_k",
+    "seqlens_expanded", "flashmla_num_splits", "flashmla_metadata", "page_table_1",
+    "real_page_table"};
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+// Builds the region table for destination sets [0, count) of `sets` (count <=
+// kDsaMaxSetsPerLaunch). Unit width per field: 4 when every destination of
+// this launch starts 16-byte aligned with a row stride that is a multiple of
+// 4 elements, else 1 (params.h).
+void build_params(const ArgChecker& check, const DsaSources& src, const DsaShape& sh,
+                  const DsaDests* sets, int64_t count, DsaCopyParams& p) {
+  int64_t rows[kDsaNumFields] = {};
+  auto region = [&](int f, const Tensor* s, int64_t offset, int64_t r, int64_t c,
+                    bool two_d) {
+    if (s == nullptr || r == 0 || c == 0) return;
+    rows[f] = r;
+    p.field[f].src = s->const_data_ptr<int32_t>() + offset;
+    p.field[f].src_row_stride = two_d ? s->stride(0) : 0;
+    p.field[f].cols = c;
+  };
+  region(kDsaCacheSeqlens, src.cache_seqlens, 0, 1, sh.bs, false);
+  region(kDsaCuSeqlensK, src.cu_seqlens_k, 1, 1, sh.bs, false);
+  region(kDsaDsaCacheSeqlens, src.dsa_cache_seqlens, 0, 1, sh.n, false);
+  region(kDsaDsaCuSeqlensK, src.dsa_cu_seqlens_k, 1, 1, sh.n, false);
+  if (sh.expanded) region(kDsaSeqlensExpanded, src.seqlens_expanded, 0, 1, sh.S, false);
+  region(kDsaFlashmlaNumSplits, src.flashmla_num_splits, 0, 1, sh.n + 1, false);
+  if (src.flashmla_metadata)
+    region(kDsaFlashmlaMetadata, src.flashmla_metadata, 0, 1,
+           src.flashmla_metadata->numel(), false);
+  region(kDsaPageTable1, src.page_indices, 0, sh.rows, sh.cols, true);
+  if (src.real_page_table)
+    region(kDsaRealPageTable, src.real_page_table, 0, sh.rows,
+           src.real_page_table->size(1), true);
+
+  p.num_sets = static_cast<int32_t>(count);
+  for (int64_t d = 0; d < count; ++d) {
+    const DsaDests& t = sets[d];
+    DsaDstSet& o = p.dst[d];
+    auto ptr = [&](int f, const Tensor* dst, int64_t offset) {
+      if (rows[f] > 0) o.ptr[f] = dst->mutable_data_ptr<int32_t>() + offset;
+    };
+    ptr(kDsaCacheSeqlens, t.cache_seqlens, 0);
+    ptr(kDsaCuSeqlensK, t.cu_seqlens_k, 1);
+    ptr(kDsaDsaCacheSeqlens, t.dsa_cache_seqlens, 0);
+    ptr(kDsaDsaCuSeqlensK, t.dsa_cu_seqlens_k, 1);
+    ptr(kDsaSeqlensExpanded, t.seqlens_expanded, 0);
+    ptr(kDsaFlashmlaNumSplits, t.flashmla_num_splits, 0);
+    ptr(kDsaFlashmlaMetadata, t.flashmla_metadata, 0);
+    ptr(kDsaPageTable1, t.page_table_1, 0);
+    ptr(kDsaRealPageTable, t.real_page_table, 0);
+    if (rows[kDsaPageTable1] > 0) o.page_table_1_stride = t.page_table_1->stride(0);
+    if (rows[kDsaRealPageTable] > 0) o.real_page_table_stride = t.real_page_table->stride(0);
+  }
+
+  int64_t end = 0;
+  for (int f = 0; f < kDsaNumFields; ++f) {
+    DsaSourceField& fd = p.field[f];
+    if (rows[f] > 0) {
+      const bool one_row = rows[f] == 1;
+      bool vec = true;
+      for (int64_t d = 0; d < count && vec; ++d)
+        vec = aligned16(p.dst[d].ptr[f]) && (one_row || p.dst[d].row_stride(f) % 4 == 0);
+      fd.width = vec ? 4 : 1;
+      const int64_t per_row = (fd.cols + fd.width - 1) / fd.width;
+      const int64_t units = rows[f] * per_row;
+      // The kernels split a unit index with 32-bit arithmetic.
+      check.require(units <= INT32_MAX, kFieldName[f], " region of ", rows[f], " x ",
+                    fd.cols, " elements is too large for one call");
+      fd.units_per_row = FastDivU32::make(static_cast<uint32_t>(per_row));
+      end += units;
+    }
+    p.end[f] = end;
+  }
+}
+
+// Checks, then copies into `count` destination sets (`indexed`: the multi op,
+// whose error messages name list elements). forward_mode and bs are checked
+// by the caller.
+void run(const ArgChecker& check, const DsaSources& src, const DsaDests* sets,
+         int64_t count, bool indexed, int64_t mode, int64_t bs, int64_t max_len,
+         int64_t max_seqlen_k, int64_t S) {
+  DsaShape sh;
+  check_sources(check, src, mode, bs, max_len, max_seqlen_k, S, sh);
+  for (int64_t d = 0; d < count; ++d) check_dests(check, src, sets[d], sh, indexed ? d : -1);
+  // Sets beyond one launch's capacity go in further launches on the same
+  // stream (sources are only read, so the launches are independent).
+  for (int64_t first = 0; first < count; first += kDsaMaxSetsPerLaunch) {
+    const int64_t n = std::min<int64_t>(count - first, kDsaMaxSetsPerLaunch);
+    DsaCopyParams p;
+    build_params(check, src, sh, sets + first, n, p);
+    run_on_device(
+        check, *src.page_indices, [&] { fused_metadata_copy_cpu(p); },
+        SGL_CUDA_ONLY([&](void* stream) { return fused_metadata_copy_cuda(p, stream); }));
+  }
+}
+
+}  // namespace
+
+void fused_metadata_copy(
+    Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src,
+    Tensor dsa_cache_seqlens_src, std::optional<Tensor> seqlens_expanded_src,
+    Tensor dsa_cu_seqlens_k_src, std::optional<Tensor> real_page_table_src,
+    std::optional<Tensor> flashmla_num_splits_src,
+    std::optional<Tensor> flashmla_metadata_src, Tensor cache_seqlens_dst,
+    Tensor cu_seqlens_k_dst, Tensor page_table_1_dst, Tensor dsa_cache_seqlens_dst,
+    std::optional<Tensor> seqlens_expanded_dst, Tensor dsa_cu_seqlens_k_dst,
+    std::optional<Tensor> real_page_table_dst,
+    std::optional<Tensor> flashmla_num_splits_dst,
+    std::optional<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
+    int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size) {
+  const ArgChecker check("fused_metadata_copy");
+  if (!check_mode_and_bs(check, forward_mode, bs)) return;  // bs == 0: no-op
+  const DsaSources src{&cache_seqlens_src,        &cu_seqlens_k_src,
+                       &page_indices_src,         &dsa_cache_seqlens_src,
+                       opt(seqlens_expanded_src), &dsa_cu_seqlens_k_src,
+                       opt(real_page_table_src),  opt(flashmla_num_splits_src),
+                       opt(flashmla_metadata_src)};
+  const DsaDests dst{&cache_seqlens_dst,        &cu_seqlens_k_dst,
+                     &page_table_1_dst,         &dsa_cache_seqlens_dst,
+                     opt(seqlens_expanded_dst), &dsa_cu_seqlens_k_dst,
+                     opt(real_page_table_dst),  opt(flashmla_num_splits_dst),
+                     opt(flashmla_metadata_dst)};
+  run(check, src, &dst, 1, false, forward_mode, bs, max_len, max_seqlen_k, seqlens_expanded_size);
+}
+
+void fused_metadata_copy_multi(
+    Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src,
+    Tensor dsa_cache_seqlens_src, std::optional<Tensor> seqlens_expanded_src,
+    Tensor dsa_cu_seqlens_k_src, std::optional<Tensor> real_page_table_src,
+    std::optional<Tensor> flashmla_num_splits_src,
+    std::optional<Tensor> flashmla_metadata_src, std::vector<Tensor> cache_seqlens_dst,
+    std::vector<Tensor> cu_seqlens_k_dst, std::vector<Tensor> page_table_1_dst,
+    std::vector<Tensor> dsa_cache_seqlens_dst, std::vector<Tensor> seqlens_expanded_dst,
+    std::vector<Tensor> dsa_cu_seqlens_k_dst, std::vector<Tensor> real_page_table_dst,
+    std::vector<Tensor> flashmla_num_splits_dst,
+    std::vector<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
+    int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size) {
+  const ArgChecker check("fused_metadata_copy_multi");
+  if (!check_mode_and_bs(check, forward_mode, bs)) return;  // bs == 0: no-op
+  const size_t k = cache_seqlens_dst.size();
+  check.require(k >= 1, "cache_seqlens_dst must hold at least one tensor (one per "
+                "destination set), got 0");
+  const char* kPerSet = "one per destination set, like cache_seqlens_dst";
+  check.list_size(cu_seqlens_k_dst, "cu_seqlens_k_dst", k, kPerSet);
+  check.list_size(page_table_1_dst, "page_table_1_dst", k, kPerSet);
+  check.list_size(dsa_cache_seqlens_dst, "dsa_cache_seqlens_dst", k, kPerSet);
+  check.list_size(dsa_cu_seqlens_k_dst, "dsa_cu_seqlens_k_dst", k, kPerSet);
+  // An optional field's list holds K tensors when its source is given, else
+  // none (see the schema comment in torch_bindings.cpp for why not `[]?`).
+  auto optional_list = [&](const std::vector<Tensor>& list, const char* name,
+                           bool used, const char* src_name) {
+    if (used)
+      check.require(list.size() == k, name, " must hold ", k, " tensors (one per "
+                    "destination set, as ", src_name, " is given), got ", list.size());
+    else
+      check.require(list.empty(), name, " must be empty (", src_name,
+                    " is None), got ", list.size(), " tensors");
+  };
+  if (forward_mode != kDsaDecode)
+    check.require(seqlens_expanded_src.has_value() && seqlens_expanded_dst.size() == k,
+                  "seqlens_expanded_src and ", k, " seqlens_expanded_dst tensors (one "
+                  "per destination set) are required when forward_mode = ",
+                  forward_mode, " (", mode_name(forward_mode), "), got seqlens_expanded_src",
+                  seqlens_expanded_src ? "" : "=None", " and ",
+                  seqlens_expanded_dst.size(), " seqlens_expanded_dst tensors");
+  else
+    optional_list(seqlens_expanded_dst, "seqlens_expanded_dst",
+                  seqlens_expanded_src.has_value(), "seqlens_expanded_src");
+  optional_list(real_page_table_dst, "real_page_table_dst",
+                real_page_table_src.has_value(), "real_page_table_src");
+  optional_list(flashmla_num_splits_dst, "flashmla_num_splits_dst",
+                flashmla_num_splits_src.has_value(), "flashmla_num_splits_src");
+  optional_list(flashmla_metadata_dst, "flashmla_metadata_dst",
+                flashmla_metadata_src.has_value(), "flashmla_metadata_src");
+
+  const DsaSources src{&cache_seqlens_src,        &cu_seqlens_k_src,
+                       &page_indices_src,         &dsa_cache_seqlens_src,
+                       opt(seqlens_expanded_src), &dsa_cu_seqlens_k_src,
+                       opt(real_page_table_src),  opt(flashmla_num_splits_src),
+                       opt(flashmla_metadata_src)};
+  auto at = [](const std::vector<Tensor>& list, size_t i) {
+    return list.empty() ? nullptr : &list[i];
+  };
+  std::vector<DsaDests> sets(k);
+  for (size_t i = 0; i < k; ++i)
+    sets[i] = DsaDests{&cache_seqlens_dst[i],         &cu_seqlens_k_dst[i],
+                       &page_table_1_dst[i],          &dsa_cache_seqlens_dst[i],
+                       at(seqlens_expanded_dst, i),   &dsa_cu_seqlens_k_dst[i],
+                       at(real_page_table_dst, i),    at(flashmla_num_splits_dst, i),
+                       at(flashmla_metadata_dst, i)};
+  run(check, src, sets.data(), static_cast<int64_t>(k), true, forward_mode, bs, max_len,
+      max_seqlen_k, seqlens_expanded_size);
+}
+
+}  // namespace sgl_meta
