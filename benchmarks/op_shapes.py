@@ -140,6 +140,41 @@ def page_table_case(bs, pages, page_size, swa, sets=8):
     return out, nbytes
 
 
+def dsa_copy_case(bs, mode, k_sets=None, sets=16, topk=2048, max_ctx=163840, page_size=64, draft=4):
+    """DeepSeek-V3.2 DSA metadata copy: top-k 2048 page_table_1, real page table of
+    max-context width, FlashMLA metadata [66, 8]; TARGET_VERIFY has bs * 4 rows."""
+    dev, i32 = "cuda", dict(dtype=torch.int32, device="cuda")
+    rows = bs if mode == 0 else bs * draft
+    n = rows  # metadata entries (bs in DECODE, S = bs * draft otherwise)
+    real_w = max_ctx // page_size
+
+    def rnd(*shape):
+        return torch.randint(0, 1 << 20, shape, **i32)
+
+    def dst_set():
+        return dict(cache_seqlens_dst=rnd(bs), cu_seqlens_k_dst=rnd(bs + 1), page_table_1_dst=rnd(rows, topk),
+                    dsa_cache_seqlens_dst=rnd(n), dsa_cu_seqlens_k_dst=rnd(n + 1),
+                    real_page_table_dst=rnd(rows, real_w), flashmla_num_splits_dst=rnd(n + 1),
+                    flashmla_metadata_dst=rnd(66, 8), **({"seqlens_expanded_dst": rnd(n)} if mode else {}))
+    dsts = [dst_set() for _ in range(k_sets or 1)]
+    if k_sets:
+        dst_kw = {k: [d[k] for d in dsts] for k in dsts[0]}
+    else:
+        dst_kw = dsts[0]
+    out = []
+    for _ in range(sets):
+        out.append(dict(
+            cache_seqlens_src=rnd(bs), cu_seqlens_k_src=rnd(bs + 1), page_indices_src=rnd(rows, topk),
+            dsa_cache_seqlens_src=rnd(n), dsa_cu_seqlens_k_src=rnd(n + 1), real_page_table_src=rnd(rows, real_w),
+            flashmla_num_splits_src=rnd(n + 1), flashmla_metadata_src=rnd(66, 8),
+            **({"seqlens_expanded_src": rnd(n)} if mode else {}),
+            bs=bs, forward_mode=mode, max_len=topk, max_seqlen_k=topk, seqlens_expanded_size=n if mode else 0,
+            **dst_kw))
+    elems = bs + bs + rows * topk + n + n + rows * real_w + (n + 1) + 66 * 8 + (n if mode else 0)
+    nbytes = elems * 4 * (1 + (k_sets or 1))  # each element read once, written per set
+    return out, nbytes
+
+
 CASES = {
     "update_trtllm_mha_graph_metadata bs256x2048p64": (trtllm_metadata_case, (256, 2048, 64, False, False)),
     "update_trtllm_mha_graph_metadata bs256x2048p64 swa": (trtllm_metadata_case, (256, 2048, 64, True, False)),
@@ -149,12 +184,19 @@ CASES = {
     "build_trtllm_mha_page_table bs256x2048p64": (page_table_case, (256, 2048, 64, False)),
     "build_trtllm_mha_page_table bs256x2048p64 swa": (page_table_case, (256, 2048, 64, True)),
     "build_trtllm_mha_page_table bs1x2048p64": (page_table_case, (1, 2048, 64, False)),
+    "fused_metadata_copy decode bs256": (dsa_copy_case, (256, 0)),
+    "fused_metadata_copy target_verify bs64x4": (dsa_copy_case, (64, 1)),
+    "fused_metadata_copy decode bs1": (dsa_copy_case, (1, 0)),
+    "fused_metadata_copy_multi decode bs256 K=3": (dsa_copy_case, (256, 0, 3)),
+    "fused_metadata_copy_multi verify bs64x4 K=3": (dsa_copy_case, (64, 1, 3)),
 }
 OPS = {
     "update_trtllm_mha_graph_metadata": (sgl_meta.update_trtllm_mha_graph_metadata,
                                          reference.update_trtllm_mha_graph_metadata),
     "build_trtllm_mha_page_table": (sgl_meta.build_trtllm_mha_page_table,
                                     reference.build_trtllm_mha_page_table),
+    "fused_metadata_copy": (sgl_meta.fused_metadata_copy, reference.fused_metadata_copy),
+    "fused_metadata_copy_multi": (sgl_meta.fused_metadata_copy_multi, reference.fused_metadata_copy_multi),
 }
 
 
@@ -179,9 +221,9 @@ def main():
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows), f, indent=1)
     print(f"\n{meta}")
-    print(f"{'case':52s} {'host us fused/eager':>20s} {'p99 fused':>9s} {'dev us fused/eager':>19s} {'floor us':>8s}")
+    print(f"{'case':46s} {'host us fused/eager':>20s} {'p99 fused':>9s} {'dev us fused/eager':>19s} {'floor us':>8s}")
     for r in rows:
-        print(f"{r['case']:52s} {r['fused_host_med_us']:8.1f} / {r['eager_host_med_us']:8.1f} "
+        print(f"{r['case']:46s} {r['fused_host_med_us']:8.1f} / {r['eager_host_med_us']:8.1f} "
               f"{r['fused_host_p99_us']:9.1f} {r['fused_dev_us']:8.2f} / {r['eager_dev_us']:8.2f} {r['floor_us']:8.2f}")
 
 
