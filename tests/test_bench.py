@@ -88,7 +88,7 @@ def _page_table_standin(req_to_token, req_pool_indices, cache_seqlens, page_tabl
     n = (cache_seqlens.long().clamp(min=0) + page_size - 1) // page_size
     n = n.clamp(max=min(width, -(-ctx // page_size)))
     cols = (torch.arange(width) * page_size).clamp(max=ctx - 1)
-    slots = req_to_token[req_pool_indices.long()][:, cols].long()
+    slots = req_to_token[req_pool_indices.long()[:, None], cols[None, :]].long()
     live = torch.arange(width)[None, :] < n[:, None]
     page_table.copy_(torch.where(live, torch.floor_divide(slots, page_size).int(), page_table))
     if swa_page_table is not None:

@@ -117,7 +117,20 @@ def main(argv=None) -> int:
     )
     try:
         for preset in presets:
-            doc["presets"].append(run_preset(preset, opts, bw["bytes_per_s"]))
+            res = run_preset(preset, opts, bw["bytes_per_s"])
+            doc["presets"].append(res)
+            if cuda:
+                torch.cuda.empty_cache()  # next preset's buffers and graph pool start clean
+            if "trace" in res:
+                tr = res["trace"]
+                print(
+                    f"  {preset.name}: {res['wall_s']:.1f} s, {len(res['workloads'])} op(s), "
+                    f"mean bs {tr['batch_size_mean']:.1f} (max {tr['batch_size_max']}), "
+                    f"{tr['requests_finished']} requests finished, {res['graphs_captured']} graphs",
+                    file=sys.stderr,
+                )
+            else:
+                print(f"  {preset.name}: skipped ({res['skipped']})", file=sys.stderr)
     except BenchMismatch as e:
         doc["ok"], doc["error"] = False, str(e)
         print(f"\nFAILED: {e}", file=sys.stderr)

@@ -49,7 +49,7 @@ def write_plot(path: str, doc: dict) -> None:
             ax.legend(fontsize=7)
     env = doc["environment"]
     fig.suptitle(f"sgl_meta bench - {env.get('gpu') or env.get('cpu')} - torch {env['torch']}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
