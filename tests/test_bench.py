@@ -134,6 +134,24 @@ def test_dsa_without_spec_and_corruption(tmp_path, standin_ops):
     assert code == 1 and "fused_metadata_copy_cuda" in doc["error"]
 
 
+@pytest.mark.gpu
+def test_cuda_graph_path(tmp_path):
+    """The real thing on a GPU: graphs per bucket, events, checks, then a sabotaged run."""
+    args = ["--device", "cuda", "--steps", "8", "--warmup", "2", "--max-bs", "8", "--context-len", "4096", "--no-progress"]
+    path = tmp_path / "gpu.json"
+    assert main([*args, "--json", str(path)]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["graph_mode"] == "cuda" and doc["environment"]["gpu"]
+    for p in doc["presets"]:
+        assert p["graphs_captured"] == 2 * len(p["buckets"]) * len(p["workloads"])
+        for w in p["workloads"]:
+            for impl in ("fused", "ref"):
+                assert w["device_us_per_call"][impl]["median"] > 0
+                assert w["graph_replay_host_us"][impl]["median"] > 0
+            assert w["steps_checked"] == 10
+    assert main([*args, "--preset", "gpt-oss-120b", "--corrupt-fused", "4"]) == 1
+
+
 def test_plot(tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "bench.png"

@@ -229,8 +229,9 @@ class ServingTrace:
 
     def _sample_request(self) -> tuple:
         lm = self.lengths
-        # Room for draft tokens past the end, and a whole request inside the row.
-        cap = self.ctx - 2 * self.T - 2
+        # Room for draft tokens past the end, a whole request inside its row and
+        # inside the KV pool (so the queue head always fits an empty server).
+        cap = min(self.ctx, self.pool.capacity * self.ps) - 2 * self.T - 2
         prompt = int(np.clip(self.rng.lognormal(math.log(lm.prompt_median), lm.prompt_sigma), 1, cap - 1))
         output = int(np.clip(self.rng.lognormal(math.log(lm.output_median), lm.output_sigma), 1, cap - prompt))
         return prompt, output
