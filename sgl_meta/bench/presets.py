@@ -1,0 +1,141 @@
+"""Model presets: the serving shapes each benchmark run replays.
+
+Numbers come from the models' published configs (Hugging Face ``config.json``)
+and SGLang's launch recipes; each preset names its sources. Only the fields the
+metadata ops see are kept: page size, context length, sliding window, the KV
+pool capacity that bounds admission, and the speculative-decoding shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional
+
+BACKEND_TRTLLM_MHA = "trtllm_mha"
+BACKEND_DSA = "dsa"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One model served by one attention backend.
+
+    Attributes:
+        name: CLI name (``--preset``).
+        model: Hugging Face model id.
+        backend: ``"trtllm_mha"`` or ``"dsa"``; selects the workloads.
+        page_size: tokens per KV page.
+        context_len: max tokens per request (``max_position_embeddings``); the
+            page-table width is ``ceil(context_len / page_size)``.
+        kv_pool_tokens: full-attention KV pool capacity in tokens; admission
+            waits when a request's whole length would not fit.
+        swa_window: sliding-window size in tokens, or None (no SWA pool).
+        spec: speculative decoding on by default.
+        spec_steps: draft steps per decode step (EAGLE / MTP ``num_steps``).
+        spec_draft_tokens: tokens verified per request (``num_draft_tokens``).
+        dsa_topk: DSA indexer top-k (DeepSeek sparse attention), else None.
+        flashmla_sched_shape: FlashMLA tile-scheduler metadata shape (int32).
+        sources: where the numbers come from.
+    """
+
+    name: str
+    model: str
+    backend: str
+    page_size: int
+    context_len: int
+    kv_pool_tokens: int
+    swa_window: Optional[int] = None
+    spec: bool = False
+    spec_steps: int = 3
+    spec_draft_tokens: int = 4
+    dsa_topk: Optional[int] = None
+    flashmla_sched_shape: tuple = (66, 8)
+    sources: str = ""
+
+    @property
+    def max_pages(self) -> int:
+        """Page-table width: pages of the longest possible request."""
+        return -(-self.context_len // self.page_size)
+
+    def with_overrides(self, **kw) -> "Preset":
+        return dataclasses.replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+PRESETS = {
+    p.name: p
+    for p in (
+        Preset(
+            name="gpt-oss-120b",
+            model="openai/gpt-oss-120b",
+            backend=BACKEND_TRTLLM_MHA,
+            page_size=64,
+            context_len=131072,
+            # ~60 GB of KV after the ~63 GB MXFP4 weights on one H200; the 18
+            # full-attention layers hold 36 KiB per token.
+            kv_pool_tokens=1_500_000,
+            swa_window=128,
+            spec=True,  # EAGLE3, the case the seed's 4-refreshes-per-step note describes
+            spec_steps=3,
+            spec_draft_tokens=4,
+            sources="config.json: sliding_window=128, max_position_embeddings=131072; "
+            "SGLang gpt-oss recipe: --attention-backend trtllm_mha, page 64, "
+            "EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            "--speculative-num-draft-tokens 4",
+        ),
+        Preset(
+            name="llama-3.1-8b-p16",
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            backend=BACKEND_TRTLLM_MHA,
+            page_size=16,
+            context_len=131072,
+            kv_pool_tokens=800_000,  # ~105 GB of bf16 KV (128 KiB per token) on one H200
+            sources="config.json: max_position_embeddings=131072, no sliding window; "
+            "trtllm_mha with --page-size 16",
+        ),
+        Preset(
+            name="llama-3.1-8b-p64",
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            backend=BACKEND_TRTLLM_MHA,
+            page_size=64,
+            context_len=131072,
+            kv_pool_tokens=800_000,
+            sources="config.json: max_position_embeddings=131072, no sliding window; "
+            "trtllm_mha with --page-size 64",
+        ),
+        Preset(
+            name="deepseek-v3.2",
+            model="deepseek-ai/DeepSeek-V3.2",
+            backend=BACKEND_DSA,
+            page_size=64,
+            context_len=163840,
+            kv_pool_tokens=4_000_000,  # MLA + FP8: well under 1 KiB per token per rank (TP8)
+            spec=True,
+            spec_steps=3,
+            spec_draft_tokens=4,
+            dsa_topk=2048,
+            flashmla_sched_shape=(66, 8),  # 132 SMs / 2 partitions on H100/H200
+            sources="config.json: index_topk=2048, max_position_embeddings=163840; "
+            "SGLang DSA backend: page 64, MTP --speculative-num-steps 3 "
+            "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4; "
+            "FlashMLA get_mla_metadata: tile_scheduler_metadata int32 [num_sm_parts, 8]",
+        ),
+    )
+}
+
+ALIASES = {
+    "all": tuple(PRESETS),
+    "llama-3.1-8b": ("llama-3.1-8b-p16", "llama-3.1-8b-p64"),
+}
+
+
+def resolve(names) -> list:
+    """Expand CLI preset names (and aliases) to Preset objects, in order, once each."""
+    out = []
+    for name in names:
+        for n in ALIASES.get(name, (name,)):
+            if n not in PRESETS:
+                choices = ", ".join(list(PRESETS) + list(ALIASES))
+                raise ValueError(f"unknown preset {n!r}; choose from {choices}")
+            if PRESETS[n] not in out:
+                out.append(PRESETS[n])
+    return out

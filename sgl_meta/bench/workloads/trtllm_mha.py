@@ -1,0 +1,265 @@
+"""TRT-LLM MHA backend workloads (gpt-oss, Llama presets).
+
+Refreshes per decode step, as SGLang's ``TRTLLMHAAttnBackend`` does them on
+CUDA-graph replay (topk 1):
+
+* plain decode: one refresh, ``cache_seqlens = seq_lens``;
+* speculative decoding (EAGLE, ``num_steps`` S, ``num_draft_tokens`` D): S - 1
+  draft-decode refreshes with ``seqlen_offset = step + 1``, one target-verify
+  refresh with ``seqlen_offset = D`` (D new slots per request), and one
+  draft-extend refresh over the post-acceptance lengths with
+  ``cu_seqlens_q`` in strided mode (``q_stride = D``, draft-extend v2).
+
+With a sliding window (gpt-oss) every refresh also writes the SWA page table,
+and those that place new tokens translate ``out_cache_loc`` into the SWA pool.
+
+Eager steps pass ``bs`` = running requests and ``max_seq_pages`` from the host
+max of ``seq_lens`` (what the server reads from ``seq_lens_cpu``), all columns
+written. A captured graph cannot see host values, so graph steps pass the bucket
+size, the full table width and ``live_pages_only=True`` (work bounded by the
+device-side lengths).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+
+import sgl_meta
+from sgl_meta import reference
+
+from ..presets import BACKEND_TRTLLM_MHA
+from ..trace import Step
+from .base import SECTOR, BenchContext, Workload, gather_sectors, live_pages
+
+Q_MODE_NONE, Q_MODE_STRIDED = 0, 2
+PAD_SEQ_LEN = 1  # SGLang's seq_len_fill_value for padded graph rows
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """One metadata refresh of a decode step."""
+
+    name: str
+    seqlen_offset: int
+    tokens: int  # new KV slots per request (out_cache_loc); 0 = none
+    q_mode: int = Q_MODE_NONE
+    q_stride: int = 0
+    after_accept: bool = False  # lengths after this step's accepted tokens
+
+
+def step_refreshes(ctx: BenchContext) -> tuple:
+    p = ctx.preset
+    if not ctx.spec:
+        return (Refresh("decode", 0, 1),)
+    d = p.spec_draft_tokens
+    drafts = tuple(Refresh(f"draft_decode_{s}", s + 1, 1) for s in range(p.spec_steps - 1))
+    return drafts + (
+        Refresh("target_verify", d, d),
+        Refresh("draft_extend", 0, 0, Q_MODE_STRIDED, d, after_accept=True),
+    )
+
+
+def refresh_lens(step: Step, r: Refresh) -> np.ndarray:
+    """The ``seq_lens`` one refresh reads (before its ``seqlen_offset``)."""
+    if r.after_accept:
+        return (step.committed + step.accept_lens).astype(np.int32)
+    return step.seq_lens
+
+
+def refresh_slots(step: Step, r: Refresh, k: int) -> np.ndarray:
+    """The ``out_cache_loc`` of refresh ``k`` (draft step k writes column k)."""
+    if r.tokens == step.tokens_per_req:
+        return step.out_cache_loc.reshape(-1)
+    return step.out_cache_loc[:, k % step.tokens_per_req].reshape(-1)
+
+
+class _TrtllmMhaBase(Workload):
+    backend = BACKEND_TRTLLM_MHA
+
+    def __init__(self, ctx: BenchContext):
+        super().__init__(ctx)
+        self.plan = step_refreshes(ctx)
+        self.refreshes = tuple(r.name for r in self.plan)
+        self.ps = ctx.preset.page_size
+        self.width = ctx.preset.max_pages
+        self.swa = ctx.trace.full_to_swa is not None
+        n = ctx.max_bs
+        self.req_pool_indices = torch.zeros(n, dtype=torch.int32, device=self.device)
+        self.lens = [torch.full((n,), PAD_SEQ_LEN, dtype=torch.int32, device=self.device) for _ in self.plan]
+
+    def _fill_common(self, step: Step, bucket: int) -> None:
+        self._h2d(self.req_pool_indices, step.req_pool_indices, bucket, 0)
+
+
+class TrtllmMhaMetadata(_TrtllmMhaBase):
+    """``sgl_meta.update_trtllm_mha_graph_metadata`` vs its eager reference."""
+
+    op = "update_trtllm_mha_graph_metadata"
+    label = "mha metadata"
+
+    @classmethod
+    def available(cls) -> bool:
+        return hasattr(sgl_meta, cls.op) and hasattr(reference, cls.op)
+
+    def __init__(self, ctx: BenchContext):
+        super().__init__(ctx)
+        n, dev = ctx.max_bs, self.device
+        self.out_loc = [
+            torch.zeros(n * r.tokens, dtype=torch.int64, device=dev) if self._has_swa_out(r) else None
+            for r in self.plan
+        ]
+        shapes = {}
+        for k, r in enumerate(self.plan):
+            shapes[f"{r.name}.cache_seqlens"] = ((n,), torch.int32)
+            shapes[f"{r.name}.cu_seqlens_k"] = ((n + 1,), torch.int32)
+            shapes[f"{r.name}.page_table"] = ((n, self.width), torch.int32)
+            if self.swa:
+                shapes[f"{r.name}.swa_page_table"] = ((n, self.width), torch.int32)
+            if self._has_swa_out(r):
+                shapes[f"{r.name}.swa_out_cache_loc"] = ((n * r.tokens,), torch.int64)
+            if r.q_mode != Q_MODE_NONE:
+                shapes[f"{r.name}.cu_seqlens_q"] = ((n + 1,), torch.int32)
+        self._make_outputs(shapes)
+
+    def _has_swa_out(self, r: Refresh) -> bool:
+        return self.swa and r.tokens > 0
+
+    def fill(self, step: Step, bucket: int) -> None:
+        self._fill_common(step, bucket)
+        for k, r in enumerate(self.plan):
+            self._h2d(self.lens[k], refresh_lens(step, r), bucket, PAD_SEQ_LEN)
+            if self.out_loc[k] is not None:
+                self._h2d(self.out_loc[k], refresh_slots(step, r, k), bucket * r.tokens, 0)
+
+    def _max_seq_pages(self, step: Optional[Step], r: Refresh) -> int:
+        if step is None:
+            return self.width
+        longest = int(refresh_lens(step, r).max()) + r.seqlen_offset
+        return min(self.width, -(-max(longest, 0) // self.ps))
+
+    def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
+        fn = sgl_meta.update_trtllm_mha_graph_metadata if impl == "fused" else (
+            reference.update_trtllm_mha_graph_metadata
+        )
+        mode = "graph" if step is None else "eager"
+        out = self.out[(impl, mode)]
+        trace = self.ctx.trace
+        calls = []
+        for k, r in enumerate(self.plan):
+            kw = dict(
+                req_pool_indices=self.req_pool_indices[:bs],
+                seq_lens=self.lens[k][:bs],
+                req_to_token=trace.req_to_token,
+                cache_seqlens=out[f"{r.name}.cache_seqlens"][:bs],
+                cu_seqlens_k=out[f"{r.name}.cu_seqlens_k"][: bs + 1],
+                page_table=out[f"{r.name}.page_table"][:bs],
+                bs=bs,
+                seqlen_offset=r.seqlen_offset,
+                max_seq_pages=self._max_seq_pages(step, r),
+                page_size=self.ps,
+                live_pages_only=step is None,
+            )
+            if self.swa:
+                kw.update(swa_mapping=trace.full_to_swa, swa_page_table=out[f"{r.name}.swa_page_table"][:bs])
+            if self._has_swa_out(r):
+                n = bs * r.tokens
+                kw.update(out_cache_loc=self.out_loc[k][:n], swa_out_cache_loc=out[f"{r.name}.swa_out_cache_loc"][:n])
+            if r.q_mode != Q_MODE_NONE:
+                kw.update(cu_seqlens_q=out[f"{r.name}.cu_seqlens_q"][: bs + 1], q_mode=r.q_mode, q_stride=r.q_stride)
+            calls.append(functools.partial(fn, **kw))
+        return calls
+
+    def bytes_moved(self, step: Step, bucket: int, mode: str) -> int:
+        eager = mode == "eager"
+        bs = step.bs if eager else bucket
+        total = 0
+        for k, r in enumerate(self.plan):
+            lens = np.full(bs, PAD_SEQ_LEN, dtype=np.int64)
+            lens[: step.bs] = refresh_lens(step, r)
+            if eager:
+                cols = np.full(bs, self._max_seq_pages(step, r), dtype=np.int64)
+            else:
+                cols = live_pages(lens + r.seqlen_offset, self.ps, self.width)
+            tables = 2 if self.swa else 1
+            total += 2 * bs * 4  # req_pool_indices, seq_lens (int32)
+            total += bs * 4 + (bs + 1) * 4  # cache_seqlens, cu_seqlens_k
+            total += int(gather_sectors(cols, self.ps).sum()) * SECTOR  # page-boundary slots
+            total += int(cols.sum()) * 4 * tables  # page table row(s) written
+            if self.swa:
+                total += int(cols.sum()) * SECTOR  # one scattered int64 mapping read per page
+            if self._has_swa_out(r):
+                n = bs * r.tokens
+                total += n * 8 + n * SECTOR + n * 8  # out_cache_loc, mapping reads, swa_out_cache_loc
+            if r.q_mode != Q_MODE_NONE:
+                total += (bs + 1) * 4
+        return total
+
+
+class TrtllmMhaPageTable(_TrtllmMhaBase):
+    """``sgl_meta.build_trtllm_mha_page_table`` (sync-free builder) vs its reference.
+
+    One build per refresh of the step, each from that refresh's device-side
+    ``cache_seqlens``; the table is always the full static width (no host max
+    needed: that is the point of the builder), eager and graph alike.
+    """
+
+    op = "build_trtllm_mha_page_table"
+    label = "mha page table"
+
+    @classmethod
+    def available(cls) -> bool:
+        return hasattr(sgl_meta, cls.op) and hasattr(reference, cls.op)
+
+    def __init__(self, ctx: BenchContext):
+        super().__init__(ctx)
+        n = ctx.max_bs
+        shapes = {}
+        for r in self.plan:
+            shapes[f"{r.name}.page_table"] = ((n, self.width), torch.int32)
+            if self.swa:
+                shapes[f"{r.name}.swa_page_table"] = ((n, self.width), torch.int32)
+        self._make_outputs(shapes)
+
+    def fill(self, step: Step, bucket: int) -> None:
+        self._fill_common(step, bucket)
+        for k, r in enumerate(self.plan):
+            # This op reads the refresh's cache_seqlens (offset already applied).
+            lens = refresh_lens(step, r).astype(np.int64) + r.seqlen_offset
+            self._h2d(self.lens[k], lens.astype(np.int32), bucket, PAD_SEQ_LEN + r.seqlen_offset)
+
+    def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
+        fn = getattr(sgl_meta if impl == "fused" else reference, self.op)
+        out = self.out[(impl, "graph" if step is None else "eager")]
+        trace = self.ctx.trace
+        calls = []
+        for k, r in enumerate(self.plan):
+            kw = dict(
+                req_to_token=trace.req_to_token,
+                req_pool_indices=self.req_pool_indices[:bs],
+                cache_seqlens=self.lens[k][:bs],
+                page_table=out[f"{r.name}.page_table"][:bs],
+                page_size=self.ps,
+            )
+            if self.swa:
+                kw.update(swa_page_table=out[f"{r.name}.swa_page_table"][:bs], full_to_swa=trace.full_to_swa)
+            calls.append(functools.partial(fn, **kw))
+        return calls
+
+    def bytes_moved(self, step: Step, bucket: int, mode: str) -> int:
+        bs = step.bs if mode == "eager" else bucket
+        total = 0
+        for r in self.plan:
+            lens = np.full(bs, PAD_SEQ_LEN, dtype=np.int64)
+            lens[: step.bs] = refresh_lens(step, r)
+            cols = live_pages(lens + r.seqlen_offset, self.ps, self.width)
+            total += 2 * bs * 4
+            total += int(gather_sectors(cols, self.ps).sum()) * SECTOR
+            total += int(cols.sum()) * 4 * (2 if self.swa else 1)
+            if self.swa:
+                total += int(cols.sum()) * SECTOR
+        return total

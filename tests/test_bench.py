@@ -1,0 +1,217 @@
+"""The benchmark (python -m sgl_meta.bench): CPU smoke runs, its checker, its trace."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import sgl_meta
+from sgl_meta import reference
+from sgl_meta.bench import main
+from sgl_meta.bench.buckets import capture_batch_sizes, pad_to_bucket
+from sgl_meta.bench.check import BenchMismatch, compare
+from sgl_meta.bench.presets import PRESETS
+from sgl_meta.bench.trace import ServingTrace
+from sgl_meta.bench.workloads import dsa_reference
+
+TINY = ["--device", "cpu", "--steps", "6", "--warmup", "1", "--max-bs", "4", "--context-len", "2048", "--no-progress"]
+
+
+def run_json(tmp_path, *args):
+    path = tmp_path / "bench.json"
+    code = main([*TINY, "--json", str(path), *args])
+    return code, json.loads(path.read_text())
+
+
+def test_cpu_run_writes_json(tmp_path):
+    code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b", "llama-3.1-8b-p16", "--seed", "3")
+    assert code == 0 and doc["ok"] is True
+    env = doc["environment"]
+    for key in ("date", "torch", "cuda", "python", "cpu", "sgl_meta", "device", "gpu"):
+        assert key in env
+    assert env["device"] == "cpu" and env["gpu"] is None and doc["graph_mode"] is None
+    assert doc["args"]["seed"] == 3 and doc["args"]["steps"] == 6
+    assert doc["copy_bandwidth"]["bytes_per_s"] > 0
+    assert [p["preset"] for p in doc["presets"]] == ["gpt-oss-120b", "llama-3.1-8b-p16"]
+    oss, llama = doc["presets"]
+    assert oss["spec"] and not llama["spec"] and oss["swa_window"] == 128
+    w = oss["workloads"][0]
+    assert w["op"] == "update_trtllm_mha_graph_metadata"
+    assert w["refreshes"] == ["draft_decode_0", "draft_decode_1", "target_verify", "draft_extend"]
+    assert w["steps_measured"] == 6 and w["steps_checked"] == 7
+    for impl in ("fused", "ref"):
+        assert w["host_us_per_call"][impl]["median"] > 0
+        assert w["host_us_per_call"][impl]["n"] == 6 * 4
+    assert w["device_us_per_call"] is None
+    assert w["floor_us_per_call"]["eager"]["median"] > 0
+    assert w["per_bucket"] and all(b["bucket"] in oss["buckets"] for b in w["per_bucket"])
+    assert llama["workloads"][0]["calls_per_step"] == 1
+
+
+def test_corrupted_fused_output_fails(tmp_path, capsys):
+    code, doc = run_json(tmp_path, "--preset", "llama-3.1-8b-p64", "--corrupt-fused", "3")
+    assert code == 1 and doc["ok"] is False
+    assert "step 3" in doc["error"] and "differs" in doc["error"]
+    assert "FAILED" in capsys.readouterr().err
+
+
+def test_check_every_skips_steps(tmp_path):
+    # With checks every 4th step, a corruption at an unchecked step goes unseen
+    # (it is overwritten by the next refresh): proves the sampling is honoured.
+    code, doc = run_json(tmp_path, "--preset", "llama-3.1-8b-p64", "--check-every", "4", "--corrupt-fused", "1")
+    assert code == 0
+    assert doc["presets"][0]["workloads"][0]["steps_checked"] == 2  # steps 0 and 4 of 7
+
+
+def test_compare_names_the_tensor():
+    want = {"a": torch.arange(6), "b": torch.zeros(2, 3, dtype=torch.int32)}
+    got = {k: v.clone() for k, v in want.items()}
+    compare(got, want, "here")
+    got["b"][1, 2] = 7
+    with pytest.raises(BenchMismatch, match=r"here.*\n  b: 1 of 6 elements differ; first at \(1, 2\): fused 7, reference 0"):
+        compare(got, want, "here")
+
+
+# -- stand-ins for ops built on other branches, to exercise their workloads --
+
+
+def _page_table_standin(req_to_token, req_pool_indices, cache_seqlens, page_table, page_size,
+                        swa_page_table=None, full_to_swa=None):
+    """Eager build_trtllm_mha_page_table per SPEC section 2."""
+    bs, width = page_table.shape
+    if bs == 0:
+        return
+    ctx = req_to_token.size(1)
+    n = (cache_seqlens.long().clamp(min=0) + page_size - 1) // page_size
+    n = n.clamp(max=min(width, -(-ctx // page_size)))
+    cols = (torch.arange(width) * page_size).clamp(max=ctx - 1)
+    slots = req_to_token[req_pool_indices.long()[:, None], cols[None, :]].long()
+    live = torch.arange(width)[None, :] < n[:, None]
+    page_table.copy_(torch.where(live, torch.floor_divide(slots, page_size).int(), page_table))
+    if swa_page_table is not None:
+        mapped = full_to_swa[slots.clamp(0, full_to_swa.numel() - 1)]
+        swa_page_table.copy_(torch.where(live, torch.floor_divide(mapped, page_size).int(), swa_page_table))
+
+
+@pytest.fixture
+def standin_ops(monkeypatch):
+    for mod in (sgl_meta, reference):
+        if not hasattr(mod, "build_trtllm_mha_page_table"):
+            monkeypatch.setattr(mod, "build_trtllm_mha_page_table", _page_table_standin, raising=False)
+    for name in ("fused_metadata_copy_cuda", "fused_metadata_copy_multi_cuda"):
+        if not hasattr(sgl_meta, name):
+            monkeypatch.setattr(sgl_meta, name, getattr(dsa_reference, name), raising=False)
+
+
+def test_emulated_graphs_all_workloads(tmp_path, standin_ops):
+    code, doc = run_json(tmp_path, "--preset", "all", "--emulate-graphs", "--steps", "5", "--max-bs", "3")
+    assert code == 0 and doc["graph_mode"] == "emulated"
+    ops = {p["preset"]: [w["op"] for w in p["workloads"]] for p in doc["presets"]}
+    mha = ["update_trtllm_mha_graph_metadata", "build_trtllm_mha_page_table"]
+    assert ops == {
+        "gpt-oss-120b": mha,
+        "llama-3.1-8b-p16": mha,
+        "llama-3.1-8b-p64": mha,
+        "deepseek-v3.2": ["fused_metadata_copy_cuda", "fused_metadata_copy_multi_cuda"],
+    }
+    dsa = doc["presets"][3]["workloads"]
+    assert dsa[0]["refreshes"] == ["target_verify", "draft_extend"]
+    for p in doc["presets"]:
+        for w in p["workloads"]:
+            assert w["device_us_per_call"]["fused"]["median"] > 0
+            assert w["floor_us_per_call"]["graph"]["median"] > 0
+            assert w["steps_checked"] == 6
+
+
+def test_dsa_without_spec_and_corruption(tmp_path, standin_ops):
+    code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--no-spec", "--emulate-graphs")
+    assert code == 0
+    assert [w["refreshes"] for w in doc["presets"][0]["workloads"]] == [["decode"]]  # no multi
+    code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--corrupt-fused", "0")
+    assert code == 1 and "fused_metadata_copy_cuda" in doc["error"]
+
+
+@pytest.mark.gpu
+def test_cuda_graph_path(tmp_path):
+    """The real thing on a GPU: graphs per bucket, events, checks, then a sabotaged run."""
+    args = ["--device", "cuda", "--steps", "8", "--warmup", "2", "--max-bs", "8", "--context-len", "4096", "--no-progress"]
+    path = tmp_path / "gpu.json"
+    assert main([*args, "--json", str(path)]) == 0
+    doc = json.loads(path.read_text())
+    assert doc["graph_mode"] == "cuda" and doc["environment"]["gpu"]
+    for p in doc["presets"]:
+        assert p["graphs_captured"] == 2 * len(p["buckets"]) * len(p["workloads"])
+        for w in p["workloads"]:
+            for impl in ("fused", "ref"):
+                assert w["device_us_per_call"][impl]["median"] > 0
+                assert w["graph_replay_host_us"][impl]["median"] > 0
+            assert w["steps_checked"] == 10
+    assert main([*args, "--preset", "gpt-oss-120b", "--corrupt-fused", "4"]) == 1
+
+
+def test_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "bench.png"
+    assert main([*TINY, "--preset", "llama-3.1-8b-p64", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_arguments():
+    with pytest.raises(SystemExit) as e:
+        main(["--preset", "no-such-model"])
+    assert e.value.code == 2
+
+
+# -- buckets and trace ---------------------------------------------------------
+
+
+def test_buckets_match_sglang():
+    assert capture_batch_sizes(256, spec=False) == [1, 2, 4, 8, 12] + list(range(16, 257, 8))
+    spec = capture_batch_sizes(256, spec=True)
+    assert spec[:10] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12] and spec[-1] == 256 and len(spec) == 51
+    assert capture_batch_sizes(20, spec=False) == [1, 2, 4, 8, 12, 16, 20]
+    assert pad_to_bucket(9, [1, 2, 4, 8, 12]) == 12 and pad_to_bucket(8, [1, 2, 4, 8, 12]) == 8
+    with pytest.raises(ValueError):
+        pad_to_bucket(13, [1, 2, 4, 8, 12])
+
+
+def _trace(seed, spec, preset="gpt-oss-120b"):
+    p = PRESETS[preset].with_overrides(context_len=4096, kv_pool_tokens=200_000)
+    return ServingTrace(p, spec=spec, max_bs=24, total_steps=150, seed=seed, device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize("spec", [False, True])
+def test_trace_is_reproducible_and_consistent(spec):
+    a, b = _trace(11, spec), _trace(11, spec)
+    ps, window = a.ps, a.window
+    for _ in range(150):
+        sa, sb = a.next_step(), b.next_step()
+        for field in ("req_pool_indices", "seq_lens", "out_cache_loc", "accept_lens"):
+            assert np.array_equal(getattr(sa, field), getattr(sb, field))
+        assert 1 <= sa.bs <= 24 and len(set(sa.req_pool_indices.tolist())) == sa.bs
+        assert 0 not in sa.req_pool_indices  # row 0 is padding
+        r2t = a.req_to_token
+        rows = torch.from_numpy(sa.req_pool_indices.astype(np.int64))
+        # Every committed token and this step's new tokens have a real slot.
+        for i in range(sa.bs):
+            n = int(sa.committed[i]) + sa.tokens_per_req
+            slots = r2t[rows[i], :n]
+            assert int(slots.min()) >= ps  # never the padding page
+            assert torch.equal(slots[-sa.tokens_per_req:], torch.from_numpy(sa.out_cache_loc[i]).int())
+            # SWA: pages in the window are mapped, pages before it are evicted (0).
+            first_live = max(0, (int(sa.committed[i]) - window) // ps)
+            mapped = a.full_to_swa[slots[::ps].long()]
+            assert (mapped[first_live:] > 0).all() and (mapped[:first_live] == 0).all()
+        assert sa.seq_lens.tolist() == (sa.committed + (0 if spec else 1)).tolist()
+    assert a.stats.finished > 0 and a.stats.admitted > a.stats.finished
+    assert a.page_contiguity() < 0.2  # pages are scattered, not handed out in runs
+
+
+def test_trace_depends_on_seed():
+    a, b = _trace(1, False, "llama-3.1-8b-p16"), _trace(2, False, "llama-3.1-8b-p16")
+    steps_a = [a.next_step().seq_lens.tolist() for _ in range(30)]
+    steps_b = [b.next_step().seq_lens.tolist() for _ in range(30)]
+    assert steps_a != steps_b
