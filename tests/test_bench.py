@@ -15,7 +15,6 @@ from sgl_meta.bench.buckets import capture_batch_sizes, pad_to_bucket
 from sgl_meta.bench.check import BenchMismatch, compare
 from sgl_meta.bench.presets import PRESETS
 from sgl_meta.bench.trace import ServingTrace
-from sgl_meta.bench.workloads import dsa_reference
 
 TINY = ["--device", "cpu", "--steps", "6", "--warmup", "1", "--max-bs", "4", "--context-len", "2048", "--no-progress"]
 
@@ -78,35 +77,7 @@ def test_compare_names_the_tensor():
 # -- stand-ins for ops built on other branches, to exercise their workloads --
 
 
-def _page_table_standin(req_to_token, req_pool_indices, cache_seqlens, page_table, page_size,
-                        swa_page_table=None, full_to_swa=None):
-    """Eager build_trtllm_mha_page_table per SPEC section 2."""
-    bs, width = page_table.shape
-    if bs == 0:
-        return
-    ctx = req_to_token.size(1)
-    n = (cache_seqlens.long().clamp(min=0) + page_size - 1) // page_size
-    n = n.clamp(max=min(width, -(-ctx // page_size)))
-    cols = (torch.arange(width) * page_size).clamp(max=ctx - 1)
-    slots = req_to_token[req_pool_indices.long()[:, None], cols[None, :]].long()
-    live = torch.arange(width)[None, :] < n[:, None]
-    page_table.copy_(torch.where(live, torch.floor_divide(slots, page_size).int(), page_table))
-    if swa_page_table is not None:
-        mapped = full_to_swa[slots.clamp(0, full_to_swa.numel() - 1)]
-        swa_page_table.copy_(torch.where(live, torch.floor_divide(mapped, page_size).int(), swa_page_table))
-
-
-@pytest.fixture
-def standin_ops(monkeypatch):
-    for mod in (sgl_meta, reference):
-        if not hasattr(mod, "build_trtllm_mha_page_table"):
-            monkeypatch.setattr(mod, "build_trtllm_mha_page_table", _page_table_standin, raising=False)
-    for name in ("fused_metadata_copy_cuda", "fused_metadata_copy_multi_cuda"):
-        if not hasattr(sgl_meta, name):
-            monkeypatch.setattr(sgl_meta, name, getattr(dsa_reference, name), raising=False)
-
-
-def test_emulated_graphs_all_workloads(tmp_path, standin_ops):
+def test_emulated_graphs_all_workloads(tmp_path):
     code, doc = run_json(tmp_path, "--preset", "all", "--emulate-graphs", "--steps", "5", "--max-bs", "3")
     assert code == 0 and doc["graph_mode"] == "emulated"
     ops = {p["preset"]: [w["op"] for w in p["workloads"]] for p in doc["presets"]}
@@ -115,7 +86,7 @@ def test_emulated_graphs_all_workloads(tmp_path, standin_ops):
         "gpt-oss-120b": mha,
         "llama-3.1-8b-p16": mha,
         "llama-3.1-8b-p64": mha,
-        "deepseek-v3.2": ["fused_metadata_copy_cuda", "fused_metadata_copy_multi_cuda"],
+        "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"],
     }
     dsa = doc["presets"][3]["workloads"]
     assert dsa[0]["refreshes"] == ["target_verify", "draft_extend"]
@@ -126,12 +97,12 @@ def test_emulated_graphs_all_workloads(tmp_path, standin_ops):
             assert w["steps_checked"] == 6
 
 
-def test_dsa_without_spec_and_corruption(tmp_path, standin_ops):
+def test_dsa_without_spec_and_corruption(tmp_path):
     code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--no-spec", "--emulate-graphs")
     assert code == 0
     assert [w["refreshes"] for w in doc["presets"][0]["workloads"]] == [["decode"]]  # no multi
     code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--corrupt-fused", "0")
-    assert code == 1 and "fused_metadata_copy_cuda" in doc["error"]
+    assert code == 1 and "fused_metadata_copy" in doc["error"]
 
 
 @pytest.mark.gpu

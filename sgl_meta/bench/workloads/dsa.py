@@ -3,11 +3,13 @@
 The DSA backend computes a step's metadata once (the "source" set) and copies it
 into the static buffers of the graph(s) it replays:
 
-* ``fused_metadata_copy_cuda``: plain decode (one copy, ``forward_mode`` 0), or
+* ``fused_metadata_copy``: plain decode (one copy, ``forward_mode`` 0), or
   with MTP the target-verify (mode 1) and draft-extend (mode 2) copies, whose
   rows are ``bs * num_draft_tokens`` (one page-table row per query token);
-* ``fused_metadata_copy_multi_cuda``: MTP draft decode, one source into the
+* ``fused_metadata_copy_multi``: MTP draft decode, one source into the
   K = 3 draft-step backends' buffers (speculative decoding only).
+Each is timed against its eager reference in :mod:`sgl_meta.reference` (the
+sequence of ``.copy_()`` calls the fused op replaces).
 
 Sources are built the way the backend builds them: ``page_indices`` is the
 token-level ``req_to_token`` row (``page_table_1``, width = the step's longest
@@ -33,7 +35,6 @@ from sgl_meta import reference
 
 from ..presets import BACKEND_DSA
 from ..trace import Step
-from . import dsa_reference
 from .base import BenchContext, Workload
 
 DECODE, TARGET_VERIFY, DRAFT_EXTEND = 0, 1, 2
@@ -49,11 +50,6 @@ FIELDS = (
     "flashmla_num_splits",
     "flashmla_metadata",
 )
-
-
-def _reference_fn(name: str):
-    """The package's eager reference when it has one, else the bench's own."""
-    return getattr(reference, name, None) or getattr(dsa_reference, name)
 
 
 class _DsaBase(Workload):
@@ -184,9 +180,9 @@ class _DsaBase(Workload):
 
 
 class DsaMetadataCopy(_DsaBase):
-    """``sgl_meta.fused_metadata_copy_cuda`` vs the eager ``.copy_()`` sequence."""
+    """``sgl_meta.fused_metadata_copy`` vs the eager ``.copy_()`` sequence."""
 
-    op = "fused_metadata_copy_cuda"
+    op = "fused_metadata_copy"
     label = "dsa copy"
 
     @classmethod
@@ -215,7 +211,7 @@ class DsaMetadataCopy(_DsaBase):
         return step.committed if self.q > 1 else step.seq_lens
 
     def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
-        fn = getattr(sgl_meta, self.op) if impl == "fused" else _reference_fn(self.op)
+        fn = getattr(sgl_meta if impl == "fused" else reference, self.op)
         out = self.out[(impl, "graph" if step is None else "eager")]
         cols = self._cols(step)
         calls = []
@@ -240,9 +236,9 @@ class DsaMetadataCopy(_DsaBase):
 
 
 class DsaMetadataCopyMulti(_DsaBase):
-    """``sgl_meta.fused_metadata_copy_multi_cuda`` (K = 3 draft-decode backends)."""
+    """``sgl_meta.fused_metadata_copy_multi`` (K = 3 draft-decode backends)."""
 
-    op = "fused_metadata_copy_multi_cuda"
+    op = "fused_metadata_copy_multi"
     label = "dsa copy multi"
     needs_spec = True
     K = 3
@@ -264,13 +260,13 @@ class DsaMetadataCopyMulti(_DsaBase):
         return step.committed + 1  # the first draft token is in the cache
 
     def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
-        fn = getattr(sgl_meta, self.op) if impl == "fused" else _reference_fn(self.op)
+        fn = getattr(sgl_meta if impl == "fused" else reference, self.op)
         out = self.out[(impl, "graph" if step is None else "eager")]
         cols = self._cols(step)
         kw = self._src_args(bs, cols, expanded=False)
         del kw["seqlens_expanded_src"]
-        for k in range(self.K):
-            kw.update(self._dst_args(out, f"dst{k}.", str(k), bs, expanded=None))
+        sets = [self._dst_args(out, f"dst{k}.", "", bs, expanded=None) for k in range(self.K)]
+        kw.update({name: [d[name] for d in sets] for name in sets[0]})
         kw.update(bs=bs, max_len=cols, seqlens_expanded_size=bs)
         return [functools.partial(fn, **kw)]
 
