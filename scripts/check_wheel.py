@@ -151,10 +151,13 @@ def build(work: Path, arch_list: str) -> Path:
     env = tool_env()
     env["TORCH_CUDA_ARCH_LIST"] = arch_list
     env.setdefault("MAX_JOBS", str(os.cpu_count() or 1))
-    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "--no-index",
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index",
            "-w", str(raw), str(src)]  # fmt: skip
     print("$", shlex.join(cmd[2:]), f"(TORCH_CUDA_ARCH_LIST={arch_list}, MAX_JOBS={env['MAX_JOBS']})")
-    subprocess.run(cmd, env=env, check=True)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)  # log shown on failure only
+    if done.returncode != 0:
+        print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
+        raise CheckFailed(f"building the wheel failed (exit {done.returncode})")
     (wheel,) = raw.glob("*.whl")
     return wheel
 
@@ -177,25 +180,27 @@ def repair(raw_wheel: Path, work: Path) -> Path:
     return wheel
 
 
-def read_elf(data: bytes) -> tuple[list[str], list[str]]:
-    """(DT_NEEDED, DT_RPATH + DT_RUNPATH) of an ELF image."""
-    needed, paths = [], []
+def read_elf(data: bytes) -> tuple[list[str], list[str], int]:
+    """(DT_NEEDED, DT_RPATH + DT_RUNPATH, size of the embedded GPU code) of an ELF image."""
+    needed, paths, fatbin = [], [], 0
     for section in ELFFile(io.BytesIO(data)).iter_sections():
+        if section.name == ".nv_fatbin":
+            fatbin = section["sh_size"]
         if isinstance(section, DynamicSection):
             for tag in section.iter_tags():
                 if tag.entry.d_tag == "DT_NEEDED":
                     needed.append(tag.needed)
                 elif tag.entry.d_tag in ("DT_RPATH", "DT_RUNPATH"):
                     paths.append(getattr(tag, "rpath", None) or tag.runpath)
-    return needed, paths
+    return needed, paths, fatbin
 
 
-def embedded_gpu_code(so_path: Path) -> str:
+def embedded_gpu_code(so_path: Path, fatbin: int) -> str:
     """SASS / PTX targets in the extension, via cuobjdump when the toolkit has it."""
     cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
     tool = shutil.which("cuobjdump") or shutil.which("cuobjdump", path=f"{cuda_home}/bin")
     if tool is None:
-        return "not listed (no cuobjdump in this CUDA toolkit)"
+        return f".nv_fatbin {fatbin / 1e3:.0f} kB (targets not listed: no cuobjdump here)"
     found = []
     for flag in ("--list-elf", "--list-ptx"):
         out = subprocess.run([tool, flag, str(so_path)], capture_output=True, text=True).stdout
@@ -245,13 +250,14 @@ def inspect(wheel: Path, work: Path, expect_cuda: bool | None, max_manylinux: st
     expect(payload == source | {EXTENSION}, f"wheel payload differs from the package: "
            f"missing {sorted(source | {EXTENSION} - payload)}, extra {sorted(payload - source - {EXTENSION})}")  # fmt: skip
 
-    needed, search_paths = read_elf(members[EXTENSION])
+    needed, search_paths, fatbin = read_elf(members[EXTENSION])
     globs = excluded_globs()
     from_torch = [lib for lib in needed if any(fnmatch.fnmatch(lib, g) for g in globs)]
     others = [lib for lib in needed if lib not in from_torch and lib not in SYSTEM_LIBS]
     expect(not others, f"{EXTENSION} needs {others}: neither system nor torch-provided")
     expect(not search_paths, f"{EXTENSION} has RPATH/RUNPATH {search_paths} (nothing is vendored)")
     is_cuda = any(lib.startswith("libcudart.so") for lib in needed)
+    expect(is_cuda == (fatbin > 0), f"links the CUDA runtime: {is_cuda}, but GPU code size {fatbin}")
     if expect_cuda is not None:
         expect(is_cuda == expect_cuda, f"wanted the {'CUDA' if expect_cuda else 'CPU-only'} build, got the other")
 
@@ -271,7 +277,7 @@ def inspect(wheel: Path, work: Path, expect_cuda: bool | None, max_manylinux: st
         variant="CUDA" if is_cuda else "CPU-only",
         needed=", ".join(needed),
         torch_provided=", ".join(from_torch),
-        gpu_code=embedded_gpu_code(so_path) if is_cuda else "-",
+        gpu_code=embedded_gpu_code(so_path, fatbin) if is_cuda else "-",
         abi3audit=f"abi3, baseline CPython {results[0]['baseline']} (--strict)",
         is_cuda=is_cuda,
     )
@@ -330,7 +336,7 @@ def main() -> int:
             if args.wheel is None:
                 if args.expect_cuda is None:
                     args.expect_cuda = setup_builds_cuda()
-                kind = "CUDA" if args.expect_cuda else "CPU-only (no nvcc or a CPU torch)"
+                kind = "CUDA" if args.expect_cuda else "CPU-only: SGL_META_CPU_ONLY, no nvcc or a CPU torch"
                 elapsed = step(f"build ({kind})")
                 raw = build(work, args.arch_list)
                 timings["build"] = elapsed()

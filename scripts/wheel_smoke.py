@@ -24,6 +24,7 @@ must be added to ``EXAMPLES`` below, and a missing one fails the check.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import random
 import sys
 from pathlib import Path
@@ -162,7 +163,7 @@ def main() -> int:
     package_dir = Path(sgl_meta.__file__).resolve().parent
     cuda_device = torch.cuda.is_available()
     print(
-        f"wheel smoke: sgl_meta {sgl_meta.__version__} from {package_dir}; torch {torch.__version__} "
+        f"wheel smoke: sgl-meta {importlib.metadata.version('sgl-meta')} from {package_dir}; torch {torch.__version__} "
         f"(CUDA {torch.version.cuda}), Python {sys.version.split()[0]}, GPU: "
         f"{torch.cuda.get_device_name() if cuda_device else 'none'}"
     )
