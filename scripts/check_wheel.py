@@ -28,6 +28,7 @@ MAX_JOBS, SGL_META_LOCAL_VERSION, SGL_META_CPU_ONLY, as for setup.py.
 from __future__ import annotations
 
 import argparse
+import ast
 import email.parser
 import fnmatch
 import io
@@ -76,7 +77,7 @@ def expect(condition: bool, message: str) -> None:
 
 
 def step(title: str):
-    """Prints a step header; returns a function that prints its duration."""
+    """Prints a step header; returns a function giving the seconds since."""
     print(f"\n== {title}", flush=True)
     start = time.monotonic()
     return lambda: time.monotonic() - start
@@ -106,8 +107,6 @@ def excluded_globs() -> list[str]:
 
 def check_config() -> None:
     """The release config agrees with the source: same GPU targets as setup.py's default."""
-    import ast
-
     tree = ast.parse((ROOT / "setup.py").read_text())
     defaults = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
                 and any(getattr(t, "id", None) == "DEFAULT_ARCH_LIST" for t in node.targets)]  # fmt: skip
@@ -343,7 +342,7 @@ def main() -> int:
                 elapsed = step("repair")
                 wheel = repair(raw, work)
                 timings["repair"] = elapsed()
-                name, version, _, _ = parse_wheel_filename(wheel.name)
+                _, version, _, _ = parse_wheel_filename(wheel.name)
                 expect(str(version) == expected_version(), f"version {version}, want {expected_version()}")
             else:
                 wheel = args.wheel.resolve()
