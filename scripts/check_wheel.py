@@ -42,7 +42,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 from elftools.elf.dynamic import DynamicSection
