@@ -10,6 +10,7 @@ Environment switches:
 """
 
 import os
+import sysconfig
 from pathlib import Path
 
 # torch's extension builder takes CUDA_HOME from `which nvcc` when unset, which
@@ -26,7 +27,9 @@ from torch.utils.cpp_extension import (  # noqa: E402
     CUDAExtension,
 )
 
-ROOT = Path(__file__).parent
+# Absolute: PEP 517 front ends run this file as "setup.py", and ninja compiles
+# from the build folder, where a relative include dir would miss csrc/.
+ROOT = Path(__file__).resolve().parent
 CSRC = ROOT / "csrc"
 
 # Every target nvcc 13 still supports that a server GPU may be: T4, A100, A10/A40,
@@ -80,9 +83,22 @@ def extension():
     )
 
 
+class BuildExt(BuildExtension.with_options(use_ninja=True)):
+    def build_extensions(self):
+        # A CPython built with an rpath to its own lib dir (pyenv does this) puts
+        # -Wl,-rpath,<prefix>/lib into LDSHARED. The limited-API extension never
+        # links libpython, so that would only leave the build machine's path in
+        # the wheel as a dangling RPATH.
+        own_rpath = f"-Wl,-rpath,{sysconfig.get_config_var('LIBDIR')}"
+        for attr in ("linker_so", "linker_so_cxx"):
+            if hasattr(self.compiler, attr):
+                setattr(self.compiler, attr, [a for a in getattr(self.compiler, attr) if a != own_rpath])
+        super().build_extensions()
+
+
 setup(
     version=version(),
     ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": BuildExt},
     options={"bdist_wheel": {"py_limited_api": "cp310"}},
 )

@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Smoke test of an *installed* sgl_meta: import, operator registry, one call per op.
+
+Run it with the interpreter that has the wheel installed, from outside the
+source tree and in isolated mode, so a checkout cannot shadow the wheel:
+
+    cd /tmp && python -I /path/to/scripts/wheel_smoke.py [--expect-cuda]
+
+It needs only torch and the installed package (no pytest, no tests/), so it
+runs the same way in the local wheel check (scripts/check_wheel.py), in
+cibuildwheel's test step, and on a GPU machine next to any torch >= 2.10.
+
+For every operator the binary registers under ``torch.ops.sgl_meta`` it checks
+a CPU kernel, a CUDA kernel (``--expect-cuda``), a fake kernel, the public
+wrapper ``sgl_meta.<op>`` and the eager reference ``sgl_meta.reference.<op>``,
+then calls the op once on small random inputs with poisoned outputs and
+compares every output with the reference: on CPU, and on CUDA too when a GPU
+is present. The op list comes from the dispatcher (what the binary holds) and
+must equal ``sgl_meta._fake.OPS_RETURNING_NOTHING`` (what the package declares),
+so a new op is picked up without editing this file; only its example inputs
+must be added to ``EXAMPLES`` below, and a missing one fails the check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import random
+import sys
+from pathlib import Path
+
+import torch
+
+import sgl_meta
+import sgl_meta._fake
+import sgl_meta.reference
+
+NAMESPACE = "sgl_meta"
+
+
+def _poison(shape, dtype, gen):
+    """Random garbage (never zeros): an element written wrongly, or not at all, shows."""
+    return torch.randint(-(2**30), 2**30, shape, generator=gen, dtype=torch.int64).to(dtype)
+
+
+def _trtllm_mha_example(gen):
+    """Small decode-with-SWA case: every output written, -1 sentinels included."""
+    bs, page_size, max_seq_pages, pool = 3, 4, 3, 4
+    context = (max_seq_pages - 1) * page_size + 1 + 3
+    slots = pool * context
+
+    def ints(low, high, shape, dtype):
+        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+
+    inputs = dict(
+        req_pool_indices=ints(0, pool, (bs,), torch.int64),
+        seq_lens=ints(1, max_seq_pages * page_size + 1, (bs,), torch.int32),
+        req_to_token=ints(-1, slots, (pool, context), torch.int32),
+        swa_mapping=ints(-1, 4 * slots, (slots,), torch.int64),
+        out_cache_loc=ints(-1, slots, (bs + 2,), torch.int64),
+        qlens=ints(1, 5, (bs,), torch.int64),
+    )
+    rows, cols = bs + 1, max_seq_pages + 2
+    outputs = dict(
+        cache_seqlens=_poison((rows,), torch.int32, gen),
+        cu_seqlens_k=_poison((rows + 1,), torch.int32, gen),
+        page_table=_poison((rows, cols), torch.int32, gen),
+        swa_page_table=_poison((rows, cols), torch.int32, gen),
+        swa_out_cache_loc=_poison((bs + 4,), torch.int64, gen),
+        cu_seqlens_q=_poison((rows + 1,), torch.int32, gen),
+    )
+    scalars = dict(
+        bs=bs,
+        seqlen_offset=1,
+        max_seq_pages=max_seq_pages,
+        page_size=page_size,
+        q_mode=sgl_meta.Q_MODE_CUMSUM,
+    )
+    return inputs, outputs, scalars
+
+
+def _page_table_example(gen):
+    """Rows of mixed lengths (some past the table width), SWA table wider than bs x W."""
+    bs, page_size, width, pool = 3, 4, 4, 4
+    context = width * page_size + 2
+    slots = pool * context
+
+    def ints(low, high, shape, dtype):
+        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+
+    inputs = dict(
+        req_to_token=ints(-1, slots, (pool, context), torch.int32),
+        req_pool_indices=ints(0, pool, (bs,), torch.int64),
+        cache_seqlens=ints(0, (width + 1) * page_size, (bs,), torch.int32),
+        full_to_swa=ints(-1, 4 * slots, (slots,), torch.int64),
+    )
+    outputs = dict(
+        page_table=_poison((bs, width), torch.int32, gen),
+        swa_page_table=_poison((bs + 1, width + 1), torch.int32, gen),
+    )
+    return inputs, outputs, dict(page_size=page_size)
+
+
+# op name -> fn(generator) -> (input tensors, poisoned output tensors, scalars),
+# all on CPU. Add one per new op.
+EXAMPLES = {
+    "update_trtllm_mha_graph_metadata": _trtllm_mha_example,
+    "build_trtllm_mha_page_table": _page_table_example,
+}
+
+
+def registered_ops() -> list[str]:
+    """Names the loaded binary registered under the namespace (the dispatcher's view)."""
+    prefix = f"{NAMESPACE}::"
+    return sorted(n[len(prefix):] for n in torch._C._dispatch_get_all_op_names() if n.startswith(prefix))
+
+
+def declared_ops() -> list[str]:
+    return sorted(n.split("::", 1)[1] for n in sgl_meta._fake.OPS_RETURNING_NOTHING)
+
+
+def check_op(name: str, devices: list[str], expect_cuda: bool, seed: int) -> list[str]:
+    """Returns the problems found with one op (empty when it is fine)."""
+    problems = []
+    qualified = f"{NAMESPACE}::{name}"
+    keys = ["CPU", "Meta"] + (["CUDA"] if expect_cuda else [])
+    for key in keys:
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
+            problems.append(f"no {key} kernel registered")
+    wrapper = getattr(sgl_meta, name, None)
+    reference = getattr(sgl_meta.reference, name, None)
+    if wrapper is None:
+        problems.append(f"no public wrapper sgl_meta.{name}")
+    if reference is None:
+        problems.append(f"no eager reference sgl_meta.reference.{name}")
+    example = EXAMPLES.get(name)
+    if example is None:
+        problems.append(f"no example inputs: add one to EXAMPLES in {Path(__file__).name}")
+    if problems:
+        return problems
+    for device in devices:
+        gen = torch.Generator().manual_seed(seed)
+        inputs, outputs, scalars = example(gen)
+        inputs = {k: v.to(device) for k, v in inputs.items()}
+        ours = {k: v.to(device) for k, v in outputs.items()}
+        want = {k: v.to(device) for k, v in outputs.items()}
+        wrapper(**inputs, **ours, **scalars)
+        reference(**inputs, **want, **scalars)
+        for out_name in outputs:
+            got, expected = ours[out_name].cpu(), want[out_name].cpu()
+            if not torch.equal(got, expected):
+                bad = int((got != expected).sum())
+                problems.append(f"{device}: {out_name} differs from the reference in {bad} elements")
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--expect-cuda", action="store_true", help="require CUDA kernels (a CUDA build)")
+    parser.add_argument("--expect-under", help="require the package to be installed under this directory")
+    args = parser.parse_args()
+
+    package_dir = Path(sgl_meta.__file__).resolve().parent
+    cuda_device = torch.cuda.is_available()
+    print(
+        f"wheel smoke: sgl-meta {importlib.metadata.version('sgl-meta')} from {package_dir}; torch {torch.__version__} "
+        f"(CUDA {torch.version.cuda}), Python {sys.version.split()[0]}, GPU: "
+        f"{torch.cuda.get_device_name() if cuda_device else 'none'}"
+    )
+    failures = []
+    if (package_dir.parent / "setup.py").exists():
+        failures.append(f"sgl_meta was imported from a source tree ({package_dir}), not an installed wheel")
+    if args.expect_under and not package_dir.is_relative_to(Path(args.expect_under).resolve()):
+        failures.append(f"sgl_meta was imported from {package_dir}, not from under {args.expect_under}")
+
+    registered, declared = registered_ops(), declared_ops()
+    if registered != declared:
+        failures.append(
+            f"ops registered by the binary {registered} != ops declared in sgl_meta._fake {declared}"
+        )
+    devices = ["cpu"] + (["cuda"] if cuda_device else [])
+    seed = random.randrange(2**31)
+    for name in sorted(set(registered) | set(declared)):
+        problems = check_op(name, devices, args.expect_cuda, seed)
+        status = "ok" if not problems else "FAILED: " + "; ".join(problems)
+        print(f"  {name}: {status}")
+        failures += [f"{name}: {p}" for p in problems]
+
+    if failures:
+        print(f"wheel smoke FAILED (seed {seed}):", *failures, sep="\n  ", file=sys.stderr)
+        return 1
+    kernels = "CPU + CUDA" if args.expect_cuda else "CPU"
+    print(f"wheel smoke: OK, {len(registered)} op(s), {kernels} kernels registered, called on {' + '.join(devices)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
