@@ -101,12 +101,47 @@ def _page_table_example(gen):
     return inputs, outputs, dict(page_size=page_size)
 
 
-# op name -> fn(generator) -> (input tensors, poisoned output tensors, scalars),
-# all on CPU. Add one per new op.
+def _dsa_copy_sets(gen, k_sets):
+    """TARGET_VERIFY copy with every optional pair; k_sets=None: one set of tensors,
+    else lists of k_sets tensors per destination field (the multi op)."""
+    bs, draft, cols, real_cols = 2, 2, 5, 3
+    rows = n = bs * draft
+
+    def ints(*shape):
+        return torch.randint(-(2**20), 2**20, shape, generator=gen, dtype=torch.int32)
+
+    shapes = dict(cache_seqlens=(bs,), cu_seqlens_k=(bs + 1,), page_table_1=(rows, cols + 2),
+                  dsa_cache_seqlens=(n,), seqlens_expanded=(n,), dsa_cu_seqlens_k=(n + 1,),
+                  real_page_table=(rows, real_cols), flashmla_num_splits=(n + 1,), flashmla_metadata=(3, 8))
+    inputs = {f"{k}_src": ints(*v) for k, v in shapes.items()}
+    inputs["page_indices_src"] = inputs.pop("page_table_1_src")
+    inputs["page_indices_src"] = inputs["page_indices_src"][:, :cols]
+    if k_sets is None:
+        outputs = {f"{k}_dst": _poison(v, torch.int32, gen) for k, v in shapes.items()}
+    else:
+        outputs = {f"{k}_dst": [_poison(v, torch.int32, gen) for _ in range(k_sets)] for k, v in shapes.items()}
+    scalars = dict(bs=bs, forward_mode=sgl_meta.FORWARD_MODE_TARGET_VERIFY, max_len=cols,
+                   max_seqlen_k=cols, seqlens_expanded_size=n)
+    return inputs, outputs, scalars
+
+
+# op name -> fn(generator) -> (input tensors, poisoned output tensors -- or lists
+# of them for a multi-destination op --, scalars), all on CPU. Add one per new op.
 EXAMPLES = {
     "update_trtllm_mha_graph_metadata": _trtllm_mha_example,
     "build_trtllm_mha_page_table": _page_table_example,
+    "fused_metadata_copy": lambda gen: _dsa_copy_sets(gen, None),
+    "fused_metadata_copy_multi": lambda gen: _dsa_copy_sets(gen, 2),
 }
+
+
+def _to(value, device):
+    return [v.to(device) for v in value] if isinstance(value, list) else value.to(device)
+
+
+def _flat(value):
+    """One CPU tensor of every element of a tensor or a list of tensors."""
+    return torch.cat([v.cpu().flatten() for v in (value if isinstance(value, list) else [value])])
 
 
 def registered_ops() -> list[str]:
@@ -141,13 +176,13 @@ def check_op(name: str, devices: list[str], expect_cuda: bool, seed: int) -> lis
     for device in devices:
         gen = torch.Generator().manual_seed(seed)
         inputs, outputs, scalars = example(gen)
-        inputs = {k: v.to(device) for k, v in inputs.items()}
-        ours = {k: v.to(device) for k, v in outputs.items()}
-        want = {k: v.to(device) for k, v in outputs.items()}
+        inputs = {k: _to(v, device) for k, v in inputs.items()}
+        ours = {k: _to(v, device) for k, v in outputs.items()}
+        want = {k: _to(v, device) for k, v in outputs.items()}
         wrapper(**inputs, **ours, **scalars)
         reference(**inputs, **want, **scalars)
         for out_name in outputs:
-            got, expected = ours[out_name].cpu(), want[out_name].cpu()
+            got, expected = _flat(ours[out_name]), _flat(want[out_name])
             if not torch.equal(got, expected):
                 bad = int((got != expected).sum())
                 problems.append(f"{device}: {out_name} differs from the reference in {bad} elements")
