@@ -7,9 +7,13 @@
 # + abi3 build. Logs and JSON go to $OUT (or ./device-out). The short tables
 # are printed last.
 #
-#   bash scripts/device_check.sh [tests] [micro] [bench] [sanitize]   (default: tests micro bench)
+#   bash scripts/device_check.sh [tests] [wheel] [micro] [bench] [sanitize]   (default: tests micro bench)
+#
+# `wheel` installs the carried dist/*.whl (built by scripts/check_wheel.py) into
+# this machine's Python and runs the smoke test and the whole test suite against
+# the installed wheel, from a copy of tests/ outside the source tree.
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -34,9 +38,15 @@ $PY -c "import sys, torch, sgl_meta; print('python', sys.version.split()[0], 'to
 
 for step in "${steps[@]}"; do
   case $step in
-    tests) run tests $PY -m pytest tests -q -p no:cacheprovider -x --junitxml="$OUT/tests.xml" ;;
-    micro) run micro $PY benchmarks/op_shapes.py --json "$OUT/op_shapes.json" ;;
-    bench) run bench $PY -m sgl_meta.bench --json "$OUT/bench.json" --plot "$OUT/bench.png" ;;
+    tests) run tests "$PY" -m pytest tests -q -p no:cacheprovider -x --junitxml="$OUT/tests.xml" ;;
+    wheel) run wheel bash -c '
+        set -e
+        '"$PY"' -m pip install -q --no-index --no-deps --force-reinstall dist/sgl_meta-*.whl
+        rm -rf /tmp/wheel-tests && cp -r tests /tmp/wheel-tests
+        cd /tmp && env -u PYTHONPATH '"$PY"' -I '"$PWD"'/scripts/wheel_smoke.py --expect-cuda
+        cd /tmp && env -u PYTHONPATH '"$PY"' -m pytest /tmp/wheel-tests -q -p no:cacheprovider -x' ;;
+    micro) run micro "$PY" benchmarks/op_shapes.py --json "$OUT/op_shapes.json" ;;
+    bench) run bench "$PY" -m sgl_meta.bench --json "$OUT/bench.json" --plot "$OUT/bench.png" ;;
     sanitize) run sanitize bash scripts/sanitize.sh ;;
     *) echo "unknown step $step"; status=1 ;;
   esac
