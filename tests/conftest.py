@@ -14,6 +14,12 @@ BASE_SEED = int(os.environ.get("SGL_META_TEST_SEED", random.randrange(2**31)))
 HAS_CUDA = torch.cuda.is_available()
 
 
+def pytest_configure(config):
+    # Also registered in pyproject.toml; repeated here so a copy of tests/ run
+    # against an installed wheel (outside the source tree) knows the mark too.
+    config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
+
+
 def pytest_report_header(config):
     return [f"sgl_meta test seed: SGL_META_TEST_SEED={BASE_SEED}", f"CUDA available: {HAS_CUDA}"]
 

@@ -146,7 +146,7 @@ def main(argv=None) -> int:
         ("" if cuda or args.emulate_graphs else "JSON only on CPU: ")
         + f"floor = bytes moved / measured copy bandwidth ({bw['bytes_per_s'] / 1e9:.0f} GB/s, read + write); "
         "scattered reads (page-boundary slots of req_to_token, full->SWA mapping entries) count one "
-        "32-byte sector each. Eager: bs = running requests, host-known max pages; graph: bucket, "
+        "64-byte DRAM access each (measured with ncu on an H200). Eager: bs = running requests, host-known max pages; graph: bucket, "
         "full width, live pages only."
     )
     if args.emulate_graphs:

@@ -30,7 +30,10 @@ from ..presets import Preset
 from ..trace import ServingTrace, Step
 
 IMPLS = ("fused", "ref")
-SECTOR = 32  # bytes: the DRAM/L2 access granularity a scattered 4- or 8-byte read costs
+# Bytes of DRAM traffic one scattered 4- or 8-byte read costs. ncu on the H200
+# (2026-11-29, results/README.md): 524,750 page-boundary gathers read 33.6 MB
+# from DRAM, i.e. 64 B each (a pair of 32-byte sectors), so that is the floor.
+SECTOR = 64
 
 
 @dataclass
@@ -121,7 +124,7 @@ class Workload:
 
 
 def gather_sectors(pages: np.ndarray, page_size: int, itemsize: int = 4) -> np.ndarray:
-    """32-byte sectors touched reading one ``itemsize`` element every ``page_size``
+    """DRAM access units (``SECTOR`` bytes) touched reading one ``itemsize`` element every ``page_size``
     elements, ``pages`` times per row: one sector per read once the stride
     reaches a sector, else the contiguous span."""
     stride = page_size * itemsize
