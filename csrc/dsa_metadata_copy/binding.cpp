@@ -211,7 +211,7 @@ const char* const kFieldName[kDsaNumFields] = {
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 // Builds the region table for destination sets [0, count) of `sets` (count <=
-// kDsaMaxSetsPerLaunch). Unit width per field: 4 when every destination of
+// kDsaMaxSetsPerLaunch). Store width per field: 4 when every destination of
 // this launch starts 16-byte aligned with a row stride that is a multiple of
 // 4 elements, else 1 (params.h).
 void build_params(const ArgChecker& check, const DsaSources& src, const DsaShape& sh,
@@ -268,13 +268,14 @@ void build_params(const ArgChecker& check, const DsaSources& src, const DsaShape
       for (int64_t d = 0; d < count && vec; ++d)
         vec = aligned16(p.dst[d].ptr[f]) && (one_row || p.dst[d].row_stride(f) % 4 == 0);
       fd.width = vec ? 4 : 1;
-      const int64_t per_row = (fd.cols + fd.width - 1) / fd.width;
-      const int64_t units = rows[f] * per_row;
-      // The kernels split a unit index with 32-bit arithmetic.
-      check.require(units <= INT32_MAX, kFieldName[f], " region of ", rows[f], " x ",
+      fd.rows = rows[f];
+      const int64_t per_row = (fd.cols + kDsaTileElems - 1) / kDsaTileElems;
+      const int64_t tiles = rows[f] * per_row;
+      // The kernel splits a tile index with 32-bit arithmetic.
+      check.require(tiles <= INT32_MAX, kFieldName[f], " region of ", rows[f], " x ",
                     fd.cols, " elements is too large for one call");
-      fd.units_per_row = FastDivU32::make(static_cast<uint32_t>(per_row));
-      end += units;
+      fd.tiles_per_row = FastDivU32::make(static_cast<uint32_t>(per_row));
+      end += tiles;
     }
     p.end[f] = end;
   }

@@ -11,9 +11,8 @@ namespace sgl_meta {
 void fused_metadata_copy_cpu(const DsaCopyParams& p) {
   for (int f = 0; f < kDsaNumFields; ++f) {
     const DsaSourceField& fd = p.field[f];
-    const int64_t units = p.end[f] - p.begin(f);
-    if (units == 0) continue;  // also covers cols == 0
-    const int64_t rows = units / fd.units_per_row.divisor;  // whole rows of units
+    if (p.end[f] == p.begin(f)) continue;  // absent, or no rows / columns
+    const int64_t rows = fd.rows;
     const size_t row_bytes = static_cast<size_t>(fd.cols) * sizeof(int32_t);
     for (int64_t r = 0; r < rows; ++r) {
       const int32_t* s = fd.src + r * fd.src_row_stride;

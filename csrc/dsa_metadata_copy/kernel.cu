@@ -2,17 +2,19 @@
 // headers).
 //
 // A pure copy, so the floor is bytes moved / bandwidth: read each source
-// region once, write it to every destination set. The kernel walks the flat
-// unit space of params.h with a grid-stride loop; every thread
-//   1. locates up to kUnroll units (field by a forward scan of end[] -- the
-//      units a thread visits only increase -- row/column by a multiply-high
-//      division, no divide instruction),
-//   2. issues all their loads (16-byte vectors where the address allows it),
-//   3. then stores each unit to every destination set (16-byte vectors when
-//      the field's destinations allow it: they take K times the source's bytes).
-// Adjacent threads take adjacent units, so each warp's loads and stores are
-// coalesced within a row. The page_table_1 region dominates the bytes; the
-// 1-D fields are a few hundred units at the front of the space.
+// region once, write it to every destination set. Blocks walk the flat tile
+// space of params.h with a grid-stride loop; per step a block
+//   1. locates kTilesPerStep tiles (field by a forward scan of end[] -- the
+//      tiles a block visits only increase -- row/column by a multiply-high
+//      division, once per tile: uniform across the block),
+//   2. has every thread load its 4 elements of each tile (16-byte vectors
+//      where the address allows it) before storing any,
+//   3. then stores them to every destination set (16-byte vectors when the
+//      field's destinations allow it: they take K times the source's bytes).
+// Adjacent threads take adjacent 16-byte pieces of a row, so loads and stores
+// are coalesced. Per-thread state is a few registers, so 6 blocks of 256
+// threads fit on an SM: the earlier per-element unit walk needed 62 registers
+// (half occupancy) and reached ~80% of copy bandwidth on large copies.
 #include <atomic>
 
 #include "common/cuda_utils.cuh"
@@ -22,25 +24,34 @@ namespace sgl_meta {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kUnroll = 4;
-constexpr int kBlocksPerSm = 4;  // grid cap: enough resident warps to hide latency
+static_assert(kThreads * 4 == kDsaTileElems, "a tile is 4 elements per thread");
+constexpr int kTilesPerStep = 2;  // independent 16-byte loads in flight per thread
+constexpr int kBlocksPerSm = 6;   // grid cap: what fits at the kernel's ~38 registers
 constexpr int kFallbackSms = 132;
 
-// The source's alignment is decided per unit: a source row stride that is not
-// a multiple of 4 elements (page_indices_src is often a contiguous
+// One thread's piece of a tile: `len` (1..4) elements at (row, col).
+struct Piece {
+  int32_t field;  // -1: nothing to copy
+  int32_t len;
+  uint32_t row;   // tile indices are 32-bit (checked by the binding)
+  int64_t col;
+};
+
+// The source's alignment is decided per piece: a source row stride that is
+// not a multiple of 4 elements (page_indices_src is often a contiguous
 // [bs, max_len] with max_len = the batch's longest sequence) misaligns every
 // other row, and those rows still get 8-byte or 4-byte loads.
-__device__ __forceinline__ void load_unit(const DsaSourceField& fd, const DsaUnit& u,
-                                          int32_t (&v)[4]) {
-  const int32_t* s = fd.src + u.row * fd.src_row_stride + u.col;
+__device__ __forceinline__ void load_piece(const DsaSourceField& fd, const Piece& u,
+                                           int32_t (&v)[4]) {
+  const int32_t* s = fd.src + static_cast<int64_t>(u.row) * fd.src_row_stride + u.col;
   const uintptr_t addr = reinterpret_cast<uintptr_t>(s);
-  if (fd.width == 4 && u.len == 4 && (addr & 15) == 0) {
+  if (u.len == 4 && (addr & 15) == 0) {
     const int4 x = __ldg(reinterpret_cast<const int4*>(s));
     v[0] = x.x;
     v[1] = x.y;
     v[2] = x.z;
     v[3] = x.w;
-  } else if (fd.width == 4 && u.len == 4 && (addr & 7) == 0) {
+  } else if (u.len == 4 && (addr & 7) == 0) {
     const int2 x = __ldg(reinterpret_cast<const int2*>(s));
     const int2 y = __ldg(reinterpret_cast<const int2*>(s) + 1);
     v[0] = x.x;
@@ -54,8 +65,8 @@ __device__ __forceinline__ void load_unit(const DsaSourceField& fd, const DsaUni
   }
 }
 
-__device__ __forceinline__ void store_unit(int32_t* t, int32_t width, const DsaUnit& u,
-                                           const int32_t (&v)[4]) {
+__device__ __forceinline__ void store_piece(int32_t* t, int32_t width, const Piece& u,
+                                            const int32_t (&v)[4]) {
   if (width == 4 && u.len == 4) {
     *reinterpret_cast<int4*>(t) = make_int4(v[0], v[1], v[2], v[3]);
   } else {
@@ -67,33 +78,37 @@ __device__ __forceinline__ void store_unit(int32_t* t, int32_t width, const DsaU
 
 __global__ void __launch_bounds__(kThreads)
     fused_metadata_copy_kernel(const __grid_constant__ DsaCopyParams p) {
-  const int64_t total = p.total_units();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
-  int f = 0;  // field of the last unit located; never decreases
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
-       base < total; base += stride * kUnroll) {
-    int field[kUnroll];
-    DsaUnit unit[kUnroll];
-    int32_t v[kUnroll][4];
+  const int64_t total = p.total_tiles();
+  const int64_t stride = gridDim.x;
+  int f = 0;  // field of the last tile located; never decreases
+  for (int64_t base = blockIdx.x; base < total; base += stride * kTilesPerStep) {
+    Piece piece[kTilesPerStep];
+    int32_t v[kTilesPerStep][4];
 #pragma unroll
-    for (int k = 0; k < kUnroll; ++k) {
-      const int64_t g = base + k * stride;
-      field[k] = -1;
-      if (g < total) {
-        while (g >= p.end[f]) ++f;  // skips empty (absent) fields too
-        field[k] = f;
-        unit[k] = dsa_locate(p.field[f], static_cast<uint32_t>(g - p.begin(f)));
-        load_unit(p.field[f], unit[k], v[k]);
-      }
+    for (int k = 0; k < kTilesPerStep; ++k) {
+      const int64_t tile = base + k * stride;
+      piece[k].field = -1;
+      if (tile >= total) continue;
+      while (tile >= p.end[f]) ++f;  // skips empty (absent) fields too
+      const DsaSourceField& fd = p.field[f];
+      const uint32_t local = static_cast<uint32_t>(tile - p.begin(f));
+      const uint32_t row = fd.tiles_per_row.div(local);
+      const int64_t col =
+          static_cast<int64_t>(local - row * fd.tiles_per_row.divisor) * kDsaTileElems +
+          4 * threadIdx.x;
+      if (col >= fd.cols) continue;  // past the end of a short last tile
+      piece[k] = {f, static_cast<int32_t>(min_i64(4, fd.cols - col)), row, col};
+      load_piece(fd, piece[k], v[k]);
     }
     for (int d = 0; d < p.num_sets; ++d) {
       const DsaDstSet& set = p.dst[d];
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        if (field[k] < 0) continue;
-        const int fk = field[k];
-        int32_t* t = set.ptr[fk] + unit[k].row * set.row_stride(fk) + unit[k].col;
-        store_unit(t, p.field[fk].width, unit[k], v[k]);
+      for (int k = 0; k < kTilesPerStep; ++k) {
+        const int fk = piece[k].field;
+        if (fk < 0) continue;
+        int32_t* t = set.ptr[fk] + static_cast<int64_t>(piece[k].row) * set.row_stride(fk) +
+                     piece[k].col;
+        store_piece(t, p.field[fk].width, piece[k], v[k]);
       }
     }
   }
@@ -120,13 +135,13 @@ int sm_count() {
 }  // namespace
 
 const char* fused_metadata_copy_cuda(const DsaCopyParams& p, void* stream) {
-  const int64_t total = p.total_units();
+  const int64_t total = p.total_tiles();
   if (total == 0 || p.num_sets == 0) return nullptr;
-  // One unit per thread while that fits in a few resident blocks per SM (small
-  // copies spread over many SMs); beyond that each thread loops, kUnroll
-  // independent loads in flight per iteration.
+  // One tile per block while that fits in the resident blocks of the GPU
+  // (small copies spread over many SMs); beyond that each block loops,
+  // kTilesPerStep tiles in flight per step.
   const int64_t cap = static_cast<int64_t>(sm_count()) * kBlocksPerSm;
-  int64_t blocks = (total + kThreads - 1) / kThreads;
+  int64_t blocks = total;
   if (blocks > cap) blocks = cap;
   fused_metadata_copy_kernel<<<static_cast<unsigned>(blocks), kThreads, 0,
                                static_cast<cudaStream_t>(stream)>>>(p);

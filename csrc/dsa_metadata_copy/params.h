@@ -7,12 +7,15 @@
 // the `[1:]` offsets of the cumulative sums and the absent optional fields
 // into this table, so the kernels only copy regions.
 //
-// Work is cut into *units*: `width` consecutive elements of one row: 4 (one
-// 16-byte vector store) when every destination of the field in this launch
-// starts 16-byte aligned with a row stride that is a multiple of 4 elements,
-// else 1. Source alignment does not enter: the CUDA kernel picks the widest
-// load each unit's address allows. The units of all fields form one flat
-// index space, field after field; `end[f]` is the first unit after field f.
+// Work is cut into *tiles*: kDsaTileElems consecutive elements of one row (the
+// last tile of a row may be short). A CUDA thread block copies one tile per
+// step, 4 elements per thread, so the row/column arithmetic is done once per
+// tile, not per element. Per field, `width` is 4 when every destination of the
+// field in this launch starts 16-byte aligned with a row stride that is a
+// multiple of 4 elements (16-byte vector stores), else 1. Source alignment
+// does not enter: the CUDA kernel picks the widest load each address allows.
+// The tiles of all fields form one flat index space, field after field;
+// `end[f]` is the first tile after field f.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +27,8 @@ namespace sgl_meta {
 
 enum DsaForwardMode : int { kDsaDecode = 0, kDsaTargetVerify = 1, kDsaDraftExtend = 2 };
 
-// The regions, in unit-space order. Small 1-D fields first: they are few
-// units and land in the first block or two.
+// The regions, in tile-space order. Small 1-D fields first: they are a tile
+// or two each and land in the first blocks.
 enum DsaField : int {
   kDsaCacheSeqlens = 0,    // [0, bs)
   kDsaCuSeqlensK,          // [1, bs + 1)
@@ -46,12 +49,16 @@ enum DsaField : int {
 // at most this many sets (each launch re-reads the sources).
 constexpr int kDsaMaxSetsPerLaunch = 16;
 
+// Elements per tile: 256 threads x 4 elements (one 16-byte vector each).
+constexpr int kDsaTileElems = 1024;
+
 struct DsaSourceField {
   const int32_t* src = nullptr;  // first element of the region
   int64_t src_row_stride = 0;    // elements between rows (rows > 1 only)
+  int64_t rows = 0;
   int64_t cols = 0;
-  int32_t width = 1;             // elements per unit: 4 (int4 stores) or 1
-  FastDivU32 units_per_row;      // ceil(cols / width)
+  int32_t width = 1;             // 4: 16-byte stores into every destination; else 1
+  FastDivU32 tiles_per_row;      // ceil(cols / kDsaTileElems)
 };
 
 struct DsaDstSet {
@@ -67,31 +74,13 @@ struct DsaDstSet {
 
 struct DsaCopyParams {
   DsaSourceField field[kDsaNumFields];
-  int64_t end[kDsaNumFields] = {};  // exclusive prefix sums of the units per field
+  int64_t end[kDsaNumFields] = {};  // exclusive prefix sums of the tiles per field
   DsaDstSet dst[kDsaMaxSetsPerLaunch];
   int32_t num_sets = 0;
 
-  SGL_HD int64_t total_units() const { return end[kDsaNumFields - 1]; }
+  SGL_HD int64_t total_tiles() const { return end[kDsaNumFields - 1]; }
   SGL_HD int64_t begin(int f) const { return f == 0 ? 0 : end[f - 1]; }
 };
-
-// Where unit `local` of field `f` lies: element (row, col) and how many
-// elements (1..width) it covers -- fewer at the end of a row.
-struct DsaUnit {
-  int64_t row;
-  int64_t col;
-  int32_t len;
-};
-
-SGL_HD DsaUnit dsa_locate(const DsaSourceField& fd, uint32_t local) {
-  const uint32_t row = fd.units_per_row.div(local);
-  const uint32_t v = local - row * fd.units_per_row.divisor;
-  DsaUnit u;
-  u.row = row;
-  u.col = static_cast<int64_t>(v) * fd.width;
-  u.len = static_cast<int32_t>(min_i64(fd.width, fd.cols - u.col));
-  return u;
-}
 
 // CPU kernel (pure copies: no device value can be out of range).
 void fused_metadata_copy_cpu(const DsaCopyParams& p);
