@@ -24,6 +24,15 @@ Q_MODE_STRIDED = 2
 _update_trtllm_mha_graph_metadata = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata.default
 
 
+def _explain_missing_tensor(op_name: str, err: RuntimeError, args: dict) -> None:
+    """Error path only: None for a required Tensor fails in the stable-ABI
+    boxing with a message naming neither the op nor the argument
+    ("Not yet supported ScalarType 47"); name them instead."""
+    for a in getattr(torch.ops.sgl_meta, op_name).default._schema.arguments:
+        if a.type.kind() == "TensorType" and a.name in args and args[a.name] is None:
+            raise TypeError(f"sgl_meta.{op_name}: {a.name} must be a Tensor, got None") from err
+
+
 def update_trtllm_mha_graph_metadata(
     *,
     req_pool_indices: torch.Tensor,
@@ -88,37 +97,43 @@ def update_trtllm_mha_graph_metadata(
         swa_out_cache_loc: out, ``[L]`` int64.
         cu_seqlens_q: out, ``[>= bs + 1]`` int32; required when ``q_mode != Q_MODE_NONE``.
         qlens: ``[>= bs]`` int32/int64 query lengths; required for ``Q_MODE_CUMSUM``.
-        q_stride: query tokens per request for ``Q_MODE_STRIDED``.
+        q_stride: query tokens per request for ``Q_MODE_STRIDED``, ``>= 0``.
         q_mode: ``Q_MODE_NONE`` (0), ``Q_MODE_CUMSUM`` (1) or ``Q_MODE_STRIDED`` (2).
         live_pages_only: write only each row's live pages.
 
     Raises:
         RuntimeError: a wrong dtype, device, rank, size, inner stride, negative
-            scalar, ``page_size < 1``, a missing or unpaired optional tensor or a bad
-            ``q_mode`` (message names the op and argument). On CPU also for a
+            scalar, ``page_size < 1``, a missing or unpaired optional tensor, a bad
+            ``q_mode``, or page-table rows that overlap (``stride(0) < max_seq_pages``
+            with ``bs > 1``) (message names the op and argument). On CPU also for a
             request index outside ``req_to_token`` or a slot outside ``swa_mapping``;
             on CUDA those trip a device-side assert instead.
+        TypeError: ``None`` for a required tensor.
 
     Never allocates, never synchronises: safe inside CUDA-graph capture.
     """
-    _update_trtllm_mha_graph_metadata(
-        req_pool_indices,
-        seq_lens,
-        req_to_token,
-        cache_seqlens,
-        cu_seqlens_k,
-        page_table,
-        bs,
-        seqlen_offset,
-        max_seq_pages,
-        page_size,
-        swa_mapping,
-        swa_page_table,
-        out_cache_loc,
-        swa_out_cache_loc,
-        cu_seqlens_q,
-        qlens,
-        q_stride,
-        q_mode,
-        live_pages_only,
-    )
+    try:  # (free on the success path; see _explain_missing_tensor)
+        _update_trtllm_mha_graph_metadata(
+            req_pool_indices,
+            seq_lens,
+            req_to_token,
+            cache_seqlens,
+            cu_seqlens_k,
+            page_table,
+            bs,
+            seqlen_offset,
+            max_seq_pages,
+            page_size,
+            swa_mapping,
+            swa_page_table,
+            out_cache_loc,
+            swa_out_cache_loc,
+            cu_seqlens_q,
+            qlens,
+            q_stride,
+            q_mode,
+            live_pages_only,
+        )
+    except RuntimeError as err:
+        _explain_missing_tensor("update_trtllm_mha_graph_metadata", err, locals())
+        raise
