@@ -25,9 +25,9 @@ PY=${PYTHON:-python3}
 SAN=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 TIMEOUT=${SANITIZE_TIMEOUT:-280}
 # compile: inductor's own host-side tracing and Triton kernels, not ours (the
-# eager and CUDA-graph tests launch the same kernel); hostile: device asserts on
-# purpose, in child processes.
-K=${SANITIZE_K:-not hostile and not compile}
+# eager and CUDA-graph tests launch the same kernel); hostile, bad_inputs: child
+# processes (device asserts on purpose; host-side errors before any launch).
+K=${SANITIZE_K:-not hostile and not bad_inputs and not compile}
 tools=("$@")
 [[ ${#tools[@]} -eq 0 ]] && tools=(memcheck racecheck initcheck synccheck)
 

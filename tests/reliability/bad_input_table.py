@@ -22,9 +22,7 @@ from typing import Callable
 import torch
 
 import sgl_meta
-
-
-from row_kit import Row, all_but, apply, both, drop, overlapping_rows, set_, to_device  # noqa: F401
+from row_kit import Row, all_but, apply, drop, overlapping_rows, set_, to_device
 
 
 # ---- valid base calls --------------------------------------------------------

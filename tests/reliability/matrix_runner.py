@@ -81,3 +81,16 @@ def run_rows(table: str, device: str, row_ids: list, seed: int, *, sync: bool = 
                                  exit="timeout" if hung else _describe_exit(rc), returncode=rc)
         remaining = [r for r in remaining if r not in results]
     return results
+
+
+def run_each_alone(table: str, device: str, row_ids: list, seed: int, *, sync: bool = False,
+                   timeout_s: float = 240.0, parallel: int = 8) -> dict:
+    """One child process per row (a device assert poisons its CUDA context),
+    `parallel` children at a time: {row id: record with its own output}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(row_id):
+        return run_rows(table, device, [row_id], seed, sync=sync, timeout_s=timeout_s)[row_id]
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        return dict(zip(row_ids, pool.map(one, row_ids)))

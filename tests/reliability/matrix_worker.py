@@ -12,7 +12,9 @@ surfaces on that row.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
+import os
 import json
 import sys
 import traceback
@@ -28,7 +30,17 @@ import sgl_meta  # noqa: E402,F401
 
 
 def emit(**record):
+    flush_c_stdio()  # device printf output of the row first, in order
     print("@@MATRIX " + json.dumps(record), flush=True)
+
+
+def flush_c_stdio():
+    """Device-side printf (the op's assert message) goes through C stdio, which
+    a pipe buffers fully: flush it now, the process may not exit cleanly."""
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except Exception:  # noqa: BLE001  (best effort)
+        pass
 
 
 def main() -> int:
@@ -61,6 +73,10 @@ def main() -> int:
                  bases=[c.__name__ for c in type(err).__mro__], message=str(err))
         else:
             emit(row=row_id, event="returned")
+    if sync:  # after a device assert the CUDA teardown may hang or crash: skip it
+        flush_c_stdio()
+        sys.stdout.flush()
+        os._exit(0)
     return 0
 
 

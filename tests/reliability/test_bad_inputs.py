@@ -21,9 +21,20 @@ CONTROLS = sorted({f"{r.base or r.op}/control" for r in RUNNABLE})
 
 
 @pytest.fixture(scope="module")
-def results(request):
+def cpu_results(request):
     ids = CONTROLS + [r.id for r in RUNNABLE]
     return run_rows("bad_input_table", "cpu", ids, run_seed(request.config))
+
+
+@pytest.fixture(scope="module")
+def cuda_results(request):
+    """The same rows with the base call on the GPU (rows that move tensors to
+    CUDA themselves excluded): the host checks must fire before any launch."""
+    ids = CONTROLS + [r.id for r in RUNNABLE if r.needs != "cuda"]
+    return run_rows("bad_input_table", "cuda", ids, run_seed(request.config), sync=True)
+
+
+DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
 
 
 def describe(rec: dict) -> str:
@@ -34,19 +45,23 @@ def describe(rec: dict) -> str:
     return rec["event"] + (": " + rec.get("message", "") if "message" in rec else "")
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("control", CONTROLS)
-def test_base_call_is_valid(results, control):
-    rec = results[control]
+def test_base_call_is_valid(request, control, device):
+    rec = request.getfixturevalue(f"{device}_results")[control]
     assert rec["event"] == "returned", f"the unedited base call must succeed; got {describe(rec)}"
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
-def test_bad_input_raises_named_error(results, row):
+def test_bad_input_raises_named_error(request, row, device):
     if not table.available(row):
         pytest.skip(f"sgl_meta.{row.op} is not in this build (branch not merged yet)")
     if row.needs == "cuda" and not HAS_CUDA:
         pytest.skip("needs a CUDA device")
-    rec = results[row.id]
+    if row.needs == "cuda" and device == "cuda":
+        pytest.skip("the row itself moves tensors to CUDA (runs in the cpu matrix)")
+    rec = request.getfixturevalue(f"{device}_results")[row.id]
     assert rec["event"] == "raised", f"{row.id}: expected {[e.__name__ for e in row.raises]}, got {describe(rec)}"
     wanted = {e.__name__ for e in row.raises}
     assert wanted & set(rec["bases"]), f"{row.id}: expected {sorted(wanted)}, got {describe(rec)}"
