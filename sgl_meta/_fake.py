@@ -20,9 +20,34 @@ OPS_RETURNING_NOTHING = (
 )
 
 
-def _no_output(*args, **kwargs) -> None:
-    return None
+def _same_device_fake(qualname: str):
+    """The fake kernel of one op: no output, but the one check a fake can make.
+
+    It is also the Meta kernel, which the dispatcher picks for a call that mixes
+    meta with CPU tensors: without this check such a call silently did nothing
+    (the CPU outputs kept their old values). Under FakeTensorMode it turns a
+    mixed-device call into a trace-time error, as the real kernel would raise.
+    """
+    op_name = qualname.split("::")[1]
+    names = [a.name for a in getattr(torch.ops.sgl_meta, op_name).default._schema.arguments]
+
+    def fake(*args, **kwargs) -> None:
+        first = None
+        for name, value in [*zip(names, args), *kwargs.items()]:
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                if not isinstance(t, torch.Tensor):
+                    continue
+                if first is None:
+                    first = (name, t.device)
+                elif t.device != first[1]:
+                    raise RuntimeError(
+                        f"sgl_meta.{op_name}: {name} is on {t.device} but {first[0]} is on {first[1]}"
+                        " (every tensor argument must be on one device)"
+                    )
+        return None
+
+    return fake
 
 
 for _name in OPS_RETURNING_NOTHING:
-    torch.library.register_fake(_name)(_no_output)
+    torch.library.register_fake(_name)(_same_device_fake(_name))

@@ -24,6 +24,15 @@ Q_MODE_STRIDED = 2
 _update_trtllm_mha_graph_metadata = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata.default
 
 
+def _explain_missing_tensor(op_name: str, err: RuntimeError, args: dict) -> None:
+    """Error path only: None for a required Tensor fails in the stable-ABI
+    boxing with a message naming neither the op nor the argument
+    ("Not yet supported ScalarType 47"); name them instead."""
+    for a in getattr(torch.ops.sgl_meta, op_name).default._schema.arguments:
+        if a.type.kind() == "TensorType" and a.name in args and args[a.name] is None:
+            raise TypeError(f"sgl_meta.{op_name}: {a.name} must be a Tensor, got None") from err
+
+
 def update_trtllm_mha_graph_metadata(
     *,
     req_pool_indices: torch.Tensor,
@@ -88,40 +97,46 @@ def update_trtllm_mha_graph_metadata(
         swa_out_cache_loc: out, ``[L]`` int64.
         cu_seqlens_q: out, ``[>= bs + 1]`` int32; required when ``q_mode != Q_MODE_NONE``.
         qlens: ``[>= bs]`` int32/int64 query lengths; required for ``Q_MODE_CUMSUM``.
-        q_stride: query tokens per request for ``Q_MODE_STRIDED``.
+        q_stride: query tokens per request for ``Q_MODE_STRIDED``, ``>= 0``.
         q_mode: ``Q_MODE_NONE`` (0), ``Q_MODE_CUMSUM`` (1) or ``Q_MODE_STRIDED`` (2).
         live_pages_only: write only each row's live pages.
 
     Raises:
         RuntimeError: a wrong dtype, device, rank, size, inner stride, negative
-            scalar, ``page_size < 1``, a missing or unpaired optional tensor or a bad
-            ``q_mode`` (message names the op and argument). On CPU also for a
+            scalar, ``page_size < 1``, a missing or unpaired optional tensor, a bad
+            ``q_mode``, or page-table rows that overlap (``stride(0) < max_seq_pages``
+            with ``bs > 1``) (message names the op and argument). On CPU also for a
             request index outside ``req_to_token`` or a slot outside ``swa_mapping``;
             on CUDA those trip a device-side assert instead.
+        TypeError: ``None`` for a required tensor.
 
     Never allocates, never synchronises: safe inside CUDA-graph capture.
     """
-    _update_trtllm_mha_graph_metadata(
-        req_pool_indices,
-        seq_lens,
-        req_to_token,
-        cache_seqlens,
-        cu_seqlens_k,
-        page_table,
-        bs,
-        seqlen_offset,
-        max_seq_pages,
-        page_size,
-        swa_mapping,
-        swa_page_table,
-        out_cache_loc,
-        swa_out_cache_loc,
-        cu_seqlens_q,
-        qlens,
-        q_stride,
-        q_mode,
-        live_pages_only,
-    )
+    try:  # (free on the success path; see _explain_missing_tensor)
+        _update_trtllm_mha_graph_metadata(
+            req_pool_indices,
+            seq_lens,
+            req_to_token,
+            cache_seqlens,
+            cu_seqlens_k,
+            page_table,
+            bs,
+            seqlen_offset,
+            max_seq_pages,
+            page_size,
+            swa_mapping,
+            swa_page_table,
+            out_cache_loc,
+            swa_out_cache_loc,
+            cu_seqlens_q,
+            qlens,
+            q_stride,
+            q_mode,
+            live_pages_only,
+        )
+    except RuntimeError as err:
+        _explain_missing_tensor("update_trtllm_mha_graph_metadata", err, locals())
+        raise
 
 
 _build_trtllm_mha_page_table = torch.ops.sgl_meta.build_trtllm_mha_page_table.default
@@ -180,15 +195,19 @@ def build_trtllm_mha_page_table(
 
     Never allocates, never synchronises: safe inside CUDA-graph capture.
     """
-    _build_trtllm_mha_page_table(
-        req_to_token,
-        req_pool_indices,
-        cache_seqlens,
-        page_table,
-        page_size,
-        swa_page_table,
-        full_to_swa,
-    )
+    try:  # (free on the success path; see _explain_missing_tensor)
+        _build_trtllm_mha_page_table(
+            req_to_token,
+            req_pool_indices,
+            cache_seqlens,
+            page_table,
+            page_size,
+            swa_page_table,
+            full_to_swa,
+        )
+    except RuntimeError as err:
+        _explain_missing_tensor("build_trtllm_mha_page_table", err, locals())
+        raise
 
 
 # --- DSA backend: fused_metadata_copy / fused_metadata_copy_multi (SPEC.md section 3) ---
@@ -289,31 +308,35 @@ def fused_metadata_copy(
 
     Never allocates, never synchronises: safe inside CUDA-graph capture.
     """
-    _fused_metadata_copy(
-        cache_seqlens_src,
-        cu_seqlens_k_src,
-        page_indices_src,
-        dsa_cache_seqlens_src,
-        seqlens_expanded_src,
-        dsa_cu_seqlens_k_src,
-        real_page_table_src,
-        flashmla_num_splits_src,
-        flashmla_metadata_src,
-        cache_seqlens_dst,
-        cu_seqlens_k_dst,
-        page_table_1_dst,
-        dsa_cache_seqlens_dst,
-        seqlens_expanded_dst,
-        dsa_cu_seqlens_k_dst,
-        real_page_table_dst,
-        flashmla_num_splits_dst,
-        flashmla_metadata_dst,
-        forward_mode,
-        bs,
-        -1 if max_len is None else max_len,
-        -1 if max_seqlen_k is None else max_seqlen_k,
-        -1 if seqlens_expanded_size is None else seqlens_expanded_size,
-    )
+    try:  # (free on the success path; see _explain_missing_tensor)
+        _fused_metadata_copy(
+            cache_seqlens_src,
+            cu_seqlens_k_src,
+            page_indices_src,
+            dsa_cache_seqlens_src,
+            seqlens_expanded_src,
+            dsa_cu_seqlens_k_src,
+            real_page_table_src,
+            flashmla_num_splits_src,
+            flashmla_metadata_src,
+            cache_seqlens_dst,
+            cu_seqlens_k_dst,
+            page_table_1_dst,
+            dsa_cache_seqlens_dst,
+            seqlens_expanded_dst,
+            dsa_cu_seqlens_k_dst,
+            real_page_table_dst,
+            flashmla_num_splits_dst,
+            flashmla_metadata_dst,
+            forward_mode,
+            bs,
+            -1 if max_len is None else max_len,
+            -1 if max_seqlen_k is None else max_seqlen_k,
+            -1 if seqlens_expanded_size is None else seqlens_expanded_size,
+        )
+    except RuntimeError as err:
+        _explain_missing_tensor("fused_metadata_copy", err, locals())
+        raise
 
 
 def fused_metadata_copy_multi(
@@ -360,31 +383,35 @@ def fused_metadata_copy_multi(
             or an optional list whose presence does not match its source (the
             message names the list element, e.g. ``page_table_1_dst[2]``).
     """
-    _fused_metadata_copy_multi(
-        cache_seqlens_src,
-        cu_seqlens_k_src,
-        page_indices_src,
-        dsa_cache_seqlens_src,
-        seqlens_expanded_src,
-        dsa_cu_seqlens_k_src,
-        real_page_table_src,
-        flashmla_num_splits_src,
-        flashmla_metadata_src,
-        cache_seqlens_dst,
-        cu_seqlens_k_dst,
-        page_table_1_dst,
-        dsa_cache_seqlens_dst,
-        () if seqlens_expanded_dst is None else seqlens_expanded_dst,
-        dsa_cu_seqlens_k_dst,
-        () if real_page_table_dst is None else real_page_table_dst,
-        () if flashmla_num_splits_dst is None else flashmla_num_splits_dst,
-        () if flashmla_metadata_dst is None else flashmla_metadata_dst,
-        forward_mode,
-        bs,
-        -1 if max_len is None else max_len,
-        -1 if max_seqlen_k is None else max_seqlen_k,
-        -1 if seqlens_expanded_size is None else seqlens_expanded_size,
-    )
+    try:  # (free on the success path; see _explain_missing_tensor)
+        _fused_metadata_copy_multi(
+            cache_seqlens_src,
+            cu_seqlens_k_src,
+            page_indices_src,
+            dsa_cache_seqlens_src,
+            seqlens_expanded_src,
+            dsa_cu_seqlens_k_src,
+            real_page_table_src,
+            flashmla_num_splits_src,
+            flashmla_metadata_src,
+            cache_seqlens_dst,
+            cu_seqlens_k_dst,
+            page_table_1_dst,
+            dsa_cache_seqlens_dst,
+            () if seqlens_expanded_dst is None else seqlens_expanded_dst,
+            dsa_cu_seqlens_k_dst,
+            () if real_page_table_dst is None else real_page_table_dst,
+            () if flashmla_num_splits_dst is None else flashmla_num_splits_dst,
+            () if flashmla_metadata_dst is None else flashmla_metadata_dst,
+            forward_mode,
+            bs,
+            -1 if max_len is None else max_len,
+            -1 if max_seqlen_k is None else max_seqlen_k,
+            -1 if seqlens_expanded_size is None else seqlens_expanded_size,
+        )
+    except RuntimeError as err:
+        _explain_missing_tensor("fused_metadata_copy_multi", err, locals())
+        raise
 
 
 # --- Drop-in replacements: SGLang's exact Python signatures (positional, seed names) ---

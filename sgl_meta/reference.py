@@ -86,10 +86,14 @@ def update_trtllm_mha_graph_metadata(
 
     cols_per_row = None
     if live_pages_only:
-        pages = torch.div(lens.long().clamp(min=0) + page_size - 1, page_size, rounding_mode="floor")
+        # ceil(len / page_size) as floor((len - 1) / page_size) + 1: `len + page_size - 1`
+        # overflows int64 for page sizes near 2**63 (0 pages for len 0 all the same).
+        pages = torch.floor_divide(lens.long().clamp(min=0) - 1, page_size) + 1
         cols_per_row = pages.clamp(max=max_seq_pages)
     slots = _gather_page_slots(req_to_token, req_pool_indices, bs, max_seq_pages, page_size)
-    pages_full = torch.floor_divide(slots, page_size).to(torch.int32)
+    # int64 first: an int32 tensor op a Python int stays int32, so a page_size
+    # >= 2**31 would wrap (2**31 -> -2**31) and flip the sign of every page.
+    pages_full = torch.floor_divide(slots.long(), page_size).to(torch.int32)
     _write_columns(page_table, pages_full, cols_per_row)
     if swa_page_table is not None:
         mapped = _swa_translate(slots, swa_mapping)
@@ -133,7 +137,7 @@ def build_trtllm_mha_page_table(
     pages = (torch.floor_divide(lens - 1, page_size) + 1).clamp(max=min(width, row_pages))
     cols = torch.arange(min(width, row_pages), device=device) * page_size
     slots = req_to_token[req_pool_indices[:bs].long()[:, None], cols[None, :]]
-    _write_columns(page_table, torch.floor_divide(slots, page_size).to(torch.int32), pages)
+    _write_columns(page_table, torch.floor_divide(slots.long(), page_size).to(torch.int32), pages)
     if swa_page_table is not None:
         mapped = full_to_swa[slots.long().clamp(0, full_to_swa.numel() - 1)]
         _write_columns(swa_page_table, torch.floor_divide(mapped, page_size).to(torch.int32), pages)

@@ -23,6 +23,7 @@ void update_trtllm_mha_graph_metadata(
   check.non_negative(bs, "bs");
   if (bs == 0) return;  // documented no-op
   check.non_negative(max_seq_pages, "max_seq_pages");
+  check.non_negative(q_stride, "q_stride");
   check.require(page_size >= 1, "page_size must be >= 1, got ", page_size);
   check.require(q_mode >= kQModeNone && q_mode <= kQModeStrided,
                 "q_mode must be 0 (Q_MODE_NONE), 1 (Q_MODE_CUMSUM) or 2 "
@@ -42,11 +43,26 @@ void update_trtllm_mha_graph_metadata(
   check.optional_tensor(swa_out_cache_loc, "swa_out_cache_loc", {DT::kInt64, 1}, dev);
 
   // Every gathered slot p * page_size (p < max_seq_pages) lies in its row.
+  // Tested as (max_seq_pages - 1) <= (ctx - 1) / page_size: the product itself
+  // can overflow int64 for hostile scalars (page_size = 2**61 + 2**40 and
+  // max_seq_pages = 5 wrapped negative, passed, and the gather segfaulted).
+  const int64_t ctx = req_to_token.size(1);
   if (max_seq_pages > 0)
-    check.require((max_seq_pages - 1) * page_size < req_to_token.size(1),
+    check.require(ctx > 0 && max_seq_pages - 1 <= (ctx - 1) / page_size,
                   "max_seq_pages = ", max_seq_pages, " pages of page_size = ", page_size,
-                  " need req_to_token.size(1) > (max_seq_pages - 1) * page_size = ",
-                  (max_seq_pages - 1) * page_size, ", got ", req_to_token.size(1));
+                  " need req_to_token.size(1) > (max_seq_pages - 1) * page_size, got "
+                  "req_to_token.size(1) = ", ctx);
+  // Rows of different requests must not share memory: the CUDA blocks that
+  // write them would race (stride(0) < max_seq_pages, e.g. an expanded view).
+  if (bs > 1 && max_seq_pages > 0) {
+    check.require(page_table.stride(0) >= max_seq_pages,
+                  "page_table rows overlap: stride(0) = ", page_table.stride(0),
+                  " < max_seq_pages = ", max_seq_pages);
+    check.require(!swa_page_table || swa_page_table->stride(0) >= max_seq_pages,
+                  "swa_page_table rows overlap: stride(0) = ",
+                  swa_page_table ? swa_page_table->stride(0) : 0, " < max_seq_pages = ",
+                  max_seq_pages);
+  }
   const bool wants_swa = swa_page_table.has_value() || swa_out_cache_loc.has_value();
   check.require(wants_swa == swa_mapping.has_value(),
                 wants_swa ? "swa_mapping is required when swa_page_table or "

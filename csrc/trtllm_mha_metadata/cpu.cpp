@@ -10,11 +10,13 @@ namespace {
 
 constexpr const char* kOp = "sgl_meta.update_trtllm_mha_graph_metadata";
 
+// "<what>[at] = value is outside [0, bound) (bound_name)"; at < 0: no "[at]".
 [[noreturn]] void out_of_range(const char* what, int64_t at, int64_t value,
                                const char* bound_name, int64_t bound) {
   std::ostringstream msg;
-  msg << kOp << ": " << what << "[" << at << "] = " << value
-      << " is outside [0, " << bound << ") (" << bound_name << ")";
+  msg << kOp << ": " << what;
+  if (at >= 0) msg << "[" << at << "]";
+  msg << " = " << value << " is outside [0, " << bound << ") (" << bound_name << ")";
   throw std::runtime_error(msg.str());
 }
 
@@ -26,7 +28,7 @@ int32_t swa_page(const TrtllmMhaMetadataParams& p, int64_t slot, int64_t row,
   if (slot >= p.swa_mapping_size) {
     std::ostringstream what;
     what << "req_to_token[req_pool_indices[" << row << "], " << col << " * page_size]";
-    out_of_range(what.str().c_str(), row, slot, "swa_mapping.numel()",
+    out_of_range(what.str().c_str(), -1, slot, "swa_mapping.numel()",
                  p.swa_mapping_size);
   }
   const int64_t mapped = p.swa_mapping[slot];
@@ -50,7 +52,7 @@ void update_trtllm_mha_metadata_cpu(const TrtllmMhaMetadataParams& p) {
       q_sum += static_cast<uint32_t>(p.qlens[i]);
       p.cu_seqlens_q[i + 1] = static_cast<int32_t>(q_sum);
     } else if (p.q_mode == kQModeStrided) {
-      p.cu_seqlens_q[i + 1] = static_cast<int32_t>((i + 1) * p.q_stride);
+      p.cu_seqlens_q[i + 1] = strided_q(p, i + 1);
     }
   }
 

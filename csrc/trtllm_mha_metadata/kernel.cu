@@ -55,7 +55,7 @@ __device__ void scan_block(const TrtllmMhaMetadataParams& p) {
       if (live) p.cu_seqlens_q[i + 1] = static_cast<int32_t>(q_carry + q_incl);
       q_carry += q_total;
     } else if (p.q_mode == kQModeStrided && live) {
-      p.cu_seqlens_q[i + 1] = static_cast<int32_t>((i + 1) * p.q_stride);
+      p.cu_seqlens_q[i + 1] = strided_q(p, i + 1);
     }
     __syncthreads();  // TempStorage is reused by the next tile
   }

@@ -46,10 +46,20 @@ struct TrtllmMhaMetadataParams {
 };
 
 // cache_seqlens[i] = int32(seq_lens[i] + seqlen_offset); shared so the CPU and
-// CUDA paths wrap identically on overflow (like `.to(torch.int32)`).
+// CUDA paths wrap identically on overflow (like `.to(torch.int32)`). The sum is
+// taken in uint64: seq_lens is a device value, and a hostile one near the int64
+// limit made the signed add undefined behaviour (defined only under -fwrapv).
 SGL_HD int32_t cache_seqlen(const TrtllmMhaMetadataParams& p, int64_t i) {
+  const uint64_t sum =
+      static_cast<uint64_t>(p.seq_lens[i]) + static_cast<uint64_t>(p.seqlen_offset);
+  return static_cast<int32_t>(static_cast<uint32_t>(sum));
+}
+
+// cu_seqlens_q[j] = int32(j * q_stride) for Q_MODE_STRIDED, wrapping like the
+// eager int64 product cast to int32 (unsigned: no signed-overflow UB).
+SGL_HD int32_t strided_q(const TrtllmMhaMetadataParams& p, int64_t j) {
   return static_cast<int32_t>(
-      static_cast<uint32_t>(static_cast<uint64_t>(p.seq_lens[i] + p.seqlen_offset)));
+      static_cast<uint32_t>(static_cast<uint64_t>(j) * static_cast<uint64_t>(p.q_stride)));
 }
 
 // Page-table columns row `i` writes: all `max_seq_pages`, or with

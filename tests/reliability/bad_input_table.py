@@ -1,0 +1,164 @@
+"""The bad-input matrix: calls that must raise a clear error, never crash.
+
+Each row edits the keyword arguments of a *valid* base call of one op (the
+row's ``control`` twin, run unedited, must succeed) and states what the error
+must be: the exception type(s), and substrings of its message -- the op name
+always, plus the argument and what was expected. Rows run in a subprocess
+worker (bad_input_worker.py), so a row that crashes the process fails that row
+instead of killing the test runner.
+
+Host-side checks from C++ must start their message with ``sgl_meta.<op>: ``
+(``prefixed=True``); Python-level errors (the dispatcher's argument parsing,
+the keyword wrapper) only need to name the op somewhere.
+
+Adding an op: a ``BASES`` entry (a valid call) and its rows; rows of ops not in
+this build are skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+import sgl_meta
+from row_kit import Row, all_but, apply, drop, overlapping_rows, set_, to_device
+
+
+# ---- valid base calls --------------------------------------------------------
+def _trtllm_base(gen, device):
+    from trtllm_mha_cases import MetaCase, make_case  # tests/ (the shared case maker)
+
+    inputs, outputs, scalars = make_case(MetaCase(q_mode=1), gen, device)
+    return {**inputs, **outputs, **scalars}
+
+
+BASES: dict[str, Callable] = {"update_trtllm_mha_graph_metadata": _trtllm_base}
+
+
+def _register_optional_bases():
+    # Strategy modules of ops built on other branches add their base calls
+    # here (they import nothing from sgl_meta that may be missing).
+    import st_dsa_metadata_copy
+    import st_page_table
+
+    for module in (st_page_table, st_dsa_metadata_copy):
+        BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
+
+
+_register_optional_bases()
+
+# ---- update_trtllm_mha_graph_metadata (SPEC 1) -------------------------------
+M = "update_trtllm_mha_graph_metadata"
+I32, I64 = "must have dtype torch.int32, got", "must have dtype torch.int64, got"
+IDX = "must have dtype torch.int32 or torch.int64, got"
+
+
+def r(id, edit, *names, **kw):
+    return Row(id=f"{M}/{id}", op=M, edit=edit, names=names, **kw)
+
+
+TRTLLM_ROWS = [
+    # dtypes (never a silent cast)
+    r("req_pool_indices float32", apply("req_pool_indices", lambda t: t.float()), "req_pool_indices " + IDX, "torch.float32"),
+    r("req_pool_indices int16", apply("req_pool_indices", lambda t: t.short()), "req_pool_indices " + IDX, "torch.int16"),
+    r("seq_lens float", apply("seq_lens", lambda t: t.float()), "seq_lens " + IDX),
+    r("seq_lens bool", apply("seq_lens", lambda t: t.bool()), "seq_lens " + IDX, "torch.bool"),
+    r("qlens float64", apply("qlens", lambda t: t.double()), "qlens " + IDX, "torch.float64"),
+    r("req_to_token int64", apply("req_to_token", lambda t: t.long()), "req_to_token " + I32, "torch.int64"),
+    r("cache_seqlens int64", apply("cache_seqlens", lambda t: t.long()), "cache_seqlens " + I32),
+    r("cu_seqlens_k int64", apply("cu_seqlens_k", lambda t: t.long()), "cu_seqlens_k " + I32),
+    r("cu_seqlens_q int64", apply("cu_seqlens_q", lambda t: t.long()), "cu_seqlens_q " + I32),
+    r("page_table int64", apply("page_table", lambda t: t.long()), "page_table " + I32),
+    r("swa_page_table uint8", apply("swa_page_table", lambda t: t.to(torch.uint8)), "swa_page_table " + I32, "torch.uint8"),
+    r("swa_mapping int32", apply("swa_mapping", lambda t: t.int()), "swa_mapping " + I64, "torch.int32"),
+    r("out_cache_loc int32", apply("out_cache_loc", lambda t: t.int()), "out_cache_loc " + I64),
+    r("swa_out_cache_loc int32", apply("swa_out_cache_loc", lambda t: t.int()), "swa_out_cache_loc " + I64),
+    # ranks
+    r("page_table 1-D", apply("page_table", lambda t: t.flatten()), "page_table must be 2-D, got 1-D"),
+    r("swa_page_table 3-D", apply("swa_page_table", lambda t: t[None]), "swa_page_table must be 2-D, got 3-D"),
+    r("req_to_token 1-D", apply("req_to_token", lambda t: t[0]), "req_to_token must be 2-D, got 1-D"),
+    r("req_to_token 3-D", apply("req_to_token", lambda t: t[None]), "req_to_token must be 2-D, got 3-D"),
+    r("seq_lens 2-D", apply("seq_lens", lambda t: t[None]), "seq_lens must be 1-D, got 2-D"),
+    r("cache_seqlens 0-D", apply("cache_seqlens", lambda t: t[0]), "cache_seqlens must be 1-D, got 0-D"),
+    r("swa_mapping 2-D", apply("swa_mapping", lambda t: t[None]), "swa_mapping must be 1-D, got 2-D"),
+    # sizes too small for bs / max_seq_pages / the gathered slots
+    r("req_pool_indices short", apply("req_pool_indices", lambda t: t[:4]), "req_pool_indices.size(0) must be >= bs = 5, got 4"),
+    r("seq_lens short", apply("seq_lens", lambda t: t[:0]), "seq_lens.size(0) must be >= bs = 5, got 0"),
+    r("qlens short", apply("qlens", lambda t: t[:3]), "qlens.size(0) must be >= bs = 5, got 3"),
+    r("cache_seqlens short", apply("cache_seqlens", lambda t: t[:2]), "cache_seqlens.size(0) must be >= bs"),
+    r("cu_seqlens_k short", apply("cu_seqlens_k", lambda t: t[:5]), "cu_seqlens_k.size(0) must be >= bs + 1"),
+    r("cu_seqlens_q short", apply("cu_seqlens_q", lambda t: t[:5]), "cu_seqlens_q.size(0) must be >= bs + 1 = 6, got 5"),
+    r("page_table few rows", apply("page_table", lambda t: t[:4]), "page_table.size(0) must be >= bs = 5, got 4"),
+    r("page_table narrow", apply("page_table", lambda t: t[:, :3]), "page_table.size(1) must be >= max_seq_pages"),
+    r("swa_page_table narrow", apply("swa_page_table", lambda t: t[:, :8]), "swa_page_table.size(1) must be >= max_seq_pages = 9, got 8"),
+    r("req_to_token too short", apply("req_to_token", lambda t: t[:, :5]), "req_to_token.size(1) > (max_seq_pages - 1) * page_size"),
+    r("req_to_token one short", apply("req_to_token", lambda t: t[:, :128]), "req_to_token.size(1) > (max_seq_pages - 1) * page_size", "= 128"),
+    r("req_to_token zero width", apply("req_to_token", lambda t: t[:, :0]), "req_to_token.size(1) > (max_seq_pages - 1) * page_size", "= 0"),
+    r("bs larger than every buffer", set_(bs=10**6), "must be >= bs = 1000000"),
+    # inner stride != 1 (rows are addressed by stride(0); 1-D tensors are read densely)
+    r("page_table transposed", apply("page_table", lambda t: t.t().contiguous().t()), "page_table must have inner stride 1"),
+    r("swa_page_table column step 2", apply("swa_page_table", lambda t: torch.cat([t, t], 1)[:, ::2]), "swa_page_table must have inner stride 1, got stride(1) = 2"),
+    r("req_to_token column step 2", apply("req_to_token", lambda t: torch.cat([t, t], 1)[:, ::2]), "req_to_token must have inner stride 1, got stride(1) = 2"),
+    r("seq_lens step 2", apply("seq_lens", lambda t: torch.cat([t, t])[::2]), "seq_lens must have inner stride 1, got stride(0) = 2"),
+    r("req_pool_indices step 3", apply("req_pool_indices", lambda t: torch.cat([t, t, t])[::3]), "req_pool_indices must have inner stride 1"),
+    r("cache_seqlens step 2", apply("cache_seqlens", lambda t: torch.cat([t, t])[::2]), "cache_seqlens must have inner stride 1"),
+    r("swa_out_cache_loc step 2", apply("swa_out_cache_loc", lambda t: torch.cat([t, t])[::2]), "swa_out_cache_loc must have inner stride 1"),
+    # output rows that alias each other (the CUDA row blocks would race)
+    r("page_table rows overlap", apply("page_table", overlapping_rows), "page_table rows overlap: stride(0) = "),
+    r("page_table rows aliased (expand)", apply("page_table", lambda t: t[:1].expand(t.shape[0], -1)), "page_table rows overlap: stride(0) = 0 < max_seq_pages = 9"),
+    r("swa_page_table rows overlap", apply("swa_page_table", overlapping_rows), "swa_page_table rows overlap"),
+    # scalars
+    r("negative bs", set_(bs=-1), "bs must be >= 0, got -1"),
+    r("negative max_seq_pages", set_(max_seq_pages=-2), "max_seq_pages must be >= 0"),
+    r("page_size 0", set_(page_size=0), "page_size must be >= 1, got 0"),
+    r("page_size negative", set_(page_size=-16), "page_size must be >= 1, got -16"),
+    r("negative q_stride", set_(q_stride=-4, q_mode=2), "q_stride must be >= 0, got -4"),
+    # (max_seq_pages - 1) * page_size overflowing int64 used to pass the width
+    # check and gather at a wild address (segfault): found by this matrix.
+    r("page_size overflows the width check", set_(page_size=2**61 + 2**40, max_seq_pages=5),
+      "req_to_token.size(1) > (max_seq_pages - 1) * page_size"),
+    r("max_seq_pages huge", set_(max_seq_pages=2**62 + 1, page_size=4), "max_seq_pages = 4611686018427387905"),
+    r("bad q_mode 3", set_(q_mode=3), "q_mode must be 0"),
+    r("bad q_mode -1", set_(q_mode=-1), "q_mode must be 0 (Q_MODE_NONE), 1 (Q_MODE_CUMSUM) or 2 (Q_MODE_STRIDED), got -1"),
+    # optional tensors that must come together
+    r("cumsum without qlens", set_(qlens=None), "qlens is required when q_mode = 1"),
+    r("q_mode 1 without cu_seqlens_q", set_(cu_seqlens_q=None), "cu_seqlens_q is required"),
+    r("q_mode 2 without cu_seqlens_q", set_(cu_seqlens_q=None, q_mode=2), "cu_seqlens_q is required when q_mode = 2"),
+    r("swa table without mapping", set_(swa_mapping=None), "swa_mapping is required"),
+    r("swa out without mapping", set_(swa_mapping=None, swa_page_table=None), "swa_mapping is required when swa_page_table or swa_out_cache_loc"),
+    r("mapping without swa outputs", set_(swa_page_table=None, swa_out_cache_loc=None), "swa_mapping was given but neither"),
+    # devices: cpu + meta (meta dispatches to the fake kernel, which must not
+    # silently do nothing), cpu + cuda when there is a GPU
+    r("page_table on meta", apply("page_table", lambda t: torch.empty_like(t, device="meta")), "page_table", "meta"),
+    r("req_to_token on meta", to_device("meta", "req_to_token"), "req_to_token", "meta"),
+    r("qlens on meta", to_device("meta", "qlens"), "qlens", "meta"),
+    r("page_table on cpu, rest on cuda", all_but("cuda", "page_table"), "page_table is on cpu", needs="cuda"),
+    r("swa_mapping on cuda, rest on cpu", to_device("cuda", "swa_mapping"), "swa_mapping is on cuda", needs="cuda"),
+    # Python-level: wrong argument types, missing or unknown keywords
+    r("bs float", set_(bs=1.5), "'bs'", "int", prefixed=False),
+    r("page_size str", set_(page_size="16"), "'page_size'", prefixed=False),
+    r("req_to_token list", set_(req_to_token=[[1, 2]]), "'req_to_token'", prefixed=False),
+    r("swa_mapping int", set_(swa_mapping=3), "'swa_mapping'", prefixed=False),
+    r("req_to_token None", set_(req_to_token=None), "req_to_token", raises=(TypeError,), prefixed=False),
+    r("page_table None", set_(page_table=None), "page_table", raises=(TypeError,), prefixed=False),
+    r("unknown keyword", set_(page_tabel=None), "page_tabel", raises=(TypeError,), prefixed=False),
+    r("missing bs", drop("bs"), "'bs'", raises=(TypeError,), prefixed=False),
+]
+
+ROWS: list[Row] = list(TRTLLM_ROWS)
+
+
+def _register_optional_rows():
+    import st_dsa_metadata_copy
+    import st_page_table
+
+    for module in (st_page_table, st_dsa_metadata_copy):
+        ROWS.extend(getattr(module, "BAD_INPUT_ROWS", []))
+
+
+_register_optional_rows()
+
+
+def available(row: Row) -> bool:
+    return hasattr(sgl_meta, row.op) and (row.base or row.op) in BASES

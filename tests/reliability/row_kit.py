@@ -1,0 +1,62 @@
+"""Rows of the bad-input and hostile-value matrices, and the edits they apply
+to the keyword arguments of a valid call (shared by every op's table)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    op: str  # sgl_meta attribute called with the edited kwargs
+    edit: Callable[[dict], None]
+    names: tuple  # message substrings, besides the op name
+    raises: tuple = (RuntimeError,)
+    needs: str = "cpu"  # "cpu" or "cuda" (the row is skipped without a GPU)
+    prefixed: bool = True  # message starts with "sgl_meta.<op>: "
+    base: str = ""  # BASES key; default: the op name
+
+
+# ---- edits -------------------------------------------------------------------
+def set_(**new):
+    return lambda kw: kw.update(new)
+
+
+def apply(name, fn):
+    return lambda kw: kw.update({name: fn(kw[name])})
+
+
+def drop(*names):
+    def edit(kw):
+        for n in names:
+            kw.pop(n)
+    return edit
+
+
+def both(*edits):
+    def edit(kw):
+        for e in edits:
+            e(kw)
+    return edit
+
+
+def to_device(device, *names):
+    return lambda kw: kw.update({n: kw[n].to(device) for n in names})
+
+
+def all_but(device, *keep):
+    """Moves every tensor argument except `keep` to `device`."""
+    def edit(kw):
+        for k, v in list(kw.items()):
+            if isinstance(v, torch.Tensor) and k not in keep:
+                kw[k] = v.to(device)
+    return edit
+
+
+def overlapping_rows(t):
+    """A view of t's shape whose rows overlap (row stride half the row)."""
+    return t.as_strided(t.shape, (max(1, t.shape[1] // 2), 1))

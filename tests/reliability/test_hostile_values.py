@@ -1,0 +1,105 @@
+"""Hostile device values (hostile_table.py + a property test): never an
+out-of-bounds access. CPU raises RuntimeError naming the op and argument; CUDA
+trips a device-side assert naming the op (each row in its own process: the
+assert poisons the CUDA context). Values the op must not read (past bs, past
+the written length, dead columns) and -1 sentinels must not raise at all.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+import hostile_table as table
+from matrix_runner import run_each_alone, run_rows, run_seed
+from stats import record
+
+MUST_RAISE = [r for r in table.ROWS if r.raises]
+MUST_PASS = [r for r in table.ROWS if not r.raises]
+
+
+def available(row):
+    import sgl_meta
+
+    return hasattr(sgl_meta, row.op)
+
+
+@pytest.fixture(scope="module")
+def cpu_results(request):
+    rows = [r.id for r in table.ROWS if available(r)]
+    return run_rows("hostile_table", "cpu", rows, run_seed(request.config))
+
+
+def _verdict(rec):
+    if rec["event"] in ("crashed", "hung"):
+        return f"the worker {rec['event']} ({rec['exit']}):\n{rec['output']}"
+    return f"{rec['event']}: {rec.get('type', '')} {rec.get('message', '')}"
+
+
+@pytest.mark.parametrize("row", MUST_RAISE, ids=[r.id for r in MUST_RAISE])
+def test_cpu_rejects_hostile_value(cpu_results, row):
+    if not available(row):
+        pytest.skip(f"sgl_meta.{row.op} is not in this build")
+    rec = cpu_results[row.id]
+    assert rec["event"] == "raised" and "RuntimeError" in rec["bases"], _verdict(rec)
+    assert rec["message"].startswith(f"sgl_meta.{row.op}: "), rec["message"]
+    for part in row.names:
+        assert part in rec["message"], f"{part!r} not in {rec['message']!r}"
+
+
+@pytest.mark.parametrize("row", MUST_PASS, ids=[r.id for r in MUST_PASS])
+def test_cpu_ignores_unread_hostile_values(cpu_results, row):
+    if not available(row):
+        pytest.skip(f"sgl_meta.{row.op} is not in this build")
+    rec = cpu_results[row.id]
+    assert rec["event"] == "returned", _verdict(rec)
+
+
+@pytest.fixture(scope="module")
+def cuda_assert_results(request):
+    """Every must-raise row in its own child process on the GPU (8 at a time)."""
+    rows = [r.id for r in MUST_RAISE if available(r)]
+    return run_each_alone("hostile_table", "cuda", rows, run_seed(request.config), sync=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("row", MUST_RAISE, ids=[r.id for r in MUST_RAISE])
+def test_cuda_hostile_value_trips_device_assert(cuda_assert_results, row):
+    """The child runs the op on CUDA and synchronizes: a device-side assert
+    whose printed message names the op, never a silent out-of-bounds access."""
+    if not available(row):
+        pytest.skip(f"sgl_meta.{row.op} is not in this build")
+    rec = cuda_assert_results[row.id]
+    output = rec.get("output", "")
+    assert rec["event"] in ("raised", "crashed"), f"expected a device-side assert, got {_verdict(rec)}"
+    text = output + rec.get("message", "")
+    assert "device-side assert" in text, f"no 'device-side assert' in:\n{text[-3000:]}"
+    assert f"sgl_meta: {row.op}:" in text, f"the device message must name the op; output:\n{text[-3000:]}"
+
+
+@pytest.mark.gpu
+def test_cuda_ignores_unread_hostile_values(request):
+    rows = [r.id for r in MUST_PASS if available(r)]
+    got = run_rows("hostile_table", "cuda", rows, run_seed(request.config), sync=True)
+    bad = {k: _verdict(v) for k, v in got.items() if v["event"] != "returned"}
+    assert not bad, bad
+
+
+# ---- property: hostile values injected into valid random calls (CPU) ---------
+from registry import HOSTILE  # noqa: E402
+
+
+@pytest.mark.parametrize("entry", HOSTILE, ids=[e.name for e in HOSTILE])
+def test_cpu_hostile_property(entry):
+    """Random valid call + one injected hostile value: a value the op reads
+    raises RuntimeError naming op and argument, with nothing written outside
+    the output views; a value it must not read changes nothing at all."""
+    if not entry.available():
+        pytest.skip(f"sgl_meta.{entry.name} is not in this build")
+
+    @settings(max_examples=max(1, int(settings.default.max_examples * entry.weight)))
+    @given(hostile=entry.cases())
+    def prop(hostile):
+        record(f"hostile:{entry.check(hostile)}", entry.name, "cpu")
+
+    prop()
