@@ -10,7 +10,7 @@
 # write of a CPU kernel, or UB, aborts with a report (matrix workers inherit it).
 # SGL_META_HYPOTHESIS_PROFILE defaults to dev (ASan is ~2-3x slower).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 PY=${PYTHON:-python3}
 DIR=${ASAN_DIR:-$PWD/build/asan}
 mkdir -p "$DIR"
@@ -25,7 +25,8 @@ mkdir -p "$DIR/repo/sgl_meta"
 cp sgl_meta/*.py sgl_meta/VERSION "$DIR/lib/sgl_meta/"_C*.so "$DIR/repo/sgl_meta/"
 cp -r tests pyproject.toml "$DIR/repo/"
 cd "$DIR/repo"
-export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+export LD_PRELOAD
 export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 export PYTHONPATH="$DIR/repo" PYTHONDONTWRITEBYTECODE=1
 export SGL_META_HYPOTHESIS_PROFILE=${SGL_META_HYPOTHESIS_PROFILE:-dev}

@@ -18,7 +18,7 @@
 #   SANITIZE_K        pytest -k expression (default excludes hostile / subprocess / compile tests)
 #   SGL_META_HYPOTHESIS_PROFILE  (default sanitize: a few dozen examples per op)
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
@@ -58,7 +58,10 @@ for tool in "${tools[@]}"; do
     "$PY" -m pytest tests -m gpu -k "$K" -q -p no:cacheprovider -o addopts="" >"$log" 2>&1
   rc=$?
   secs=$((SECONDS - start))
-  errors=$(grep -oE "ERROR SUMMARY: [0-9]+" "$OUT/sanitize-$tool.log" 2>/dev/null | tail -1 | grep -oE "[0-9]+$")
+  # "ERROR SUMMARY: N errors" (memcheck, initcheck, synccheck) or
+  # "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)"
+  errors=$(grep -oE "ERROR SUMMARY: [0-9]+|\([0-9]+ errors" "$OUT/sanitize-$tool.log" 2>/dev/null |
+    tail -1 | grep -oE "[0-9]+")
   tests=$(grep -E "[0-9]+ (passed|failed|errors?|skipped)" "$log" | tail -1 | sed -E 's/=+//g; s/ in [0-9.]+s.*//; s/^ +| +$//g')
   case $rc in
     0) verdict=clean; grep -q " passed" <<<"$tests" || { verdict=NO-TESTS-RAN; rc=3; } ;;
