@@ -38,3 +38,16 @@ def assert_same(got: dict, want: dict, context: str = "") -> None:
                 f"{context}: {name} differs at {diff.shape[0]} of {w.numel()} elements; "
                 f"first at {first}: got {g[first].item()}, want {w[first].item()}"
             )
+
+
+def capture_cuda_graph(call) -> "torch.cuda.CUDAGraph":
+    """Warm `call` up on a side stream (as capture requires), then capture it."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        call()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return graph

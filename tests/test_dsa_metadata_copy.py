@@ -24,7 +24,7 @@ from dsa_copy_cases import (
     multi_lists,
     random_case,
 )
-from helpers import assert_same, poison_
+from helpers import assert_same, capture_cuda_graph, poison_
 
 OP = torch.ops.sgl_meta.fused_metadata_copy.default
 OP_MULTI = torch.ops.sgl_meta.fused_metadata_copy_multi.default
@@ -354,14 +354,7 @@ def test_cuda_graph_capture_and_replay(multi, mode, gen):
         if multi
         else (lambda: sgl_meta.fused_metadata_copy(**static_src, **static_dst[0], **scalars))
     )
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
-        call()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
+    graph = capture_cuda_graph(call)
     for _ in range(3):  # new source values, new poison in the destinations
         for v in static_src.values():
             if v is not None:

@@ -10,7 +10,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from helpers import assert_same, poison_, run_on_copies
+from helpers import assert_same, capture_cuda_graph, poison_, run_on_copies
 from trtllm_mha_cases import EDGE_CASES, MetaCase, make_case
 
 OP = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata.default
@@ -139,14 +139,7 @@ def test_cuda_graph_capture_and_replay(gen):
     inputs, outputs, scalars = make_case(case, gen, "cuda")
     static_in = {k: (None if v is None else v.clone()) for k, v in inputs.items()}
     static_out = {k: (None if v is None else v.clone()) for k, v in outputs.items()}
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
-        sgl_meta.update_trtllm_mha_graph_metadata(**static_in, **static_out, **scalars)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        sgl_meta.update_trtllm_mha_graph_metadata(**static_in, **static_out, **scalars)
+    graph = capture_cuda_graph(lambda: sgl_meta.update_trtllm_mha_graph_metadata(**static_in, **static_out, **scalars))
     for _ in range(3):  # new values in the static inputs, new poison in the outputs
         fresh, _, _ = make_case(case, gen, "cuda")
         for k, v in fresh.items():

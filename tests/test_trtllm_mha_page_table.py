@@ -14,7 +14,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from helpers import assert_same, poison_
+from helpers import assert_same, capture_cuda_graph, poison_
 from page_table_cases import EDGE_CASES, PAGE_SIZES, CaseData, PageTableCase, make_case
 
 OP = torch.ops.sgl_meta.build_trtllm_mha_page_table.default
@@ -221,14 +221,7 @@ def test_cuda_graph_capture_and_replay(swa, gen):
     def call():
         sgl_meta.build_trtllm_mha_page_table(**static_in, **views, page_size=case.page_size)
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
-        call()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
+    graph = capture_cuda_graph(call)
     for _ in range(3):  # new lengths, indices and slots; new poison in the buffers
         fresh = make_case(case, gen, "cuda")
         for k, v in fresh.inputs.items():
