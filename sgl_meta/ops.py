@@ -107,10 +107,16 @@ def update_trtllm_mha_graph_metadata(
             ``q_mode``, or page-table rows that overlap (``stride(0) < max_seq_pages``
             with ``bs > 1``) (message names the op and argument). On CPU also for a
             request index outside ``req_to_token`` or a slot outside ``swa_mapping``;
-            on CUDA those trip a device-side assert instead.
+            on CUDA those trip a device-side assert instead; on CPU nothing is
+            written before such an error.
         TypeError: ``None`` for a required tensor.
 
-    Never allocates, never synchronises: safe inside CUDA-graph capture.
+    ``out_cache_loc`` is only read to fill ``swa_out_cache_loc`` (ignored without
+    it, as upstream). 1-D tensors must be contiguous (stride 1; a strided 1-D view
+    is rejected, never copied). Never allocates, never synchronises: safe inside
+    CUDA-graph capture. Writes do not bump autograd version counters: do not
+    overwrite a tensor that autograd saved for backward (these are inference-time
+    index buffers).
     """
     try:  # (free on the success path; see _explain_missing_tensor)
         _update_trtllm_mha_graph_metadata(
@@ -191,9 +197,11 @@ def build_trtllm_mha_page_table(
             ``swa_page_table``/``full_to_swa`` (message names the op and argument).
             On CPU also for a ``req_pool_indices[r]`` outside ``[0, req_to_token.size(0))``
             (checked for every row, whatever its length); on CUDA that trips a
-            device-side assert instead.
+            device-side assert instead. On CPU nothing is written before an error.
+        TypeError: ``None`` for a required tensor.
 
-    Never allocates, never synchronises: safe inside CUDA-graph capture.
+    1-D tensors must be contiguous (stride 1). Never allocates, never synchronises:
+    safe inside CUDA-graph capture. Writes do not bump autograd version counters.
     """
     try:  # (free on the success path; see _explain_missing_tensor)
         _build_trtllm_mha_page_table(
@@ -303,10 +311,16 @@ def fused_metadata_copy(
     Raises:
         RuntimeError: wrong dtype, device, rank, size, inner stride, a negative used
             scalar, a bad ``forward_mode``, a missing ``seqlens_expanded`` pair in
-            modes 1/2, or an optional tensor without its partner (the message names
-            the op and the argument).
+            modes 1/2, an optional tensor without its partner, or 2-D destination
+            rows that overlap (``stride(0)`` smaller than the columns copied) (the
+            message names the op and the argument). All checks run before anything
+            is written.
+        TypeError: ``None`` for a required tensor.
 
-    Never allocates, never synchronises: safe inside CUDA-graph capture.
+    Distinct destination tensors must not share memory (not checked beyond the
+    row overlap above). 1-D tensors must be contiguous (stride 1). Never allocates,
+    never synchronises: safe inside CUDA-graph capture. Writes do not bump
+    autograd version counters.
     """
     try:  # (free on the success path; see _explain_missing_tensor)
         _fused_metadata_copy(
@@ -449,31 +463,44 @@ def fused_metadata_copy_cuda(
     it checks every size against ``bs`` / ``max_len`` / ``max_seqlen_k`` /
     ``seqlens_expanded_size`` (RuntimeError naming the argument).
     """
-    _fused_metadata_copy(
-        cache_seqlens_src,
-        cu_seqlens_k_src,
-        page_indices_src,
-        dsa_cache_seqlens_src,
-        seqlens_expanded_src,
-        dsa_cu_seqlens_k_src,
-        real_page_table_src,
-        flashmla_num_splits_src,
-        flashmla_metadata_src,
-        cache_seqlens_dst,
-        cu_seqlens_k_dst,
-        page_table_1_dst,
-        dsa_cache_seqlens_dst,
-        seqlens_expanded_dst,
-        dsa_cu_seqlens_k_dst,
-        real_page_table_dst,
-        flashmla_num_splits_dst,
-        flashmla_metadata_dst,
-        forward_mode,
-        bs,
-        max_len,
-        max_seqlen_k,
-        seqlens_expanded_size,
-    )
+    try:  # (free on the success path; see _explain_missing_tensor)
+        _fused_metadata_copy(
+            cache_seqlens_src,
+            cu_seqlens_k_src,
+            page_indices_src,
+            dsa_cache_seqlens_src,
+            seqlens_expanded_src,
+            dsa_cu_seqlens_k_src,
+            real_page_table_src,
+            flashmla_num_splits_src,
+            flashmla_metadata_src,
+            cache_seqlens_dst,
+            cu_seqlens_k_dst,
+            page_table_1_dst,
+            dsa_cache_seqlens_dst,
+            seqlens_expanded_dst,
+            dsa_cu_seqlens_k_dst,
+            real_page_table_dst,
+            flashmla_num_splits_dst,
+            flashmla_metadata_dst,
+            forward_mode,
+            bs,
+            max_len,
+            max_seqlen_k,
+            seqlens_expanded_size,
+        )
+    except RuntimeError as err:
+        _explain_missing_tensor("fused_metadata_copy", err, locals())
+        raise
+
+
+# The seed signature's required destination tensors, checked by name when the
+# call fails (a None inside a tensor list gets torch's generic message).
+_MULTI_DROPIN_REQUIRED = tuple(
+    f"{field}_dst{k}"
+    for field in ("cache_seqlens", "cu_seqlens_k", "page_table_1", "dsa_cache_seqlens", "dsa_cu_seqlens_k")
+    for k in range(3)
+)
 
 
 def _three(name: str, a, b, c):
@@ -535,33 +562,43 @@ def fused_metadata_copy_multi_cuda(
         ValueError: an optional destination given for some of the three sets only.
         RuntimeError: as :func:`fused_metadata_copy_multi`.
     """
-    _fused_metadata_copy_multi(
-        cache_seqlens_src,
-        cu_seqlens_k_src,
-        page_indices_src,
-        dsa_cache_seqlens_src,
-        None,
-        dsa_cu_seqlens_k_src,
-        real_page_table_src,
-        flashmla_num_splits_src,
-        flashmla_metadata_src,
-        [cache_seqlens_dst0, cache_seqlens_dst1, cache_seqlens_dst2],
-        [cu_seqlens_k_dst0, cu_seqlens_k_dst1, cu_seqlens_k_dst2],
-        [page_table_1_dst0, page_table_1_dst1, page_table_1_dst2],
-        [dsa_cache_seqlens_dst0, dsa_cache_seqlens_dst1, dsa_cache_seqlens_dst2],
-        (),
-        [dsa_cu_seqlens_k_dst0, dsa_cu_seqlens_k_dst1, dsa_cu_seqlens_k_dst2],
-        _three("real_page_table", real_page_table_dst0, real_page_table_dst1, real_page_table_dst2),
-        _three(
-            "flashmla_num_splits",
-            flashmla_num_splits_dst0,
-            flashmla_num_splits_dst1,
-            flashmla_num_splits_dst2,
-        ),
-        _three("flashmla_metadata", flashmla_metadata_dst0, flashmla_metadata_dst1, flashmla_metadata_dst2),
-        FORWARD_MODE_DECODE,
-        bs,
-        max_len,
-        -1,
-        seqlens_expanded_size,
-    )
+    try:  # (free on the success path)
+        _fused_metadata_copy_multi(
+            cache_seqlens_src,
+            cu_seqlens_k_src,
+            page_indices_src,
+            dsa_cache_seqlens_src,
+            None,
+            dsa_cu_seqlens_k_src,
+            real_page_table_src,
+            flashmla_num_splits_src,
+            flashmla_metadata_src,
+            [cache_seqlens_dst0, cache_seqlens_dst1, cache_seqlens_dst2],
+            [cu_seqlens_k_dst0, cu_seqlens_k_dst1, cu_seqlens_k_dst2],
+            [page_table_1_dst0, page_table_1_dst1, page_table_1_dst2],
+            [dsa_cache_seqlens_dst0, dsa_cache_seqlens_dst1, dsa_cache_seqlens_dst2],
+            (),
+            [dsa_cu_seqlens_k_dst0, dsa_cu_seqlens_k_dst1, dsa_cu_seqlens_k_dst2],
+            _three("real_page_table", real_page_table_dst0, real_page_table_dst1, real_page_table_dst2),
+            _three(
+                "flashmla_num_splits",
+                flashmla_num_splits_dst0,
+                flashmla_num_splits_dst1,
+                flashmla_num_splits_dst2,
+            ),
+            _three("flashmla_metadata", flashmla_metadata_dst0, flashmla_metadata_dst1, flashmla_metadata_dst2),
+            FORWARD_MODE_DECODE,
+            bs,
+            max_len,
+            -1,
+            seqlens_expanded_size,
+        )
+    except (RuntimeError, TypeError) as err:
+        args = locals()
+        _explain_missing_tensor("fused_metadata_copy_multi", err, args)  # the sources
+        for name in _MULTI_DROPIN_REQUIRED:
+            if args[name] is None:
+                raise TypeError(
+                    f"sgl_meta.fused_metadata_copy_multi_cuda: {name} must be a Tensor, got None"
+                ) from err
+        raise

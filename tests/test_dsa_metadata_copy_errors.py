@@ -48,6 +48,8 @@ BAD_SINGLE = {
         apply("page_indices_src", lambda t: t.t().contiguous().t()),
         "page_indices_src must have inner stride 1",
     ),
+    "page_table_1_dst rows aliased (expand)": (None, apply("page_table_1_dst", lambda t: t[:1].expand(t.shape[0], -1)), "page_table_1_dst rows overlap: stride(0) = 0 < 37 columns written per row"),
+    "real_page_table_dst rows overlap": (None, apply("real_page_table_dst", lambda t: torch.zeros(t.shape[0] * 2 + t.shape[1], dtype=torch.int32).as_strided(t.shape, (2, 1))), "real_page_table_dst rows overlap: stride(0) = 2 < 3 columns written per row"),
     "page_table_1_dst narrow": (None, apply("page_table_1_dst", lambda t: t[:, :36]), "page_table_1_dst.size(1) must be >= max_len = 37, got 36"),
     "page_table_1_dst few rows": (None, apply("page_table_1_dst", lambda t: t[:4]), "page_table_1_dst.size(0) must be >= bs = 5, got 4"),
     "verify page_table_1_dst few rows": (VERIFY, apply("page_table_1_dst", lambda t: t[:19]), "page_table_1_dst.size(0) must be >= page_indices_src.size(0) = 20, got 19"),

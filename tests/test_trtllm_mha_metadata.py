@@ -164,3 +164,21 @@ def test_runs_on_the_tensors_device_not_the_current_one(gen):
     with torch.cuda.device(0):
         got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
     assert_same(got, want, "cuda:1")
+
+
+@pytest.mark.parametrize("hostile", ["req_pool_indices", "out_cache_loc", "swa_slot"])
+def test_cpu_hostile_value_raises_before_writing(hostile, gen):
+    """A hostile device value raises on CPU and leaves every output untouched."""
+    case = MetaCase(bs=6, n_out=6, swa_out_len=9)
+    inputs, outputs, scalars = make_case(case, gen, "cpu")
+    if hostile == "req_pool_indices":
+        inputs["req_pool_indices"][3] = case.pool + 5
+    elif hostile == "out_cache_loc":
+        inputs["out_cache_loc"][4] = inputs["swa_mapping"].numel() + 7
+    else:  # a gathered slot of the last row past the SWA mapping
+        row = int(inputs["req_pool_indices"][case.bs - 1])
+        inputs["req_to_token"][row, 0] = inputs["swa_mapping"].numel()
+    outs = {k: (None if v is None else v.clone()) for k, v in outputs.items()}
+    with pytest.raises(RuntimeError, match="sgl_meta.update_trtllm_mha_graph_metadata: .* is outside"):
+        sgl_meta.update_trtllm_mha_graph_metadata(**inputs, **outs, **scalars)
+    assert_same(outs, outputs, f"hostile {hostile}: outputs must be untouched")

@@ -145,6 +145,16 @@ class ArgChecker {
     }
   }
 
+  // The `rows` x `cols` region an op writes into `t` must not have rows that
+  // share memory (an expand()ed or too-narrow strided view): rows written by
+  // different CUDA blocks would race.
+  void rows_disjoint(const Tensor& t, ArgName name, int64_t rows, int64_t cols) const {
+    if (rows <= 1 || cols == 0) return;
+    const int64_t stride = t.stride(0);
+    require(stride >= cols, name, " rows overlap: stride(0) = ", stride, " < ", cols,
+            " columns written per row");
+  }
+
   void optional_tensor(const std::optional<Tensor>& t, ArgName name,
                        const Expect& e, const Tensor& device_of) const {
     if (t.has_value()) tensor(*t, name, e, device_of);

@@ -155,8 +155,10 @@ void check_dests(const ArgChecker& check, const DsaSources& src, const DsaDests&
   check.tensor(*dst.cache_seqlens, name_cache, {DT::kInt32, 1, sh.bs, 0, "bs"}, dev);
   check.tensor(*dst.cu_seqlens_k, {"cu_seqlens_k_dst", index},
                {DT::kInt32, 1, sh.bs + 1, 0, "bs + 1"}, dev);
-  check.tensor(*dst.page_table_1, {"page_table_1_dst", index},
+  const ArgName name_pt1("page_table_1_dst", index);
+  check.tensor(*dst.page_table_1, name_pt1,
                {DT::kInt32, 2, sh.rows, sh.cols, sh.rows_name, sh.cols_name}, dev);
+  check.rows_disjoint(*dst.page_table_1, name_pt1, sh.rows, sh.cols);
   check.tensor(*dst.dsa_cache_seqlens, {"dsa_cache_seqlens_dst", index},
                {DT::kInt32, 1, sh.n, 0, sh.n_name}, dev);
   check.tensor(*dst.dsa_cu_seqlens_k, {"dsa_cu_seqlens_k_dst", index},
@@ -178,11 +180,14 @@ void check_dests(const ArgChecker& check, const DsaSources& src, const DsaDests&
   const ArgName name_real("real_page_table_dst", index);
   check_pair(check, src.real_page_table, "real_page_table_src", dst.real_page_table,
              name_real);
-  if (dst.real_page_table)
+  if (dst.real_page_table) {
     check.tensor(*dst.real_page_table, name_real,
                  {DT::kInt32, 2, sh.rows, src.real_page_table->size(1), sh.rows_name,
                   "real_page_table_src.size(1)"},
                  dev);
+    check.rows_disjoint(*dst.real_page_table, name_real, sh.rows,
+                        src.real_page_table->size(1));
+  }
 
   const ArgName name_splits("flashmla_num_splits_dst", index);
   const ArgName name_meta("flashmla_metadata_dst", index);

@@ -52,17 +52,8 @@ void update_trtllm_mha_graph_metadata(
                   "max_seq_pages = ", max_seq_pages, " pages of page_size = ", page_size,
                   " need req_to_token.size(1) > (max_seq_pages - 1) * page_size, got "
                   "req_to_token.size(1) = ", ctx);
-  // Rows of different requests must not share memory: the CUDA blocks that
-  // write them would race (stride(0) < max_seq_pages, e.g. an expanded view).
-  if (bs > 1 && max_seq_pages > 0) {
-    check.require(page_table.stride(0) >= max_seq_pages,
-                  "page_table rows overlap: stride(0) = ", page_table.stride(0),
-                  " < max_seq_pages = ", max_seq_pages);
-    check.require(!swa_page_table || swa_page_table->stride(0) >= max_seq_pages,
-                  "swa_page_table rows overlap: stride(0) = ",
-                  swa_page_table ? swa_page_table->stride(0) : 0, " < max_seq_pages = ",
-                  max_seq_pages);
-  }
+  check.rows_disjoint(page_table, "page_table", bs, max_seq_pages);
+  if (swa_page_table) check.rows_disjoint(*swa_page_table, "swa_page_table", bs, max_seq_pages);
   const bool wants_swa = swa_page_table.has_value() || swa_out_cache_loc.has_value();
   check.require(wants_swa == swa_mapping.has_value(),
                 wants_swa ? "swa_mapping is required when swa_page_table or "

@@ -21,23 +21,44 @@ constexpr const char* kOp = "sgl_meta.update_trtllm_mha_graph_metadata";
 }
 
 // swa_mapping[slot] / page_size, or -1 for a negative slot or mapping (the
-// documented sentinels).
-int32_t swa_page(const TrtllmMhaMetadataParams& p, int64_t slot, int64_t row,
-                 int64_t col) {
+// documented sentinels). `slot` was range-checked by validate().
+int32_t swa_page(const TrtllmMhaMetadataParams& p, int64_t slot) {
   if (slot < 0) return -1;
-  if (slot >= p.swa_mapping_size) {
-    std::ostringstream what;
-    what << "req_to_token[req_pool_indices[" << row << "], " << col << " * page_size]";
-    out_of_range(what.str().c_str(), -1, slot, "swa_mapping.numel()",
-                 p.swa_mapping_size);
-  }
   const int64_t mapped = p.swa_mapping[slot];
   return mapped < 0 ? -1 : static_cast<int32_t>(p.page.div(mapped));
+}
+
+// Every device value that indexes something, checked before anything is
+// written: a hostile call raises and leaves all outputs as they were.
+void validate(const TrtllmMhaMetadataParams& p) {
+  for (int64_t i = 0; i < p.bs; ++i) {
+    const int64_t req = p.req_pool_indices[i];
+    if (req < 0 || req >= p.pool_size)
+      out_of_range("req_pool_indices", i, req, "req_to_token.size(0)", p.pool_size);
+    if (p.swa_page_table == nullptr) continue;
+    const int32_t* row_in = p.req_to_token + req * p.req_to_token_stride;
+    const int64_t cols = columns_to_write(p, i);
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t slot = row_in[c * p.page.page_size];
+      if (slot >= p.swa_mapping_size) {
+        std::ostringstream what;
+        what << "req_to_token[req_pool_indices[" << i << "], " << c << " * page_size]";
+        out_of_range(what.str().c_str(), -1, slot, "swa_mapping.numel()",
+                     p.swa_mapping_size);
+      }
+    }
+  }
+  for (int64_t k = 0; k < p.num_out_tokens; ++k) {
+    const int64_t loc = p.out_cache_loc[k];
+    if (loc >= p.swa_mapping_size)
+      out_of_range("out_cache_loc", k, loc, "swa_mapping.numel()", p.swa_mapping_size);
+  }
 }
 
 }  // namespace
 
 void update_trtllm_mha_metadata_cpu(const TrtllmMhaMetadataParams& p) {
+  validate(p);
   // cache_seqlens and the cumulative sums (int32 wrap-around, like the eager
   // int32 cast of torch.cumsum).
   uint32_t k_sum = 0, q_sum = 0;
@@ -58,10 +79,7 @@ void update_trtllm_mha_metadata_cpu(const TrtllmMhaMetadataParams& p) {
 
   // Page tables: one gathered slot per page boundary.
   for (int64_t i = 0; i < p.bs; ++i) {
-    const int64_t req = p.req_pool_indices[i];
-    if (req < 0 || req >= p.pool_size)
-      out_of_range("req_pool_indices", i, req, "req_to_token.size(0)", p.pool_size);
-    const int32_t* row_in = p.req_to_token + req * p.req_to_token_stride;
+    const int32_t* row_in = p.req_to_token + p.req_pool_indices[i] * p.req_to_token_stride;
     int32_t* row_out = p.page_table + i * p.page_table_stride;
     int32_t* swa_out =
         p.swa_page_table ? p.swa_page_table + i * p.swa_page_table_stride : nullptr;
@@ -69,7 +87,7 @@ void update_trtllm_mha_metadata_cpu(const TrtllmMhaMetadataParams& p) {
     for (int64_t c = 0; c < cols; ++c) {
       const int64_t slot = row_in[c * p.page.page_size];
       row_out[c] = static_cast<int32_t>(p.page.div(slot));
-      if (swa_out) swa_out[c] = swa_page(p, slot, i, c);
+      if (swa_out) swa_out[c] = swa_page(p, slot);
     }
   }
 
@@ -78,13 +96,7 @@ void update_trtllm_mha_metadata_cpu(const TrtllmMhaMetadataParams& p) {
     int64_t v = 0;
     if (k < p.num_out_tokens) {
       const int64_t loc = p.out_cache_loc[k];
-      if (loc < 0) {
-        v = -1;
-      } else if (loc >= p.swa_mapping_size) {
-        out_of_range("out_cache_loc", k, loc, "swa_mapping.numel()", p.swa_mapping_size);
-      } else {
-        v = p.swa_mapping[loc];
-      }
+      v = loc < 0 ? -1 : p.swa_mapping[loc];
     }
     p.swa_out_cache_loc[k] = v;
   }

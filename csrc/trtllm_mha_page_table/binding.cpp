@@ -10,13 +10,6 @@ namespace {
 
 using DT = Expect::DType;
 
-// Output rows must not share memory (e.g. an expand()ed table): two rows
-// written by different blocks would race.
-void rows_disjoint(const ArgChecker& check, const Tensor& t, const char* name) {
-  check.require(t.size(0) <= 1 || t.size(1) == 0 || t.stride(0) >= t.size(1), name,
-                " rows overlap: stride(0) = ", t.stride(0), " < size(1) = ", t.size(1));
-}
-
 }  // namespace
 
 void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
@@ -30,7 +23,7 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
   const Tensor& dev = req_to_token;
   check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
   check.tensor(page_table, "page_table", {DT::kInt32, 2}, dev);
-  rows_disjoint(check, page_table, "page_table");
+  check.rows_disjoint(page_table, "page_table", page_table.size(0), page_table.size(1));
   // The table's own shape is the batch and the width (the seed's contract).
   const int64_t bs = page_table.size(0);
   const int64_t width = page_table.size(1);
@@ -40,7 +33,8 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
   if (swa_page_table) {
     check.tensor(*swa_page_table, "swa_page_table",
                  {DT::kInt32, 2, bs, width, bs_why, "page_table.size(1)"}, dev);
-    rows_disjoint(check, *swa_page_table, "swa_page_table");
+    check.rows_disjoint(*swa_page_table, "swa_page_table", page_table.size(0),
+                        page_table.size(1));
     check.tensor(*full_to_swa, "full_to_swa", {DT::kInt64, 1}, dev);
     check.require(full_to_swa->size(0) >= 1,
                   "full_to_swa must not be empty (slots are clamped into "

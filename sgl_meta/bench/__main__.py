@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     defaults = GPU_DEFAULTS if cuda else CPU_DEFAULTS
     steps = defaults["steps"] if args.steps is None else args.steps
     warmup = defaults["warmup"] if args.warmup is None else args.warmup
-    max_bs = max(args.buckets) if args.buckets else (args.max_bs or defaults["max_bs"])
+    max_bs = max(args.buckets) if args.buckets else (defaults["max_bs"] if args.max_bs is None else args.max_bs)
     if steps < 1 or warmup < 0 or max_bs < 1 or args.check_every < 1:
         parser.error("--steps, --max-bs, --check-every must be >= 1 and --warmup >= 0")
     try:

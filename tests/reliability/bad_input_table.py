@@ -106,7 +106,7 @@ TRTLLM_ROWS = [
     r("swa_out_cache_loc step 2", apply("swa_out_cache_loc", lambda t: torch.cat([t, t])[::2]), "swa_out_cache_loc must have inner stride 1"),
     # output rows that alias each other (the CUDA row blocks would race)
     r("page_table rows overlap", apply("page_table", overlapping_rows), "page_table rows overlap: stride(0) = "),
-    r("page_table rows aliased (expand)", apply("page_table", lambda t: t[:1].expand(t.shape[0], -1)), "page_table rows overlap: stride(0) = 0 < max_seq_pages = 9"),
+    r("page_table rows aliased (expand)", apply("page_table", lambda t: t[:1].expand(t.shape[0], -1)), "page_table rows overlap: stride(0) = 0 < 9 columns written per row"),
     r("swa_page_table rows overlap", apply("swa_page_table", overlapping_rows), "swa_page_table rows overlap"),
     # scalars
     r("negative bs", set_(bs=-1), "bs must be >= 0, got -1"),
