@@ -17,21 +17,9 @@ namespace {
 
 using DT = Expect::DType;
 
-// One source set; null = not given.
-struct DsaSources {
-  const Tensor* cache_seqlens;
-  const Tensor* cu_seqlens_k;
-  const Tensor* page_indices;
-  const Tensor* dsa_cache_seqlens;
-  const Tensor* seqlens_expanded;
-  const Tensor* dsa_cu_seqlens_k;
-  const Tensor* real_page_table;
-  const Tensor* flashmla_num_splits;
-  const Tensor* flashmla_metadata;
-};
-
-// One destination set; null = not given.
-struct DsaDests {
+// One set of the nine fields, sources or one destination set; null = not
+// given. (The source of page_table_1 is the seed's `page_indices_src`.)
+struct DsaTensors {
   const Tensor* cache_seqlens;
   const Tensor* cu_seqlens_k;
   const Tensor* page_table_1;
@@ -42,7 +30,8 @@ struct DsaDests {
   const Tensor* flashmla_num_splits;
   const Tensor* flashmla_metadata;
 };
-
+using DsaSources = DsaTensors;
+using DsaDests = DsaTensors;
 const Tensor* opt(const std::optional<Tensor>& t) { return t ? &*t : nullptr; }
 
 const char* mode_name(int64_t mode) {
@@ -100,7 +89,7 @@ void check_sources(const ArgChecker& check, const DsaSources& src, int64_t mode,
     sh.cols = max_len;
   }
 
-  const Tensor& dev = *src.page_indices;
+  const Tensor& dev = *src.page_table_1;
   // In modes 1 and 2 its own row count is `rows`, so only DECODE bounds it.
   check.tensor(dev, "page_indices_src",
                {DT::kInt32, 2, sh.expanded ? 0 : bs, sh.cols, "bs", sh.cols_name}, dev);
@@ -150,7 +139,7 @@ void check_pair(const ArgChecker& check, const Tensor* src, const char* src_name
 // Checks destination set `index` (-1: the single op, names without "[i]").
 void check_dests(const ArgChecker& check, const DsaSources& src, const DsaDests& dst,
                  const DsaShape& sh, int64_t index) {
-  const Tensor& dev = *src.page_indices;
+  const Tensor& dev = *src.page_table_1;
   const ArgName name_cache("cache_seqlens_dst", index);
   check.tensor(*dst.cache_seqlens, name_cache, {DT::kInt32, 1, sh.bs, 0, "bs"}, dev);
   check.tensor(*dst.cu_seqlens_k, {"cu_seqlens_k_dst", index},
@@ -239,7 +228,7 @@ void build_params(const ArgChecker& check, const DsaSources& src, const DsaShape
   if (src.flashmla_metadata)
     region(kDsaFlashmlaMetadata, src.flashmla_metadata, 0, 1,
            src.flashmla_metadata->numel(), false);
-  region(kDsaPageTable1, src.page_indices, 0, sh.rows, sh.cols, true);
+  region(kDsaPageTable1, src.page_table_1, 0, sh.rows, sh.cols, true);
   if (src.real_page_table)
     region(kDsaRealPageTable, src.real_page_table, 0, sh.rows,
            src.real_page_table->size(1), true);
@@ -302,7 +291,7 @@ void run(const ArgChecker& check, const DsaSources& src, const DsaDests* sets,
     DsaCopyParams p;
     build_params(check, src, sh, sets + first, n, p);
     run_on_device(
-        check, *src.page_indices, [&] { fused_metadata_copy_cpu(p); },
+        check, *src.page_table_1, [&] { fused_metadata_copy_cpu(p); },
         SGL_CUDA_ONLY([&](void* stream) { return fused_metadata_copy_cuda(p, stream); }));
   }
 }
