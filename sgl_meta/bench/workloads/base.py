@@ -26,6 +26,9 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
+import sgl_meta
+from sgl_meta import reference
+
 from ..presets import Preset
 from ..trace import ServingTrace, Step
 
@@ -64,7 +67,7 @@ class Workload:
     @classmethod
     def available(cls) -> bool:
         """The fused op (and its reference) exist in this build."""
-        raise NotImplementedError
+        return hasattr(sgl_meta, cls.op) and hasattr(reference, cls.op)
 
     @classmethod
     def applies(cls, ctx: BenchContext) -> bool:

@@ -185,10 +185,6 @@ class DsaMetadataCopy(_DsaBase):
     op = "fused_metadata_copy"
     label = "dsa copy"
 
-    @classmethod
-    def available(cls) -> bool:
-        return hasattr(sgl_meta, cls.op)
-
     def __init__(self, ctx: BenchContext):
         if ctx.spec:
             self.q = ctx.preset.spec_draft_tokens
@@ -243,10 +239,6 @@ class DsaMetadataCopyMulti(_DsaBase):
     needs_spec = True
     K = 3
     refreshes = ("draft_decode_x3",)
-
-    @classmethod
-    def available(cls) -> bool:
-        return hasattr(sgl_meta, cls.op)
 
     def __init__(self, ctx: BenchContext):
         super().__init__(ctx)

@@ -102,10 +102,6 @@ class TrtllmMhaMetadata(_TrtllmMhaBase):
     op = "update_trtllm_mha_graph_metadata"
     label = "mha metadata"
 
-    @classmethod
-    def available(cls) -> bool:
-        return hasattr(sgl_meta, cls.op) and hasattr(reference, cls.op)
-
     def __init__(self, ctx: BenchContext):
         super().__init__(ctx)
         n, dev = ctx.max_bs, self.device
@@ -210,10 +206,6 @@ class TrtllmMhaPageTable(_TrtllmMhaBase):
 
     op = "build_trtllm_mha_page_table"
     label = "mha page table"
-
-    @classmethod
-    def available(cls) -> bool:
-        return hasattr(sgl_meta, cls.op) and hasattr(reference, cls.op)
 
     def __init__(self, ctx: BenchContext):
         super().__init__(ctx)
