@@ -25,7 +25,7 @@ fi
 # could prefer a newer torch built for another CUDA.
 python -m pip install "${SGL_META_BUILD_TORCH:-torch>=2.10}" --index-url "$index"
 if [[ "$mode" == build ]]; then
-  python -m pip install "setuptools>=70" wheel ninja
+  python -m pip install "setuptools>=77" wheel ninja
 fi
 python - "$cuda" <<'EOF'
 import sys

@@ -19,6 +19,6 @@ fi
 # shellcheck disable=SC1091
 source "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
-python -m pip install -q "${SGL_META_TORCH:-torch==2.14.1}" "setuptools>=70" wheel ninja
+python -m pip install -q "${SGL_META_TORCH:-torch==2.14.1}" "setuptools>=77" wheel ninja
 MAX_JOBS=${MAX_JOBS:-$(nproc)} python -m pip install -q --no-build-isolation -e ".[dev]"
 python -c "import torch, sgl_meta; print(f'sgl_meta {sgl_meta.__version__} built against torch {torch.__version__}')"

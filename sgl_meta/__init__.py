@@ -9,18 +9,21 @@ PyTorch paths they replace.
 from pathlib import Path
 
 from . import _fake  # noqa: F401  (registers fake impls for torch.compile)
-from .ops import (
+from . import reference  # noqa: F401  (sgl_meta.reference: the eager paths)
+from .dsa_copy import (
     FORWARD_MODE_DECODE,
     FORWARD_MODE_DRAFT_EXTEND,
     FORWARD_MODE_TARGET_VERIFY,
-    Q_MODE_CUMSUM,
-    Q_MODE_NONE,
-    Q_MODE_STRIDED,
-    build_trtllm_mha_page_table,
     fused_metadata_copy,
     fused_metadata_copy_cuda,
     fused_metadata_copy_multi,
     fused_metadata_copy_multi_cuda,
+)
+from .trtllm_mha import (
+    Q_MODE_CUMSUM,
+    Q_MODE_NONE,
+    Q_MODE_STRIDED,
+    build_trtllm_mha_page_table,
     update_trtllm_mha_graph_metadata,
 )
 

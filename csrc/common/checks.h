@@ -5,6 +5,8 @@
 // message "sgl_meta.<op>: <argument> <expected>, got <actual>".
 #pragma once
 
+#include <algorithm>
+#include <climits>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -33,6 +35,20 @@ inline const char* dtype_name(ScalarType t) {
     case ScalarType::Half: return "torch.float16";
     case ScalarType::BFloat16: return "torch.bfloat16";
     default: return torch::headeronly::toString(t);
+  }
+}
+
+// Bytes per element of the dtypes sgl_meta reads or writes.
+inline int64_t element_size(ScalarType t) {
+  switch (t) {
+    case ScalarType::Long:
+    case ScalarType::Double: return 8;
+    case ScalarType::Int:
+    case ScalarType::Float: return 4;
+    case ScalarType::Short:
+    case ScalarType::Half:
+    case ScalarType::BFloat16: return 2;
+    default: return 1;
   }
 }
 
@@ -155,6 +171,61 @@ class ArgChecker {
             " columns written per row");
   }
 
+  // A scalar the kernel stores or computes with in a narrower type must fit it
+  // (e.g. seqlen_offset is added into int32 cache_seqlens): out-of-range values
+  // raise instead of wrapping.
+  void in_range(int64_t value, int64_t lo, int64_t hi, const char* name,
+                const char* why) const {
+    require(value >= lo && value <= hi, name, " = ", value, " is outside [", lo, ", ",
+            hi, "] (", why, ")");
+  }
+
+  // One output region of a call: `rows` rows of `cols` elements of `t`, rows
+  // stride(0) apart (rows == 1 for a 1-D output), starting `offset` elements
+  // into `t`. Absent (null) tensors and empty regions are ignored.
+  struct Written {
+    ArgName name;
+    const Tensor* t;
+    int64_t rows;
+    int64_t cols;
+    int64_t offset = 0;
+  };
+
+  // No two output regions of one call may share memory (e.g. cache_seqlens
+  // passed as cu_seqlens_k): the kernels write them from different threads in
+  // no fixed order, so an alias would give silently wrong results. Exact for
+  // row-strided regions with equal row strides (two tables interleaved in one
+  // buffer are fine); regions of different row strides whose address ranges
+  // overlap are rejected. Sort + sweep: O(n log n) unless ranges interleave.
+  void outputs_disjoint(std::vector<Written> regions) const {
+    struct Span {
+      const Written* w;
+      uintptr_t begin, end;  // bytes; end = one past the last written byte
+      int64_t rows, stride, width;  // stride and width in bytes
+    };
+    std::vector<Span> spans;
+    spans.reserve(regions.size());
+    for (const Written& w : regions) {
+      if (w.t == nullptr || w.rows <= 0 || w.cols <= 0) continue;
+      const int64_t esz = element_size(w.t->scalar_type());
+      const int64_t stride = w.rows > 1 ? w.t->stride(0) * esz : w.cols * esz;
+      const auto begin =
+          reinterpret_cast<uintptr_t>(w.t->data_ptr()) + uintptr_t(w.offset * esz);
+      spans.push_back({&w, begin, begin + uintptr_t((w.rows - 1) * stride + w.cols * esz),
+                       w.rows, stride, w.cols * esz});
+    }
+    if (spans.size() < 2) return;
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& x, const Span& y) { return x.begin < y.begin; });
+    for (size_t i = 0; i < spans.size(); ++i) {
+      for (size_t j = i + 1; j < spans.size() && spans[j].begin < spans[i].end; ++j) {
+        if (overlaps(spans[i], spans[j]))
+          fail(spans[i].w->name, " and ", spans[j].w->name,
+               " overlap in memory (distinct outputs of one call must not alias)");
+      }
+    }
+  }
+
   void optional_tensor(const std::optional<Tensor>& t, ArgName name,
                        const Expect& e, const Tensor& device_of) const {
     if (t.has_value()) tensor(*t, name, e, device_of);
@@ -177,6 +248,21 @@ class ArgChecker {
   }
 
  private:
+  // a.begin <= b.begin < a.end (address ranges overlap). Do elements collide?
+  template <typename Span>
+  static bool overlaps(const Span& a, const Span& b) {
+    const int64_t d = static_cast<int64_t>(b.begin - a.begin);
+    if (a.rows == 1) return d < a.width;  // b starts inside a's one row
+    const int64_t s = a.stride;
+    // b must walk a's rows with the same period; otherwise assume a collision.
+    if (a.width > s || (b.rows > 1 ? b.stride != s || b.width > s : b.width > s))
+      return true;
+    // With d = q*s + r, an element of b's row k meets a's row q+k (r < width
+    // of a) or wraps into a's row q+k+1 (r + b's width > s).
+    const int64_t q = d / s, r = d % s;
+    return (r < a.width && q < a.rows) || (r + b.width > s && q + 1 < a.rows);
+  }
+
   const char* op_;
 };
 

@@ -197,6 +197,33 @@ void check_dests(const ArgChecker& check, const DsaSources& src, const DsaDests&
   }
 }
 
+// Every destination region of every set, pairwise disjoint (SPEC: distinct
+// outputs of one call never alias; a page_table_1 shared by two sets would
+// be written twice concurrently).
+void check_dests_disjoint(const ArgChecker& check, const DsaSources& src,
+                          const DsaDests* sets, int64_t count, bool indexed,
+                          const DsaShape& sh) {
+  std::vector<ArgChecker::Written> regions;
+  regions.reserve(static_cast<size_t>(count) * kDsaNumFields);
+  const int64_t real_cols = src.real_page_table ? src.real_page_table->size(1) : 0;
+  const int64_t meta = src.flashmla_metadata ? src.flashmla_metadata->numel() : 0;
+  for (int64_t d = 0; d < count; ++d) {
+    const DsaDests& t = sets[d];
+    const int64_t i = indexed ? d : -1;
+    regions.push_back({{"cache_seqlens_dst", i}, t.cache_seqlens, 1, sh.bs});
+    regions.push_back({{"cu_seqlens_k_dst", i}, t.cu_seqlens_k, 1, sh.bs, 1});
+    regions.push_back({{"page_table_1_dst", i}, t.page_table_1, sh.rows, sh.cols});
+    regions.push_back({{"dsa_cache_seqlens_dst", i}, t.dsa_cache_seqlens, 1, sh.n});
+    regions.push_back({{"dsa_cu_seqlens_k_dst", i}, t.dsa_cu_seqlens_k, 1, sh.n, 1});
+    if (sh.expanded)
+      regions.push_back({{"seqlens_expanded_dst", i}, t.seqlens_expanded, 1, sh.S});
+    regions.push_back({{"real_page_table_dst", i}, t.real_page_table, sh.rows, real_cols});
+    regions.push_back({{"flashmla_num_splits_dst", i}, t.flashmla_num_splits, 1, sh.n + 1});
+    regions.push_back({{"flashmla_metadata_dst", i}, t.flashmla_metadata, 1, meta});
+  }
+  check.outputs_disjoint(std::move(regions));
+}
+
 const char* const kFieldName[kDsaNumFields] = {
     "cache_seqlens", "cu_seqlens_k", "dsa_cache_seqlens", "dsa_cu_seqlens_k",
     "seqlens_expanded", "flashmla_num_splits", "flashmla_metadata", "page_table_1",
@@ -284,6 +311,7 @@ void run(const ArgChecker& check, const DsaSources& src, const DsaDests* sets,
   DsaShape sh;
   check_sources(check, src, mode, bs, max_len, max_seqlen_k, S, sh);
   for (int64_t d = 0; d < count; ++d) check_dests(check, src, sets[d], sh, indexed ? d : -1);
+  check_dests_disjoint(check, src, sets, count, indexed, sh);
   // Sets beyond one launch's capacity go in further launches on the same
   // stream (sources are only read, so the launches are independent).
   for (int64_t first = 0; first < count; first += kDsaMaxSetsPerLaunch) {

@@ -1,6 +1,7 @@
 // update_trtllm_mha_graph_metadata: torch binding (checks, params, dispatch).
 
 #include <algorithm>
+#include <climits>
 
 #include "common/cuda_launch.h"
 #include "common/index_tensor.h"
@@ -68,6 +69,23 @@ void update_trtllm_mha_graph_metadata(
   check.require(q_mode != kQModeCumsum || qlens.has_value(),
                 "qlens is required when q_mode = 1 (Q_MODE_CUMSUM)");
   check.optional_tensor(qlens, "qlens", {DT::kIndex, 1, bs, 0, "bs"}, dev);
+  // cache_seqlens and cu_seqlens_q are int32: the scalars must fit it.
+  check.in_range(seqlen_offset, INT32_MIN, INT32_MAX, "seqlen_offset",
+                 "it is added into int32 cache_seqlens");
+  if (q_mode == kQModeStrided)
+    check.require(q_stride <= INT32_MAX / bs, "q_stride = ", q_stride,
+                  " is too large: bs * q_stride must fit int32 cu_seqlens_q (bs = ", bs,
+                  ")");
+  const int64_t swa_out_len = swa_out_cache_loc ? swa_out_cache_loc->numel() : 0;
+  check.outputs_disjoint({{"cache_seqlens", &cache_seqlens, 1, bs},
+                          {"cu_seqlens_k", &cu_seqlens_k, 1, bs + 1},
+                          {"page_table", &page_table, bs, max_seq_pages},
+                          {"swa_page_table", swa_page_table ? &*swa_page_table : nullptr,
+                           bs, max_seq_pages},
+                          {"swa_out_cache_loc",
+                           swa_out_cache_loc ? &*swa_out_cache_loc : nullptr, 1, swa_out_len},
+                          {"cu_seqlens_q",
+                           q_mode != kQModeNone ? &*cu_seqlens_q : nullptr, 1, bs + 1}});
 
   TrtllmMhaMetadataParams p;
   p.req_pool_indices = index_array_of(req_pool_indices);

@@ -41,6 +41,9 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
                   "[0, full_to_swa.numel() - 1]), got 0 elements");
   }
   if (bs == 0) return;  // documented no-op
+  check.outputs_disjoint({{"page_table", &page_table, bs, width},
+                          {"swa_page_table", swa_page_table ? &*swa_page_table : nullptr,
+                           bs, width}});
 
   TrtllmMhaPageTableParams p;
   p.req_pool_indices = index_array_of(req_pool_indices);

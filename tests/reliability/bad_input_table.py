@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 import sgl_meta
-from row_kit import Row, all_but, apply, drop, overlapping_rows, set_, to_device
+from row_kit import Row, alias, all_but, apply, drop, overlapping_rows, set_, to_device
 
 
 # ---- valid base calls --------------------------------------------------------
@@ -114,6 +114,13 @@ TRTLLM_ROWS = [
     r("page_size 0", set_(page_size=0), "page_size must be >= 1, got 0"),
     r("page_size negative", set_(page_size=-16), "page_size must be >= 1, got -16"),
     r("negative q_stride", set_(q_stride=-4, q_mode=2), "q_stride must be >= 0, got -4"),
+    r("seqlen_offset past int32", set_(seqlen_offset=2**40), "seqlen_offset = 1099511627776 is outside [-2147483648, 2147483647]"),
+    r("seqlen_offset below int32", set_(seqlen_offset=-(2**31) - 1), "seqlen_offset = -2147483649 is outside"),
+    r("q_stride past int32", set_(q_stride=2**31 // 5 + 1, q_mode=2), "q_stride = 429496730 is too large"),
+    # distinct outputs that share memory (the kernel writes them concurrently)
+    r("cache_seqlens is cu_seqlens_k", alias("cache_seqlens", "cu_seqlens_k"), "cache_seqlens", "cu_seqlens_k", "overlap in memory"),
+    r("swa_page_table is page_table", alias("swa_page_table", "page_table"), "page_table and swa_page_table overlap in memory"),
+    r("cu_seqlens_q inside cu_seqlens_k", alias("cu_seqlens_q", "cu_seqlens_k", offset=2), "cu_seqlens_k and cu_seqlens_q overlap"),
     # (max_seq_pages - 1) * page_size overflowing int64 used to pass the width
     # check and gather at a wild address (segfault): found by this matrix.
     r("page_size overflows the width check", set_(page_size=2**61 + 2**40, max_seq_pages=5),

@@ -60,3 +60,18 @@ def all_but(device, *keep):
 def overlapping_rows(t):
     """A view of t's shape whose rows overlap (row stride half the row)."""
     return t.as_strided(t.shape, (max(1, t.shape[1] // 2), 1))
+
+
+def alias(name, onto, offset=0):
+    """Makes output `name` a view into output `onto` (from element `offset` on,
+    same shape as `name` had where `onto` is large enough): two distinct
+    outputs of one call that share memory."""
+    def edit(kw):
+        src, dst = kw[name], kw[onto]
+        flat = dst.reshape(-1) if dst.is_contiguous() else dst.view(-1)
+        if src.dim() == 1:
+            n = min(src.numel(), flat.numel() - offset)
+            kw[name] = flat[offset:offset + n]
+        else:
+            kw[name] = dst if dst.shape == src.shape else dst[: src.shape[0], : src.shape[1]]
+    return edit

@@ -158,11 +158,12 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         hi = draw(st.sampled_from([2**40, 2**63 - 1])) if len_dtype == torch.int64 else I32_MAX
         lens = _randint(gen, -hi, hi, bs, torch.int64)
     seq_lens = _index_input(draw, gen, lens, len_dtype)
-    seqlen_offset = draw(st.one_of(st.integers(-4, 4),
-                                   st.sampled_from([I32_MIN, I32_MAX, 2**32, -(2**40), 2**63 - 1, -(2**63)])))
+    # Any int32 offset (outside int32 is a bad-input row: the op raises).
+    seqlen_offset = draw(st.one_of(st.integers(-4, 4), st.sampled_from([I32_MIN, I32_MAX])))
 
     q_mode = draw(st.sampled_from([0, 1, 2]))
-    q_stride = draw(st.one_of(st.integers(0, 8), st.sampled_from([2**20, I32_MAX, 2**31, 2**62, 2**63 - 1])))
+    # bs * q_stride must fit int32 (larger is a bad-input row).
+    q_stride = draw(st.one_of(st.integers(0, 8), st.sampled_from([2**20 // max(bs, 1), I32_MAX // max(bs, 1)])))
     qlens = None
     if q_mode == 1 or draw(st.booleans()):
         q_dtype = draw(st.sampled_from([torch.int32, torch.int64]))

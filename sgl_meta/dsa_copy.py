@@ -1,0 +1,398 @@
+"""DSA (DeepSeek sparse attention) backend: fused metadata copies into CUDA graphs.
+
+Keyword wrappers over ``torch.ops.sgl_meta.fused_metadata_copy`` and
+``torch.ops.sgl_meta.fused_metadata_copy_multi``, plus drop-ins with SGLang's
+exact positional signatures (``fused_metadata_copy_cuda``,
+``fused_metadata_copy_multi_cuda``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from ._common import explain_missing_tensor
+
+FORWARD_MODE_DECODE = 0
+"""DSA copy mode: ``n = bs`` rows of metadata, ``page_table_1[:bs, :max_len]``."""
+FORWARD_MODE_TARGET_VERIFY = 1
+"""DSA copy mode: ``n = seqlens_expanded_size``, ``page_table_1[:rows, :max_seqlen_k]``."""
+FORWARD_MODE_DRAFT_EXTEND = 2
+"""DSA copy mode: copies exactly like ``FORWARD_MODE_TARGET_VERIFY``."""
+
+_fused_metadata_copy = torch.ops.sgl_meta.fused_metadata_copy.default
+_fused_metadata_copy_multi = torch.ops.sgl_meta.fused_metadata_copy_multi.default
+
+def fused_metadata_copy(
+    *,
+    cache_seqlens_src: torch.Tensor,
+    cu_seqlens_k_src: torch.Tensor,
+    page_indices_src: torch.Tensor,
+    dsa_cache_seqlens_src: torch.Tensor,
+    dsa_cu_seqlens_k_src: torch.Tensor,
+    cache_seqlens_dst: torch.Tensor,
+    cu_seqlens_k_dst: torch.Tensor,
+    page_table_1_dst: torch.Tensor,
+    dsa_cache_seqlens_dst: torch.Tensor,
+    dsa_cu_seqlens_k_dst: torch.Tensor,
+    bs: int,
+    forward_mode: int = FORWARD_MODE_DECODE,
+    max_len: Optional[int] = None,
+    max_seqlen_k: Optional[int] = None,
+    seqlens_expanded_size: Optional[int] = None,
+    seqlens_expanded_src: Optional[torch.Tensor] = None,
+    seqlens_expanded_dst: Optional[torch.Tensor] = None,
+    real_page_table_src: Optional[torch.Tensor] = None,
+    real_page_table_dst: Optional[torch.Tensor] = None,
+    flashmla_num_splits_src: Optional[torch.Tensor] = None,
+    flashmla_metadata_src: Optional[torch.Tensor] = None,
+    flashmla_num_splits_dst: Optional[torch.Tensor] = None,
+    flashmla_metadata_dst: Optional[torch.Tensor] = None,
+) -> None:
+    """Copy one step's DSA attention metadata into one CUDA graph's static buffers, in one launch.
+
+    Mirrors SGLang's ``fused_metadata_copy_cuda`` (DSA/NSA backend,
+    ``init_forward_metadata_replay_cuda_graph_from_precomputed``), which replaced the
+    6-9 ``.copy_()`` calls of :func:`sgl_meta.reference.fused_metadata_copy`.
+
+    Writes (``n = bs`` in DECODE, ``seqlens_expanded_size`` otherwise;
+    ``rows = bs`` in DECODE, ``page_indices_src.size(0)`` otherwise; ``cols =
+    max_len`` in DECODE, ``max_seqlen_k`` otherwise):
+
+    * ``cache_seqlens_dst[:bs] = cache_seqlens_src[:bs]``
+    * ``cu_seqlens_k_dst[1:bs+1] = cu_seqlens_k_src[1:bs+1]`` (element 0 untouched)
+    * ``page_table_1_dst[:rows, :cols] = page_indices_src[:rows, :cols]``
+    * ``seqlens_expanded_dst[:S] = seqlens_expanded_src[:S]``, ``S =
+      seqlens_expanded_size`` (TARGET_VERIFY / DRAFT_EXTEND only; ignored in DECODE)
+    * ``dsa_cache_seqlens_dst[:n] = dsa_cache_seqlens_src[:n]``
+    * ``dsa_cu_seqlens_k_dst[1:n+1] = dsa_cu_seqlens_k_src[1:n+1]`` (element 0 untouched)
+    * ``real_page_table_dst[:rows, :C] = real_page_table_src[:rows, :C]``, ``C =
+      real_page_table_src.size(1)`` (optional pair)
+    * ``flashmla_num_splits_dst[:n+1] = flashmla_num_splits_src[:n+1]`` and all of
+      ``flashmla_metadata_dst = flashmla_metadata_src`` element for element (optional;
+      the four FlashMLA tensors come together)
+
+    Nothing else is written: padding rows/columns and element 0 of the cumulative
+    sums keep their values. ``bs == 0`` is a no-op. All tensors are int32 on one
+    device; 2-D tensors are addressed by their own ``stride(0)`` (inner stride 1,
+    nothing is made contiguous); the FlashMLA metadata must be contiguous, any
+    shape, same numel on both sides. Destinations must not overlap each other.
+
+    Args:
+        cache_seqlens_src, cache_seqlens_dst: ``[>= bs]`` int32 KV lengths.
+        cu_seqlens_k_src, cu_seqlens_k_dst: ``[>= bs + 1]`` int32 cumulative KV lengths.
+        page_indices_src: ``[>= rows, >= cols]`` int32 token-level page table (DSA
+            ``page_table_1``, e.g. top-k 2048 wide); ``page_table_1_dst`` the same
+            bounds.
+        dsa_cache_seqlens_src, dsa_cache_seqlens_dst: ``[>= n]`` int32.
+        dsa_cu_seqlens_k_src, dsa_cu_seqlens_k_dst: ``[>= n + 1]`` int32.
+        bs: batch size (requests), ``>= 0``.
+        forward_mode: ``FORWARD_MODE_DECODE`` (0), ``FORWARD_MODE_TARGET_VERIFY`` (1)
+            or ``FORWARD_MODE_DRAFT_EXTEND`` (2).
+        max_len: page-table columns in DECODE (required there, ``>= 0``).
+        max_seqlen_k: page-table columns in modes 1 and 2 (required there).
+        seqlens_expanded_size: ``S``, rows of per-token metadata in modes 1 and 2
+            (required there). Scalars a mode does not use are ignored.
+        seqlens_expanded_src, seqlens_expanded_dst: ``[>= S]`` int32; required in
+            modes 1 and 2, accepted (as a pair) and ignored in DECODE.
+        real_page_table_src: ``[>= rows, C]`` int32 page-level table (page size > 1);
+            ``real_page_table_dst`` ``[>= rows, >= C]``. Optional pair.
+        flashmla_num_splits_src, flashmla_num_splits_dst: ``[>= n + 1]`` int32.
+        flashmla_metadata_src, flashmla_metadata_dst: int32 FlashMLA tile-scheduler
+            metadata (e.g. ``[num_sm_parts, 8]``), contiguous, same numel.
+
+    Raises:
+        RuntimeError: wrong dtype, device, rank, size, inner stride, a negative used
+            scalar, a bad ``forward_mode``, a missing ``seqlens_expanded`` pair in
+            modes 1/2, an optional tensor without its partner, or 2-D destination
+            rows that overlap (``stride(0)`` smaller than the columns copied) (the
+            message names the op and the argument). All checks run before anything
+            is written.
+        TypeError: ``None`` for a required tensor.
+
+    Distinct destination tensors must not share memory (not checked beyond the
+    row overlap above). 1-D tensors must be contiguous (stride 1). Never allocates,
+    never synchronises: safe inside CUDA-graph capture. Writes do not bump
+    autograd version counters.
+    """
+    try:  # (free on the success path; see explain_missing_tensor)
+        _fused_metadata_copy(
+            cache_seqlens_src,
+            cu_seqlens_k_src,
+            page_indices_src,
+            dsa_cache_seqlens_src,
+            seqlens_expanded_src,
+            dsa_cu_seqlens_k_src,
+            real_page_table_src,
+            flashmla_num_splits_src,
+            flashmla_metadata_src,
+            cache_seqlens_dst,
+            cu_seqlens_k_dst,
+            page_table_1_dst,
+            dsa_cache_seqlens_dst,
+            seqlens_expanded_dst,
+            dsa_cu_seqlens_k_dst,
+            real_page_table_dst,
+            flashmla_num_splits_dst,
+            flashmla_metadata_dst,
+            forward_mode,
+            bs,
+            -1 if max_len is None else max_len,
+            -1 if max_seqlen_k is None else max_seqlen_k,
+            -1 if seqlens_expanded_size is None else seqlens_expanded_size,
+        )
+    except RuntimeError as err:
+        explain_missing_tensor("fused_metadata_copy", err, locals())
+        raise
+
+
+def fused_metadata_copy_multi(
+    *,
+    cache_seqlens_src: torch.Tensor,
+    cu_seqlens_k_src: torch.Tensor,
+    page_indices_src: torch.Tensor,
+    dsa_cache_seqlens_src: torch.Tensor,
+    dsa_cu_seqlens_k_src: torch.Tensor,
+    cache_seqlens_dst: Sequence[torch.Tensor],
+    cu_seqlens_k_dst: Sequence[torch.Tensor],
+    page_table_1_dst: Sequence[torch.Tensor],
+    dsa_cache_seqlens_dst: Sequence[torch.Tensor],
+    dsa_cu_seqlens_k_dst: Sequence[torch.Tensor],
+    bs: int,
+    forward_mode: int = FORWARD_MODE_DECODE,
+    max_len: Optional[int] = None,
+    max_seqlen_k: Optional[int] = None,
+    seqlens_expanded_size: Optional[int] = None,
+    seqlens_expanded_src: Optional[torch.Tensor] = None,
+    seqlens_expanded_dst: Optional[Sequence[torch.Tensor]] = None,
+    real_page_table_src: Optional[torch.Tensor] = None,
+    real_page_table_dst: Optional[Sequence[torch.Tensor]] = None,
+    flashmla_num_splits_src: Optional[torch.Tensor] = None,
+    flashmla_metadata_src: Optional[torch.Tensor] = None,
+    flashmla_num_splits_dst: Optional[Sequence[torch.Tensor]] = None,
+    flashmla_metadata_dst: Optional[Sequence[torch.Tensor]] = None,
+) -> None:
+    """Copy one source metadata set into K >= 1 CUDA graphs' buffers, in one launch.
+
+    Generalises SGLang's ``fused_metadata_copy_multi_cuda`` (K = 3, DECODE only:
+    the multi-step speculative draft backends) to any K and any forward mode.
+    Destination set ``i`` is element ``i`` of every ``*_dst`` list, and each set is
+    written exactly as :func:`fused_metadata_copy` writes its one set. The required
+    lists hold K tensors; an optional field's list holds K tensors when its source is
+    given, else it is None (or empty). Up to 16 sets go in one launch; larger K
+    takes ceil(K / 16) launches on the same stream (still no allocation or sync).
+
+    Args: as :func:`fused_metadata_copy`, each destination a list of K tensors
+    (a tuple works too); ``forward_mode`` defaults to DECODE.
+
+    Raises:
+        RuntimeError: as :func:`fused_metadata_copy`, plus lists of unequal length
+            or an optional list whose presence does not match its source (the
+            message names the list element, e.g. ``page_table_1_dst[2]``).
+    """
+    try:  # (free on the success path; see explain_missing_tensor)
+        _fused_metadata_copy_multi(
+            cache_seqlens_src,
+            cu_seqlens_k_src,
+            page_indices_src,
+            dsa_cache_seqlens_src,
+            seqlens_expanded_src,
+            dsa_cu_seqlens_k_src,
+            real_page_table_src,
+            flashmla_num_splits_src,
+            flashmla_metadata_src,
+            cache_seqlens_dst,
+            cu_seqlens_k_dst,
+            page_table_1_dst,
+            dsa_cache_seqlens_dst,
+            () if seqlens_expanded_dst is None else seqlens_expanded_dst,
+            dsa_cu_seqlens_k_dst,
+            () if real_page_table_dst is None else real_page_table_dst,
+            () if flashmla_num_splits_dst is None else flashmla_num_splits_dst,
+            () if flashmla_metadata_dst is None else flashmla_metadata_dst,
+            forward_mode,
+            bs,
+            -1 if max_len is None else max_len,
+            -1 if max_seqlen_k is None else max_seqlen_k,
+            -1 if seqlens_expanded_size is None else seqlens_expanded_size,
+        )
+    except RuntimeError as err:
+        explain_missing_tensor("fused_metadata_copy_multi", err, locals())
+        raise
+
+
+# --- Drop-in replacements: SGLang's exact Python signatures (positional, seed names) ---
+
+
+def fused_metadata_copy_cuda(
+    cache_seqlens_src: torch.Tensor,
+    cu_seqlens_k_src: torch.Tensor,
+    page_indices_src: torch.Tensor,
+    dsa_cache_seqlens_src: torch.Tensor,
+    seqlens_expanded_src: Optional[torch.Tensor],
+    dsa_cu_seqlens_k_src: torch.Tensor,
+    real_page_table_src: Optional[torch.Tensor],
+    flashmla_num_splits_src: Optional[torch.Tensor],
+    flashmla_metadata_src: Optional[torch.Tensor],
+    cache_seqlens_dst: torch.Tensor,
+    cu_seqlens_k_dst: torch.Tensor,
+    page_table_1_dst: torch.Tensor,
+    dsa_cache_seqlens_dst: torch.Tensor,
+    seqlens_expanded_dst: Optional[torch.Tensor],
+    dsa_cu_seqlens_k_dst: torch.Tensor,
+    real_page_table_dst: Optional[torch.Tensor],
+    flashmla_num_splits_dst: Optional[torch.Tensor],
+    flashmla_metadata_dst: Optional[torch.Tensor],
+    forward_mode: int,
+    bs: int,
+    max_len: int,
+    max_seqlen_k: int,
+    seqlens_expanded_size: int,
+) -> None:
+    """Drop-in for ``sglang.jit_kernel.fused_metadata_copy.fused_metadata_copy_cuda``.
+
+    Same arguments in the same order; behaves as :func:`fused_metadata_copy`. Unlike
+    the seed it does not make the sources contiguous (rows go by ``stride(0)``) and
+    it checks every size against ``bs`` / ``max_len`` / ``max_seqlen_k`` /
+    ``seqlens_expanded_size`` (RuntimeError naming the argument).
+    """
+    try:  # (free on the success path; see explain_missing_tensor)
+        _fused_metadata_copy(
+            cache_seqlens_src,
+            cu_seqlens_k_src,
+            page_indices_src,
+            dsa_cache_seqlens_src,
+            seqlens_expanded_src,
+            dsa_cu_seqlens_k_src,
+            real_page_table_src,
+            flashmla_num_splits_src,
+            flashmla_metadata_src,
+            cache_seqlens_dst,
+            cu_seqlens_k_dst,
+            page_table_1_dst,
+            dsa_cache_seqlens_dst,
+            seqlens_expanded_dst,
+            dsa_cu_seqlens_k_dst,
+            real_page_table_dst,
+            flashmla_num_splits_dst,
+            flashmla_metadata_dst,
+            forward_mode,
+            bs,
+            max_len,
+            max_seqlen_k,
+            seqlens_expanded_size,
+        )
+    except RuntimeError as err:
+        explain_missing_tensor("fused_metadata_copy", err, locals())
+        raise
+
+
+# The seed signature's required destination tensors, checked by name when the
+# call fails (a None inside a tensor list gets torch's generic message).
+_MULTI_DROPIN_REQUIRED = tuple(
+    f"{field}_dst{k}"
+    for field in ("cache_seqlens", "cu_seqlens_k", "page_table_1", "dsa_cache_seqlens", "dsa_cu_seqlens_k")
+    for k in range(3)
+)
+
+
+def _three(name: str, a, b, c):
+    """``[a, b, c]`` when all are given, ``()`` when none is: the multi op's list form."""
+    if a is not None and b is not None and c is not None:
+        return [a, b, c]
+    if a is None and b is None and c is None:
+        return ()
+    raise ValueError(
+        f"sgl_meta.fused_metadata_copy_multi_cuda: {name}_dst0, {name}_dst1 and "
+        f"{name}_dst2 must all be tensors or all be None"
+    )
+
+
+def fused_metadata_copy_multi_cuda(
+    cache_seqlens_src: torch.Tensor,
+    cu_seqlens_k_src: torch.Tensor,
+    page_indices_src: torch.Tensor,
+    dsa_cache_seqlens_src: torch.Tensor,
+    dsa_cu_seqlens_k_src: torch.Tensor,
+    real_page_table_src: Optional[torch.Tensor],
+    flashmla_num_splits_src: Optional[torch.Tensor],
+    flashmla_metadata_src: Optional[torch.Tensor],
+    cache_seqlens_dst0: torch.Tensor,
+    cu_seqlens_k_dst0: torch.Tensor,
+    page_table_1_dst0: torch.Tensor,
+    dsa_cache_seqlens_dst0: torch.Tensor,
+    dsa_cu_seqlens_k_dst0: torch.Tensor,
+    real_page_table_dst0: Optional[torch.Tensor],
+    flashmla_num_splits_dst0: Optional[torch.Tensor],
+    flashmla_metadata_dst0: Optional[torch.Tensor],
+    cache_seqlens_dst1: torch.Tensor,
+    cu_seqlens_k_dst1: torch.Tensor,
+    page_table_1_dst1: torch.Tensor,
+    dsa_cache_seqlens_dst1: torch.Tensor,
+    dsa_cu_seqlens_k_dst1: torch.Tensor,
+    real_page_table_dst1: Optional[torch.Tensor],
+    flashmla_num_splits_dst1: Optional[torch.Tensor],
+    flashmla_metadata_dst1: Optional[torch.Tensor],
+    cache_seqlens_dst2: torch.Tensor,
+    cu_seqlens_k_dst2: torch.Tensor,
+    page_table_1_dst2: torch.Tensor,
+    dsa_cache_seqlens_dst2: torch.Tensor,
+    dsa_cu_seqlens_k_dst2: torch.Tensor,
+    real_page_table_dst2: Optional[torch.Tensor],
+    flashmla_num_splits_dst2: Optional[torch.Tensor],
+    flashmla_metadata_dst2: Optional[torch.Tensor],
+    bs: int,
+    max_len: int,
+    seqlens_expanded_size: int,
+) -> None:
+    """Drop-in for ``sglang.jit_kernel.fused_metadata_copy.fused_metadata_copy_multi_cuda``.
+
+    Same arguments in the same order: one source set, three destination sets, DECODE
+    (``seqlens_expanded_size`` is accepted and unused, as DECODE copies ``n = bs``).
+    Calls :func:`fused_metadata_copy_multi` with K = 3.
+
+    Raises:
+        ValueError: an optional destination given for some of the three sets only.
+        RuntimeError: as :func:`fused_metadata_copy_multi`.
+    """
+    try:  # (free on the success path)
+        _fused_metadata_copy_multi(
+            cache_seqlens_src,
+            cu_seqlens_k_src,
+            page_indices_src,
+            dsa_cache_seqlens_src,
+            None,
+            dsa_cu_seqlens_k_src,
+            real_page_table_src,
+            flashmla_num_splits_src,
+            flashmla_metadata_src,
+            [cache_seqlens_dst0, cache_seqlens_dst1, cache_seqlens_dst2],
+            [cu_seqlens_k_dst0, cu_seqlens_k_dst1, cu_seqlens_k_dst2],
+            [page_table_1_dst0, page_table_1_dst1, page_table_1_dst2],
+            [dsa_cache_seqlens_dst0, dsa_cache_seqlens_dst1, dsa_cache_seqlens_dst2],
+            (),
+            [dsa_cu_seqlens_k_dst0, dsa_cu_seqlens_k_dst1, dsa_cu_seqlens_k_dst2],
+            _three("real_page_table", real_page_table_dst0, real_page_table_dst1, real_page_table_dst2),
+            _three(
+                "flashmla_num_splits",
+                flashmla_num_splits_dst0,
+                flashmla_num_splits_dst1,
+                flashmla_num_splits_dst2,
+            ),
+            _three("flashmla_metadata", flashmla_metadata_dst0, flashmla_metadata_dst1, flashmla_metadata_dst2),
+            FORWARD_MODE_DECODE,
+            bs,
+            max_len,
+            -1,
+            seqlens_expanded_size,
+        )
+    except (RuntimeError, TypeError) as err:
+        args = locals()
+        explain_missing_tensor("fused_metadata_copy_multi", err, args)  # the sources
+        for name in _MULTI_DROPIN_REQUIRED:
+            if args[name] is None:
+                raise TypeError(
+                    f"sgl_meta.fused_metadata_copy_multi_cuda: {name} must be a Tensor, got None"
+                ) from err
+        raise
