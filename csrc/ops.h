@@ -53,4 +53,16 @@ void fused_metadata_copy_multi(
     std::vector<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
     int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size);
 
+// KV read tables (unified memory pool, block tables, token streams): one
+// gather-and-translate, as a page table or as a CSR token stream.
+void kv_read_page_table(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
+                        Tensor out, int64_t page_size, int64_t max_pages,
+                        std::optional<Tensor> v2p, std::optional<Tensor> kv_start_idx,
+                        int64_t seq_len_delta, bool zero_tail);
+
+void kv_read_token_stream(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
+                          Tensor indptr, Tensor out, int64_t page_size,
+                          std::optional<Tensor> v2p, std::optional<Tensor> kv_start_idx,
+                          int64_t seq_len_delta);
+
 }  // namespace sgl_meta

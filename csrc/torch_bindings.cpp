@@ -53,6 +53,17 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(g!)[] real_page_table_dst, Tensor(h!)[] flashmla_num_splits_dst, "
       "Tensor(i!)[] flashmla_metadata_dst, int forward_mode, int bs, int max_len, "
       "int max_seqlen_k, int seqlens_expanded_size) -> ()");
+  // KV read tables (SPEC 6): bs = req_pool_indices.numel(); v2p int64.
+  m.def(
+      "kv_read_page_table("
+      "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor(a!) out, "
+      "int page_size, int max_pages, Tensor? v2p=None, Tensor? kv_start_idx=None, "
+      "int seq_len_delta=0, bool zero_tail=False) -> ()");
+  m.def(
+      "kv_read_token_stream("
+      "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor indptr, "
+      "Tensor(a!) out, int page_size, Tensor? v2p=None, Tensor? kv_start_idx=None, "
+      "int seq_len_delta=0) -> ()");
 }
 
 #define SGL_META_IMPL_ALL(m)                                       \
@@ -62,7 +73,9 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
          TORCH_BOX(&sgl_meta::build_trtllm_mha_page_table));       \
   m.impl("fused_metadata_copy", TORCH_BOX(&sgl_meta::fused_metadata_copy)); \
   m.impl("fused_metadata_copy_multi",                              \
-         TORCH_BOX(&sgl_meta::fused_metadata_copy_multi));
+         TORCH_BOX(&sgl_meta::fused_metadata_copy_multi));         \
+  m.impl("kv_read_page_table", TORCH_BOX(&sgl_meta::kv_read_page_table)); \
+  m.impl("kv_read_token_stream", TORCH_BOX(&sgl_meta::kv_read_token_stream));
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_meta, CPU, m) { SGL_META_IMPL_ALL(m) }
 

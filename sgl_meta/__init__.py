@@ -19,6 +19,12 @@ from .dsa_copy import (
     fused_metadata_copy_multi,
     fused_metadata_copy_multi_cuda,
 )
+from .kv_read_table import (
+    build_kv_read_table,
+    build_kv_read_table_packed,
+    kv_read_page_table,
+    kv_read_token_stream,
+)
 from .trtllm_mha import (
     Q_MODE_CUMSUM,
     Q_MODE_NONE,
@@ -36,10 +42,14 @@ __all__ = [
     "Q_MODE_CUMSUM",
     "Q_MODE_NONE",
     "Q_MODE_STRIDED",
+    "build_kv_read_table",
+    "build_kv_read_table_packed",
     "build_trtllm_mha_page_table",
     "fused_metadata_copy",
     "fused_metadata_copy_cuda",
     "fused_metadata_copy_multi",
     "fused_metadata_copy_multi_cuda",
+    "kv_read_page_table",
+    "kv_read_token_stream",
     "update_trtllm_mha_graph_metadata",
 ]
