@@ -201,6 +201,12 @@ def _is_tensor(x) -> bool:
     return isinstance(x, torch.Tensor)
 
 
+def _ints(*xs) -> bool:
+    """Python (or, under torch.compile, symbolic) ints: the drop-ins' own
+    checks only run on those; anything else goes to the op's named error."""
+    return all(isinstance(x, (int, torch.SymInt)) and not isinstance(x, bool) for x in xs)
+
+
 def _as_dropin_error(err: Exception, inner: str, outer: str, args: dict, required: tuple):
     """Error path only: name the function the caller called (``outer``), not the
     op it forwards to, and a required tensor passed as None."""
@@ -237,7 +243,7 @@ def build_kv_read_table(
     ``build_kv_read_table``.
     """
     op = "build_kv_read_table"
-    if _is_tensor(req_to_token) and req_to_token.dim() == 2 and max_pages > 0:
+    if _is_tensor(req_to_token) and req_to_token.dim() == 2 and _ints(page_size, max_pages) and max_pages > 0:
         if (max_pages - 1) * page_size >= req_to_token.shape[1]:
             raise ValueError(
                 f"sgl_meta.{op}: max_pages = {max_pages} x page_size = {page_size} exceeds "
@@ -278,6 +284,8 @@ def build_kv_read_table_packed(
     ``build_kv_read_table_packed``.
     """
     op = "build_kv_read_table_packed"
+    if not _ints(max_tokens):
+        raise TypeError(f"sgl_meta.{op}: max_tokens must be an int, got {type(max_tokens).__name__}")
     if _is_tensor(out) and (out.dim() != 1 or out.numel() < max_tokens or max_tokens < 0):
         raise ValueError(f"sgl_meta.{op}: out {tuple(out.shape)} cannot hold max_tokens = {max_tokens}")
     if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_tokens == 0):

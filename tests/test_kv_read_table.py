@@ -168,6 +168,14 @@ def test_v2p_shorter_than_pages_read(device):
         sgl_meta.kv_read_token_stream(req_to_token=r2t, req_pool_indices=idx, seq_lens=lens,
                                       indptr=torch.tensor([0, 8]), out=stream, page_size=2, v2p=torch.arange(3))
     assert bool((stream == 7).all())
+    # An empty v2p still translates (an empty tensor has no data pointer: it
+    # once read as "no v2p"); with nothing live it is not an error.
+    with pytest.raises(RuntimeError, match=r"outside v2p \(v2p.numel\(\) = 0\)"):
+        sgl_meta.kv_read_page_table(req_to_token=r2t, req_pool_indices=idx, seq_lens=lens, out=out,
+                                    page_size=2, max_pages=4, v2p=torch.arange(0))
+    sgl_meta.kv_read_page_table(req_to_token=r2t, req_pool_indices=idx, seq_lens=lens * 0, out=out,
+                                page_size=2, max_pages=4, v2p=torch.arange(0))
+    assert bool((out == 7).all())
 
 
 def test_flashmla_block_table(gen, device):

@@ -39,6 +39,7 @@ KvReadSource checked_source(const ArgChecker& check, const Tensor& req_to_token,
   s.seq_lens = index_array_of(seq_lens);
   if (kv_start_idx) s.kv_start_idx = index_array_of(*kv_start_idx);
   if (v2p) {
+    s.translate = true;
     s.v2p = v2p->const_data_ptr<int64_t>();
     s.v2p_size = v2p->size(0);
   }

@@ -46,7 +46,7 @@ int64_t checked_entry(const char* op, const KvReadSource& s, const Row& r, int64
                       int64_t col) {
   const int32_t slot = r.in[col];
   const int64_t vpage = virtual_page(s, slot);
-  if (s.v2p == nullptr) return vpage;
+  if (!s.translate) return vpage;
   if (vpage >= s.v2p_size)
     fail(op, "req_to_token[", r.req, ", ", col, "] = ", slot, " (row ", b,
          ") reads virtual page ", vpage, ", outside v2p (v2p.numel() = ", s.v2p_size, ")");

@@ -139,7 +139,7 @@ __device__ __forceinline__ void page_step(const KvReadPageTableParams& p, const 
 #pragma unroll
   for (int k = 0; k < kColsPerThread; ++k) entry[k] = virtual_page(s, slot[k]);
   bool bad = false;
-  if (s.v2p != nullptr) {
+  if (s.translate) {
     // Second-level gather, issued for all columns before any is used.
 #pragma unroll
     for (int k = 0; k < kColsPerThread; ++k) {
@@ -329,8 +329,8 @@ __global__ void __launch_bounds__(kThreads)
     const int32_t slot = have ? load_ro(row_in + pg * ps) : 0;
     int64_t entry = virtual_page(s, slot);
     // A page outside v2p is not loaded; reported after the stores (see page_step).
-    const bool outside = s.v2p != nullptr && have && entry >= s.v2p_size;
-    if (s.v2p != nullptr) entry = have && !outside ? max_i64(load_ro(s.v2p + entry), 0) : 0;
+    const bool outside = s.translate && have && entry >= s.v2p_size;
+    if (s.translate) entry = have && !outside ? max_i64(load_ro(s.v2p + entry), 0) : 0;
     const bool big = have && entry > p.max_entry;
 
     // This chunk's ids: positions [pos_begin, pos_end) -> out[lo + pos - start];

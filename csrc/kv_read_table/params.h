@@ -61,7 +61,10 @@ struct KvReadSource {
   IndexArray req_pool_indices;            // [bs]
   IndexArray seq_lens;                    // [>= bs], tokens
   IndexArray kv_start_idx;                // [>= bs] or absent (0)
-  const int64_t* v2p = nullptr;           // [v2p_size] or null (no translation)
+  // Translation through v2p iff `translate` (an empty v2p has no data pointer
+  // but still translates: every live read is then outside it).
+  bool translate = false;
+  const int64_t* v2p = nullptr;  // [v2p_size]
   int64_t v2p_size = 0;
   int64_t bs = 0;
   int64_t seq_len_delta = 0;  // added to every seq_lens value (int32 range)

@@ -40,9 +40,10 @@ def _register_optional_bases():
     # Strategy modules of ops built on other branches add their base calls
     # here (they import nothing from sgl_meta that may be missing).
     import st_dsa_metadata_copy
+    import st_kv_read_table
     import st_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy):
+    for module in (st_page_table, st_dsa_metadata_copy, st_kv_read_table):
         BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
 
 
@@ -158,9 +159,10 @@ ROWS: list[Row] = list(TRTLLM_ROWS)
 
 def _register_optional_rows():
     import st_dsa_metadata_copy
+    import st_kv_read_table
     import st_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy):
+    for module in (st_page_table, st_dsa_metadata_copy, st_kv_read_table):
         ROWS.extend(getattr(module, "BAD_INPUT_ROWS", []))
 
 
