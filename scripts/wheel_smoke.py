@@ -125,6 +125,40 @@ def _dsa_copy_sets(gen, k_sets):
     return inputs, outputs, scalars
 
 
+def _kv_read_common(gen):
+    """A unified pool: virtual ids with -1 slots, a shuffled v2p with a freed (-1) row."""
+    bs, page_size, pool, context = 3, 4, 4, 22
+
+    def ints(low, high, shape, dtype):
+        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+
+    v2p = torch.randperm(24, generator=gen)[:12]
+    v2p[5] = -1
+    inputs = dict(
+        req_to_token=ints(-1, 12 * page_size, (pool, context), torch.int32),
+        req_pool_indices=ints(0, pool, (bs,), torch.int64),
+        seq_lens=ints(0, context + 6, (bs,), torch.int32),
+        v2p=v2p,
+        kv_start_idx=ints(0, 5, (bs,), torch.int64),
+    )
+    return inputs, bs, page_size, context
+
+
+def _kv_read_page_table_example(gen):
+    """Rows widened by seq_len_delta (some past max_pages), zero_tail, windows."""
+    inputs, bs, page_size, _ = _kv_read_common(gen)
+    outputs = dict(out=_poison((bs + 1, 8), torch.int32, gen))
+    return inputs, outputs, dict(page_size=page_size, max_pages=6, seq_len_delta=2, zero_tail=True)
+
+
+def _kv_read_token_stream_example(gen):
+    """CSR rows with gaps at an odd offset, int64 ids."""
+    inputs, bs, page_size, context = _kv_read_common(gen)
+    inputs["indptr"] = torch.arange(bs + 1, dtype=torch.int32) * (context + 1) + 1
+    outputs = dict(out=_poison(((context + 1) * bs + 3,), torch.int64, gen))
+    return inputs, outputs, dict(page_size=page_size)
+
+
 # op name -> fn(generator) -> (input tensors, poisoned output tensors -- or lists
 # of them for a multi-destination op --, scalars), all on CPU. Add one per new op.
 EXAMPLES = {
@@ -132,6 +166,8 @@ EXAMPLES = {
     "build_trtllm_mha_page_table": _page_table_example,
     "fused_metadata_copy": lambda gen: _dsa_copy_sets(gen, None),
     "fused_metadata_copy_multi": lambda gen: _dsa_copy_sets(gen, 2),
+    "kv_read_page_table": _kv_read_page_table_example,
+    "kv_read_token_stream": _kv_read_token_stream_example,
 }
 
 
