@@ -87,23 +87,26 @@ def kv_read_token_stream(
     kv_start_idx: Optional[torch.Tensor] = None,
     seq_len_delta: int = 0,
 ) -> None:
-    """Eager reference of :func:`sgl_meta.kv_read_token_stream`: every row's
-    tokens over a static ``[bs, T]`` grid (``T = min(req_to_token.size(1),
-    out.numel())`` bounds any valid row), then one scatter into ``out``
-    through a spare element that takes the dead positions."""
+    """Eager reference of :func:`sgl_meta.kv_read_token_stream`, computed per
+    element of ``out``: element ``j`` belongs to the last row ``b`` with
+    ``indptr[b] <= j`` (``searchsorted``; the contract makes ``indptr``
+    non-decreasing), token ``i = j - indptr[b]``, written when ``i < n_b``.
+    Elementwise over ``out.numel()``, so its cost follows the stream's
+    capacity, not ``bs * max_context_len``."""
     bs, req, start, lens, left = _window(req_to_token, req_pool_indices, seq_lens, kv_start_idx, seq_len_delta)
-    width = min(req_to_token.shape[1], out.numel())
-    if bs == 0 or width == 0:
+    cap = out.numel()
+    if bs == 0 or cap == 0 or req_to_token.shape[1] == 0:  # (no row, no room, or no token to read)
         return
     n = torch.minimum(lens, left)
-    i = torch.arange(width, device=req_to_token.device)
-    live = i[None, :] < n[:, None]
-    pos = torch.where(live, start[:, None] + i[None, :], torch.zeros_like(live, dtype=torch.int64))
+    ptr = indptr[: bs + 1].long()
+    j = torch.arange(cap, device=out.device)
+    row = torch.searchsorted(ptr[1:], j, right=True)
+    in_batch = row < bs
+    row = row.clamp(max=bs - 1)
+    i = j - ptr[row]
+    live = in_batch & (i >= 0) & (i < n[row])
+    pos = torch.where(live, start[row] + i, torch.zeros_like(i))
     page = torch.floor_divide(pos, page_size)
-    slots = req_to_token[req[:, None], page * page_size]
+    slots = req_to_token[req[row], page * page_size]
     ids = _entries(slots, live, page_size, v2p) * page_size + (pos - page * page_size)
-    spare = out.numel()
-    target = torch.where(live, indptr[:bs].long()[:, None] + i[None, :], torch.full_like(pos, spare))
-    staged = torch.cat([out, out.new_zeros(1)])
-    staged.scatter_(0, target.flatten(), ids.to(out.dtype).flatten())
-    out.copy_(staged[:spare])
+    out.copy_(torch.where(live, ids.to(out.dtype), out))
