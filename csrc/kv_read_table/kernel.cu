@@ -22,6 +22,7 @@
 // page, contiguous in out) with 16-byte vector stores, each id taking its
 // page's entry from the owning lane by a shuffle.
 #include <climits>
+#include <type_traits>
 
 #include "common/cuda_utils.cuh"
 #include "kv_read_table/params.h"
@@ -45,14 +46,11 @@ constexpr int64_t kSmallPage = (INT32_MAX - 1024) / kPagesPerChunk;
 #define PAGE_OP "kv_read_page_table"
 #define STREAM_OP "kv_read_token_stream"
 
-struct RowScalars {
-  int64_t req;
-  int64_t seq;
-  int64_t start;
-};
-
-// Failure paths, out of line: the hot code only tests and branches (an
-// inlined printf costs registers and a stack frame in every kernel).
+// Failure paths, out of line and each followed by a return: a call that the
+// hot code survives would keep every value live across it (callee-saved
+// registers, stack) and cost the common path occupancy; one after which the
+// thread only returns keeps nothing. They run only once a check has failed
+// (the named flags are false), print the value and trip the assert.
 template <bool kStream>
 __device__ __noinline__ void fail_row(const KvReadSource& s, uint32_t row, int64_t req,
                                       int64_t start) {
@@ -75,19 +73,6 @@ __device__ __noinline__ void fail_row(const KvReadSource& s, uint32_t row, int64
   }
 }
 
-// Row b's scalars, loaded before any is used (one latency, not three). Every
-// block checks them, live or not, so a bad index fails whatever the lengths
-// (the CPU kernels check every row too). The named flags put the argument in
-// the assert text itself, not only in the printf above it.
-template <bool kStream>
-__device__ __forceinline__ RowScalars load_row(const KvReadSource& s, uint32_t row) {
-  const int64_t req = s.req_pool_indices[row];
-  const int64_t seq = s.seq_lens[row];
-  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
-  if (req < 0 || req >= s.pool_size || start < 0) fail_row<kStream>(s, row, req, start);
-  return {req, seq, start};
-}
-
 template <bool kStream>
 __device__ __noinline__ void fail_v2p(const KvReadSource& s, int64_t req, int64_t col,
                                       int32_t slot, int64_t vpage, uint32_t row) {
@@ -107,25 +92,33 @@ __device__ __noinline__ void fail_v2p(const KvReadSource& s, int64_t req, int64_
   }
 }
 
-// (Returns when the entry fits.)
-__device__ __noinline__ void fail_page_entry(int64_t vpage, int64_t entry, uint32_t row,
-                                             int64_t col) {
+// ---- page table ---------------------------------------------------------------
+
+// Column `c` of row `row` failed a check: find out which and report it.
+__device__ __noinline__ void fail_page_column(const KvReadPageTableParams& p, uint32_t row,
+                                              int64_t req, int64_t start, int64_t c) {
+  const KvReadSource& s = p.src;
+  const int64_t col = start + c * s.page_size;
+  const int32_t slot = s.req_to_token[req * s.req_to_token_stride + col];
+  const int64_t vpage = virtual_page(s, slot);
+  if (vpage >= s.v2p_size) {
+    fail_v2p<false>(s, req, col, slot, vpage, row);
+    return;
+  }
+  const int64_t entry = max_i64(s.v2p[vpage], 0);
   const bool v2p_entry_fits_int32_out = entry <= INT32_MAX;
   SGL_DEVICE_CHECK(v2p_entry_fits_int32_out,
                    PAGE_OP ": v2p[%lld] = %lld does not fit the int32 out (row %u, column %lld)",
-                   (long long)vpage, (long long)entry, row, (long long)col);
+                   (long long)vpage, (long long)entry, row, (long long)c);
 }
 
-// ---- page table ---------------------------------------------------------------
-
 // One 512-column step of a row: columns [begin, begin + 512) below `limit`;
-// those below `n` get their entry, the rest (zero_tail) the sink 0. A virtual
-// page outside v2p is never loaded; it is reported after the stores, where few
-// values are live (a failure call inside the gather would hold every in-flight
-// value across it and double the registers).
-__device__ __forceinline__ void page_step(const KvReadPageTableParams& p, const RowScalars& r,
-                                          const int32_t* row_in, int32_t* out, uint32_t row,
-                                          int64_t begin, int64_t n, int64_t limit) {
+// those below `n` get their entry, the rest (zero_tail) the sink 0. Returns
+// the first column that failed a check (its virtual page outside v2p: never
+// loaded; or an entry past int32), else -1.
+__device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
+                                             const int32_t* row_in, int32_t* out,
+                                             int64_t begin, int64_t n, int64_t limit) {
   const KvReadSource& s = p.src;
   const int64_t c0 = begin + threadIdx.x;
   const int64_t step = s.page_size;
@@ -138,18 +131,20 @@ __device__ __forceinline__ void page_step(const KvReadPageTableParams& p, const 
   int64_t entry[kColsPerThread];
 #pragma unroll
   for (int k = 0; k < kColsPerThread; ++k) entry[k] = virtual_page(s, slot[k]);
-  bool bad = false;
+  int bad = -1;
   if (s.translate) {
     // Second-level gather, issued for all columns before any is used.
 #pragma unroll
-    for (int k = 0; k < kColsPerThread; ++k) {
+    for (int k = kColsPerThread - 1; k >= 0; --k) {
       const bool live = c0 + k * kThreads < n;
       const bool inside = entry[k] < s.v2p_size;
-      bad |= live && !inside;
+      if (live && !inside) bad = k;
       entry[k] = live && inside ? max_i64(load_ro(s.v2p + entry[k]), 0) : 0;
     }
 #pragma unroll
-    for (int k = 0; k < kColsPerThread; ++k) bad |= entry[k] > INT32_MAX;
+    for (int k = kColsPerThread - 1; k >= 0; --k)
+      if (entry[k] > INT32_MAX && (bad < 0 || k < bad)) bad = k;
+    if (bad >= 0) return c0 + bad * kThreads;
   }
 #pragma unroll
   for (int k = 0; k < kColsPerThread; ++k) {
@@ -159,34 +154,40 @@ __device__ __forceinline__ void page_step(const KvReadPageTableParams& p, const 
     else if (c < limit)
       out[c] = 0;
   }
-  if (bad) {  // cold: find the column again and report it
-#pragma unroll 1
-    for (int k = 0; k < kColsPerThread; ++k) {
-      const int64_t c = c0 + k * kThreads;
-      if (c >= n) continue;
-      const int32_t sl = row_in[c * step];
-      const int64_t vpage = virtual_page(s, sl);
-      if (vpage >= s.v2p_size) fail_v2p<false>(s, r.req, r.start + c * step, sl, vpage, row);
-      fail_page_entry(vpage, max_i64(s.v2p[vpage], 0), row, c);
-    }
-  }
+  return -1;
 }
 
 __global__ void __launch_bounds__(kThreads)
     kv_read_page_table_kernel(const __grid_constant__ KvReadPageTableParams p,
                               uint32_t blocks_per_row) {
+  const KvReadSource& s = p.src;
   const uint32_t row = blockIdx.x / blocks_per_row;
   const uint32_t first_step = blockIdx.x - row * blocks_per_row;
-  const RowScalars r = load_row<false>(p.src, row);
-  const int64_t n = live_columns(p, r.seq, r.start);
+  // Row scalars, loaded before any is used (one latency, not three). Every
+  // block checks them, live or not, so a bad index fails whatever the
+  // lengths (the CPU kernel checks every row too).
+  const int64_t req = s.req_pool_indices[row];
+  const int64_t seq = s.seq_lens[row];
+  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  if (req < 0 || req >= s.pool_size || start < 0) {
+    fail_row<false>(s, row, req, start);
+    return;
+  }
+  const int64_t n = live_columns(p, seq, start);
   const int64_t limit = p.zero_tail ? p.max_pages : n;
   int64_t begin = first_step * kColsPerBlock;
   if (begin >= limit) return;  // past the row's live columns: nothing to do
 
-  const int32_t* row_in = p.src.req_to_token + r.req * p.src.req_to_token_stride + r.start;
+  const int32_t* row_in = s.req_to_token + req * s.req_to_token_stride + start;
   int32_t* out = p.out + row * p.out_stride;
   const int64_t stride = static_cast<int64_t>(blocks_per_row) * kColsPerBlock;
-  for (; begin < limit; begin += stride) page_step(p, r, row_in, out, row, begin, n, limit);
+  for (; begin < limit; begin += stride) {
+    const int64_t bad = page_step(p, row_in, out, begin, n, limit);
+    if (bad >= 0) {
+      fail_page_column(p, row, req, start, bad);
+      return;
+    }
+  }
 }
 
 // ---- token stream ---------------------------------------------------------------
@@ -218,73 +219,88 @@ __device__ __noinline__ void fail_csr(const KvReadTokenStreamParams& p, uint32_t
                    row, (long long)n, (long long)lo, (long long)hi, (long long)p.out_size);
 }
 
-// Row b's CSR slot, checked by every block of the row: [lo, lo + n) must lie
-// inside [lo, hi) and inside out, with 0 <= lo <= hi (so no two rows overlap).
-__device__ __forceinline__ void check_csr(const KvReadTokenStreamParams& p, uint32_t row,
-                                          int64_t lo, int64_t hi, int64_t n) {
-  const bool ok = lo >= 0 && hi >= lo && (n == 0 || (n <= hi - lo && lo <= p.out_size - n));
-  if (!ok) fail_csr(p, row, lo, hi, n);
+// entry * page_size + off <= out_max, without overflow and without a divide.
+__device__ __forceinline__ bool id_fits(int64_t entry, int64_t page_size, int64_t off,
+                                        int64_t out_max) {
+  if (off > out_max) return false;
+  const auto e = static_cast<unsigned long long>(entry);
+  const auto ps = static_cast<unsigned long long>(page_size);
+  return __umul64hi(e, ps) == 0 &&
+         e * ps <= static_cast<unsigned long long>(out_max - off);
 }
 
-__device__ __noinline__ void fail_stream_entry(const KvReadTokenStreamParams& p, int64_t entry,
-                                               int64_t off, uint32_t row) {
-  const bool token_id_fits_out =
-      off <= p.out_max && entry <= (p.out_max - off) / p.src.page_size;
+// Page `pg` of row `row` failed a check: its virtual page lies outside v2p, or
+// an id of it (entry * page_size + off_max at most) does not fit out.
+__device__ __noinline__ void fail_stream_page(const KvReadTokenStreamParams& p, uint32_t row,
+                                              int64_t req, int64_t pg, int32_t slot,
+                                              int64_t entry, int64_t off_max) {
+  const KvReadSource& s = p.src;
+  const int64_t vpage = virtual_page(s, slot);
+  if (s.translate && vpage >= s.v2p_size) {
+    fail_v2p<true>(s, req, pg * s.page_size, slot, vpage, row);
+    return;
+  }
+  const bool token_id_fits_out = id_fits(entry, s.page_size, off_max, p.out_max);
   SGL_DEVICE_CHECK(token_id_fits_out,
                    STREAM_OP ": page entry %lld of row %u: %lld * page_size + %lld does not "
                              "fit out (%s)",
-                   (long long)entry, row, (long long)entry, (long long)off,
+                   (long long)entry, row, (long long)entry, (long long)off_max,
                    p.out64 ? "int64" : "int32");
 }
 
-// Writes out[e] for e in [e_begin, e_end) of one chunk: the id of in-chunk
-// offset rel = e - e_chunk0 is (lane rel / page_size's entry) * page_size +
-// rel % page_size, the entry times page_size (`base`) taken from its lane by a
+// Writes one chunk's ids: in-chunk offsets rel in [rel_begin, rel_end)
+// (position pg0 * page_size + rel) go to out[e_chunk0 + rel]. The id of rel is
+// (the entry of page rel / page_size) * page_size + rel % page_size, the entry
+// times page_size (`base`) taken from the lane that gathered that page by a
 // shuffle. 16-byte vector stores where a whole vector lies inside the range,
 // element stores at its two ends. Every lane runs the same trips (the
 // shuffles need the full warp).
+//
+// kSmall: offsets fit int32 (32 * page_size does), so the loop runs on 32-bit
+// offsets with the divide-free FastDivU32, and int32 ids shuffle one word.
 template <typename OutT, bool kSmall>
-__device__ __forceinline__ void write_chunk(OutT* out, int64_t align, int64_t e_begin,
-                                            int64_t e_end, int64_t e_chunk0, int64_t base,
+__device__ __forceinline__ void write_chunk(OutT* out, int64_t align, int64_t e_chunk0,
+                                            int64_t rel_begin, int64_t rel_end, int64_t base,
                                             const KvReadSource& s, int lane) {
   constexpr int V = Vec<OutT>::kN;
   using VecT = typename Vec<OutT>::type;
-  const int64_t e_first = e_begin - (e_begin + align) % V;  // vector-aligned
-  for (int64_t vb = e_first; vb < e_end; vb += 32 * V) {
-    const int64_t v0 = vb + lane * V;
+  using Off = typename std::conditional<kSmall, int32_t, int64_t>::type;
+  // Narrow ids shuffle one 32-bit word: an id that fits out has a base that does.
+  using Base = typename std::conditional<kSmall && sizeof(OutT) == 4, int32_t, long long>::type;
+  const Base my_base = static_cast<Base>(base);
+  // First vector-aligned offset at or below rel_begin: out[e] starts a vector
+  // iff (e + align) % V == 0.
+  const Off first = static_cast<Off>(rel_begin - (e_chunk0 + rel_begin + align) % V);
+  const Off end = static_cast<Off>(rel_end);
+  const Off lo = static_cast<Off>(rel_begin);
+  for (Off vb = first; vb < end; vb += 32 * V) {  // warp-uniform trips
+    const Off r0 = vb + lane * V;
     OutT vals[V];
     bool all_in = true;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      const int64_t e = v0 + k;
-      const bool in = e >= e_begin && e < e_end;
+      const Off r = r0 + k;
+      const bool in = r >= lo && r < end;
       all_in &= in;
-      int idx;
-      int64_t off;
-      if (kSmall) {
-        const int32_t rel = static_cast<int32_t>(e - e_chunk0);
-        const uint32_t q = in ? s.div.fast.div(static_cast<uint32_t>(rel)) : 0u;
-        idx = static_cast<int>(q);
-        off = rel - static_cast<int32_t>(q) * static_cast<int32_t>(s.page_size);
-      } else {
-        const int64_t rel = e - e_chunk0;
-        const int64_t q = in ? s.div.div(rel) : 0;
-        idx = static_cast<int>(q);
-        off = rel - q * s.page_size;
-      }
-      const long long b = __shfl_sync(kFullMask, static_cast<long long>(base), idx);
-      vals[k] = in ? static_cast<OutT>(b + off) : OutT(0);
+      Off q;
+      if (kSmall)
+        q = in ? static_cast<Off>(s.div.fast.div(static_cast<uint32_t>(r))) : 0;
+      else
+        q = in ? s.div.div(r) : 0;
+      const Base b = __shfl_sync(kFullMask, my_base, static_cast<int>(q));
+      vals[k] = static_cast<OutT>(b + (r - q * static_cast<Off>(s.page_size)));
     }
+    OutT* const dst = out + (e_chunk0 + r0);
     if (all_in) {
       VecT v;
       OutT* lanes = reinterpret_cast<OutT*>(&v);
 #pragma unroll
       for (int k = 0; k < V; ++k) lanes[k] = vals[k];
-      *reinterpret_cast<VecT*>(out + v0) = v;
+      *reinterpret_cast<VecT*>(dst) = v;
     } else {
 #pragma unroll
       for (int k = 0; k < V; ++k)
-        if (v0 + k >= e_begin && v0 + k < e_end) out[v0 + k] = vals[k];
+        if (r0 + k >= lo && r0 + k < end) dst[k] = vals[k];
     }
   }
 }
@@ -300,22 +316,34 @@ __global__ void __launch_bounds__(kThreads)
   const KvReadSource& s = p.src;
   const uint32_t row = blockIdx.x / blocks_per_row;
   const uint32_t blk = blockIdx.x - row * blocks_per_row;
+  // Row scalars (see the page-table kernel), and the row's CSR slot: every
+  // block of the row checks that [lo, lo + n) lies inside [lo, hi) and inside
+  // out, with 0 <= lo <= hi (so no two rows overlap).
   const int64_t lo = p.indptr[row];
   const int64_t hi = p.indptr[row + 1];
-  const RowScalars r = load_row<true>(s, row);
-  const int64_t n = live_tokens(s, r.seq, r.start);
-  check_csr(p, row, lo, hi, n);
+  const int64_t req = s.req_pool_indices[row];
+  const int64_t seq = s.seq_lens[row];
+  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  if (req < 0 || req >= s.pool_size || start < 0) {
+    fail_row<true>(s, row, req, start);
+    return;
+  }
+  const int64_t n = live_tokens(s, seq, start);
+  if (lo < 0 || hi < lo || (n > 0 && (n > hi - lo || lo > p.out_size - n))) {
+    fail_csr(p, row, lo, hi, n);
+    return;
+  }
   if (n == 0) return;
 
   const int64_t ps = s.page_size;
-  const int64_t first_page = s.div.div(r.start);
-  const int64_t last_page = s.div.div(r.start + n - 1);
+  const int64_t first_page = s.div.div(start);
+  const int64_t last_page = s.div.div(start + n - 1);
   const int64_t chunks = (last_page - first_page) / kPagesPerChunk + 1;
   const int lane = threadIdx.x & 31;
   int64_t ch = static_cast<int64_t>(blk) * kWarps + (threadIdx.x >> 5);
   if (ch >= chunks) return;  // whole warps leave together: the shuffles stay full-warp
 
-  const int32_t* row_in = s.req_to_token + r.req * s.req_to_token_stride;
+  const int32_t* row_in = s.req_to_token + req * s.req_to_token_stride;
   OutT* out = static_cast<OutT*>(p.out);
   // Element e of out starts a 16-byte vector iff (e + align) % V == 0.
   const int64_t align = static_cast<int64_t>((reinterpret_cast<uintptr_t>(out) / sizeof(OutT)) % V);
@@ -323,30 +351,31 @@ __global__ void __launch_bounds__(kThreads)
   for (; ch < chunks; ch += chunk_stride) {
     const int64_t pg0 = first_page + ch * kPagesPerChunk;
     const int64_t pg_last = min_i64(pg0 + kPagesPerChunk - 1, last_page);
-    // Lane j: page pg0 + j. Both gathers before any use.
+    // Lane j: page pg0 + j. Both gathers before any use; a virtual page
+    // outside v2p is never loaded.
     const int64_t pg = pg0 + lane;
     const bool have = pg <= pg_last;
     const int32_t slot = have ? load_ro(row_in + pg * ps) : 0;
     int64_t entry = virtual_page(s, slot);
-    // A page outside v2p is not loaded; reported after the stores (see page_step).
     const bool outside = s.translate && have && entry >= s.v2p_size;
     if (s.translate) entry = have && !outside ? max_i64(load_ro(s.v2p + entry), 0) : 0;
-    const bool big = have && entry > p.max_entry;
+    // The largest in-page offset this row uses of page pg.
+    const int64_t off_max = pg == last_page ? start + n - 1 - pg * ps : ps - 1;
+    const bool bad =
+        have && (outside || (entry > p.max_entry && !id_fits(entry, ps, off_max, p.out_max)));
+    if (__any_sync(kFullMask, bad)) {  // warp-uniform: no lane is left at a shuffle
+      if (bad) fail_stream_page(p, row, req, pg, slot, entry, off_max);
+      return;
+    }
 
     // This chunk's ids: positions [pos_begin, pos_end) -> out[lo + pos - start];
     // position pos is rel = pos - pg0 * page_size into the chunk.
-    const int64_t pos_begin = max_i64(r.start, pg0 * ps);
-    const int64_t pos_end = pg_last == last_page ? r.start + n : (pg_last + 1) * ps;
-    const int64_t e_chunk0 = lo + (pg0 * ps - r.start);  // out index of rel 0
-    const int64_t e_begin = lo + (pos_begin - r.start);
-    const int64_t e_end = lo + (pos_end - r.start);
-    write_chunk<OutT, kSmall>(out, align, e_begin, e_end, e_chunk0, entry * ps, s, lane);
-    if (outside || big) {  // cold
-      if (outside) fail_v2p<true>(s, r.req, pg * ps, slot, virtual_page(s, slot), row);
-      // Exact check with the largest in-page offset this row uses.
-      const int64_t last_pos = pg == last_page ? r.start + n - 1 : (pg + 1) * ps - 1;
-      fail_stream_entry(p, entry, last_pos - pg * ps, row);
-    }
+    const int64_t chunk_pos = pg0 * ps;
+    const int64_t pos_begin = max_i64(start, chunk_pos);
+    const int64_t pos_end = pg_last == last_page ? start + n : (pg_last + 1) * ps;
+    const int64_t e_chunk0 = lo + (chunk_pos - start);  // out index of rel 0
+    write_chunk<OutT, kSmall>(out, align, e_chunk0, pos_begin - chunk_pos, pos_end - chunk_pos,
+                              entry * ps, s, lane);
   }
 }
 
