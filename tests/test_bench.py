@@ -84,11 +84,12 @@ def test_emulated_graphs_all_workloads(tmp_path):
     mha = ["update_trtllm_mha_graph_metadata", "build_trtllm_mha_page_table"]
     assert ops == {
         "gpt-oss-120b": mha,
+        "gpt-oss-120b-unified": mha + ["kv_read_page_table", "kv_read_token_stream"],
         "llama-3.1-8b-p16": mha,
         "llama-3.1-8b-p64": mha,
         "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"],
     }
-    dsa = doc["presets"][3]["workloads"]
+    dsa = doc["presets"][4]["workloads"]
     assert dsa[0]["refreshes"] == ["target_verify", "draft_extend"]
     for p in doc["presets"]:
         for w in p["workloads"]:
@@ -114,12 +115,15 @@ def test_cuda_graph_path(tmp_path):
     doc = json.loads(path.read_text())
     assert doc["graph_mode"] == "cuda" and doc["environment"]["gpu"]
     for p in doc["presets"]:
-        assert p["graphs_captured"] == 2 * len(p["buckets"]) * len(p["workloads"])
+        assert p["graphs_captured"] == len(p["buckets"]) * sum(len(w["impls"]) for w in p["workloads"])
         for w in p["workloads"]:
-            for impl in ("fused", "ref"):
+            for impl in w["impls"]:
                 assert w["device_us_per_call"][impl]["median"] > 0
                 assert w["graph_replay_host_us"][impl]["median"] > 0
             assert w["steps_checked"] == 10
+    unified = {w["op"]: w for w in doc["presets"][1]["workloads"]}
+    for op in ("kv_read_page_table", "kv_read_token_stream"):  # the NVRTC bare gather ran and matched
+        assert unified[op]["impls"] == ["fused", "ref", "gather"], unified[op]["notes"]
     assert main([*args, "--preset", "gpt-oss-120b", "--corrupt-fused", "4"]) == 1
 
 
@@ -179,6 +183,62 @@ def test_trace_is_reproducible_and_consistent(spec):
         assert sa.seq_lens.tolist() == (sa.committed + (0 if spec else 1)).tolist()
     assert a.stats.finished > 0 and a.stats.admitted > a.stats.finished
     assert a.page_contiguity() < 0.2  # pages are scattered, not handed out in runs
+
+
+def test_unified_pool_workloads_and_baseline(tmp_path):
+    """Unified preset: the read-table workloads with the bare-gather baseline
+    (checked against the reference in graph mode, rows in the table), a
+    corrupted fused output still fails."""
+    code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b-unified", "--emulate-graphs", "--steps", "4")
+    assert code == 0
+    ws = {w["op"]: w for w in doc["presets"][0]["workloads"]}
+    table, stream = ws["kv_read_page_table"], ws["kv_read_token_stream"]
+    names = ["draft_decode_0", "draft_decode_1", "target_verify", "draft_extend"]
+    assert table["refreshes"] == [f"{n}.{k}" for n in names for k in ("full", "swa")]
+    for w in (table, stream):
+        assert w["impls"] == ["fused", "ref", "gather"] and w["steps_checked"] == 5
+        assert w["device_us_per_call"]["gather"]["median"] > 0
+    from sgl_meta.bench.report import table_rows
+
+    _, groups = table_rows(doc)
+    assert any(r[2] == "gather" and r[-2].startswith("fused/gather ") for g in groups for r in g)
+    code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b-unified", "--emulate-graphs", "--corrupt-fused", "2")
+    assert code == 1
+
+
+def test_unified_pool_compaction_moves_pages_not_req_to_token():
+    """v2p binds every live virtual page to its own physical page below the
+    watermark, unbinds freed ones (-1), and compaction changes v2p between steps
+    while req_to_token rows of running requests stay as they were."""
+    p = PRESETS["gpt-oss-120b-unified"].with_overrides(context_len=4096, kv_pool_tokens=200_000)
+    trace = ServingTrace(p, spec=True, max_bs=24, total_steps=150, seed=5, device=torch.device("cpu"))
+    pool = trace.unified
+    moved_steps = 0
+    prev_v2p, prev_rows = None, {}
+    for _ in range(150):
+        step = trace.next_step()
+        v2p = trace.v2p.clone()
+        rows = step.req_pool_indices.astype(np.int64)
+        live = np.concatenate([trace._pages[r, : trace._n_pages[r]] for r in rows])
+        phys = v2p[torch.from_numpy(live)]
+        assert bool((phys > 0).all()) and phys.unique().numel() == live.size  # bound, one to one
+        assert int(phys.max()) < pool.watermark
+        bound = (v2p >= 0).sum().item() - 1  # minus the padding page
+        assert bound == live.size and int(v2p[0]) == 0
+        # SWA: pages in the window are bound, evicted ones read -1.
+        swa = trace.swa_v2p[torch.from_numpy(live)]
+        assert bool(((swa > 0) | (swa == -1)).all())
+        if prev_v2p is not None:
+            kept = [r for r in rows if r in prev_rows]
+            for r in kept:  # req_to_token of a running request is never rewritten
+                n = prev_rows[r].numel()
+                assert torch.equal(trace.req_to_token[r, :n], prev_rows[r])
+            still = torch.from_numpy(live)
+            if bool((prev_v2p[still] != v2p[still]).any()):
+                moved_steps += 1
+        prev_v2p = v2p
+        prev_rows = {int(r): trace.req_to_token[r, : int(c)].clone() for r, c in zip(rows, step.committed)}
+    assert pool.moved > 0 and moved_steps > 0, "compaction never moved a live page"
 
 
 def test_trace_depends_on_seed():

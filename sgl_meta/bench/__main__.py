@@ -139,6 +139,9 @@ def main(argv=None) -> int:
         return 1
     doc["ok"] = True
 
+    for pr in doc["presets"]:
+        for w in pr["workloads"]:
+            notes += [f"{pr['preset']} / {w['label']}: {n}" for n in w.get("notes", ())]
     missing = sorted({op for pr in doc["presets"] for op in pr["ops_not_in_build"]})
     if missing:
         notes.append(f"Not in this build (their lines appear once merged): {', '.join(missing)}.")

@@ -3,8 +3,10 @@
 
 from .base import IMPLS, BenchContext, Workload
 from .dsa import DsaMetadataCopy, DsaMetadataCopyMulti
+from .kv_read import KvReadPageTable, KvReadTokenStream
 from .trtllm_mha import TrtllmMhaMetadata, TrtllmMhaPageTable
 
-REGISTRY = (TrtllmMhaMetadata, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti)
+REGISTRY = (TrtllmMhaMetadata, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti, KvReadPageTable,
+            KvReadTokenStream)
 
 __all__ = ["IMPLS", "REGISTRY", "BenchContext", "Workload"]
