@@ -224,6 +224,9 @@ def test_dropin_table_matches_general_op(gen, device):
     ret = sgl_meta.build_kv_read_table(**kw)
     assert ret is kw["out"]
     assert_buffers_equal(buf, want, "build_kv_read_table")
+    ref_buf = data.buffer.clone()
+    assert reference.build_kv_read_table(**{**kw, "out": data.out_view(ref_buf)}) is not None
+    assert_buffers_equal(ref_buf, want, "reference.build_kv_read_table")
 
 
 def test_dropin_packed_matches_general_op(gen, device):
@@ -236,6 +239,9 @@ def test_dropin_packed_matches_general_op(gen, device):
     ret = sgl_meta.build_kv_read_table_packed(**kw, max_tokens=buf.numel() - 2)
     assert ret is buf
     assert_buffers_equal(buf, want, "build_kv_read_table_packed")
+    ref_buf = data.buffer.clone()
+    reference.build_kv_read_table_packed(**{**kw, "out": ref_buf}, max_tokens=buf.numel() - 2)
+    assert_buffers_equal(ref_buf, want, "reference.build_kv_read_table_packed")
 
 
 def test_dropin_early_returns_and_upstream_checks(gen, device):

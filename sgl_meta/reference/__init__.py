@@ -8,10 +8,12 @@ One module per op family; every reference is importable from here.
 """
 
 from .dsa_copy import fused_metadata_copy, fused_metadata_copy_multi
-from .kv_read_table import kv_read_page_table, kv_read_token_stream
+from .kv_read_table import build_kv_read_table, build_kv_read_table_packed, kv_read_page_table, kv_read_token_stream
 from .trtllm_mha import build_trtllm_mha_page_table, update_trtllm_mha_graph_metadata
 
 __all__ = [
+    "build_kv_read_table",
+    "build_kv_read_table_packed",
     "build_trtllm_mha_page_table",
     "fused_metadata_copy",
     "fused_metadata_copy_multi",
