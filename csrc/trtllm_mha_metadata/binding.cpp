@@ -123,9 +123,8 @@ void update_trtllm_mha_graph_metadata(
   p.q_mode = static_cast<int>(q_mode);
   p.live_pages_only = live_pages_only;
 
-  run_on_device(
-      check, dev, [&] { update_trtllm_mha_metadata_cpu(p); },
-      SGL_CUDA_ONLY([&](void* stream) { return update_trtllm_mha_metadata_cuda(p, stream); }));
+  run_on_device(check, dev, p, &update_trtllm_mha_metadata_cpu,
+                SGL_CUDA_ONLY(&update_trtllm_mha_metadata_cuda));
 }
 
 }  // namespace sgl_meta

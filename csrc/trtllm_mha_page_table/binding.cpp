@@ -67,9 +67,8 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
   p.max_pages = width < row_pages ? width : row_pages;
   p.page = PageDivisor::make(page_size);
 
-  run_on_device(
-      check, dev, [&] { build_trtllm_mha_page_table_cpu(p); },
-      SGL_CUDA_ONLY([&](void* stream) { return build_trtllm_mha_page_table_cuda(p, stream); }));
+  run_on_device(check, dev, p, &build_trtllm_mha_page_table_cpu,
+                SGL_CUDA_ONLY(&build_trtllm_mha_page_table_cuda));
 }
 
 }  // namespace sgl_meta
