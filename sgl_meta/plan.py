@@ -55,12 +55,14 @@ _lib.sgl_meta_plan_end.restype = ctypes.c_void_p
 _lib.sgl_meta_plan_end.argtypes = []
 _lib.sgl_meta_plan_size.restype = ctypes.c_int64
 _lib.sgl_meta_plan_size.argtypes = [ctypes.c_void_p]
-_lib.sgl_meta_plan_launch.restype = ctypes.c_int
-_lib.sgl_meta_plan_launch.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+# The hot call: no argtypes (ctypes then skips its per-argument converters,
+# ~1 us) and every argument a prebuilt ctypes object (Plan.__init__).
+_launch = ctypes.CDLL(_C.__file__).sgl_meta_plan_launch
+_launch.restype = ctypes.c_int
 _lib.sgl_meta_plan_free.restype = None
 _lib.sgl_meta_plan_free.argtypes = [ctypes.c_void_p]
 
-_ERR_LEN = 1024
+_ERR_LEN = ctypes.c_size_t(1024)
 
 
 def _tensors(name: str, value: Any):
@@ -85,8 +87,8 @@ class Plan:
     def __init__(self, op_name: str, handle: int, bound: list):
         self.op_name = op_name
         self._handle = ctypes.c_void_p(handle)
-        self._launch = _lib.sgl_meta_plan_launch
-        self._err = ctypes.create_string_buffer(_ERR_LEN)
+        self._launch = _launch
+        self._err = ctypes.create_string_buffer(_ERR_LEN.value)
         # (name, tensor, data_ptr at bind time); the storages keep the memory
         # alive even if the tensors are later re-pointed.
         self._bound = bound
@@ -100,10 +102,13 @@ class Plan:
         if self._check:
             self.check()
         if self._launch(self._handle, self._err, _ERR_LEN):
-            msg = self._err.value.decode(errors="replace")
-            if not msg.startswith("sgl_meta."):
-                msg = f"sgl_meta.{self.op_name} (bound call): {msg}"
-            raise RuntimeError(msg)
+            self._raise()
+
+    def _raise(self) -> None:
+        msg = self._err.value.decode(errors="replace")
+        if not msg.startswith("sgl_meta."):
+            msg = f"sgl_meta.{self.op_name} (bound call): {msg}"
+        raise RuntimeError(msg)
 
     def check(self) -> None:
         """Raise if a bound tensor no longer points at the memory the plan uses."""
