@@ -1,8 +1,8 @@
 """The ``--upstream`` mode: find SGLang, cold start, then every row; the JSON section.
 
 Rows for ops that have not landed in ``sgl_meta`` yet (the DSA generators, the KV
-read tables) are listed as skipped with the reason and appear by themselves
-once the function exists. A missing piece upstream (no sglang, no GPU, no
+read tables) are listed as skipped ("not in this build yet") and appear by
+themselves once the function exists. A missing piece upstream (no sglang, no GPU, no
 triton, no tvm-ffi, ...) skips the rows that need it, said plainly; the rest of
 the run carries on.
 """
@@ -39,7 +39,7 @@ def why_skipped(spec: RowSpec, probe: loader.Probe, kernels: Optional[loader.Ker
         return "; ".join(dict.fromkeys(missing))
     absent = [fn for fn in spec.ours if not hasattr(sgl_meta, fn)]
     if absent:
-        return f"sgl_meta.{', sgl_meta.'.join(absent)} not in this build (the row appears once it lands)"
+        return f"sgl_meta.{', sgl_meta.'.join(absent)} not in this build yet"
     if kernels is not None:
         gone = [fn for fn in spec.upstream if not kernels.has(fn)]
         if gone:

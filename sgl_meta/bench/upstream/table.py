@@ -203,8 +203,15 @@ def write_markdown(path: str, doc: dict) -> None:
     p.write_text(markdown(doc))
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m sgl_meta.bench.upstream.table BENCH.json")
-    with open(sys.argv[1]) as fh:
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m sgl_meta.bench.upstream.table BENCH.json", file=sys.stderr)
+        return 2
+    with open(argv[0]) as fh:
         sys.stdout.write(markdown(json.load(fh)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
