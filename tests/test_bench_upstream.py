@@ -21,7 +21,7 @@ import sgl_meta
 from sgl_meta import reference
 from sgl_meta.bench import main
 from sgl_meta.bench.report import write_json
-from sgl_meta.bench.upstream import loader, rows_dsa, rows_mha
+from sgl_meta.bench.upstream import loader, rows_dsa, rows_kv, rows_mha
 from sgl_meta.bench.upstream.fixtures import Context, RowSpec
 from sgl_meta.bench.upstream.measure import check_row
 from sgl_meta.bench.upstream.run import ROW_SPECS, problems, why_skipped
@@ -221,6 +221,14 @@ class FakeUpstream:
         lists = {k: (None if all(t is None for t in v) else v) for k, v in lists.items()}
         reference.fused_metadata_copy_multi(**kw, **lists)
 
+    def build_kv_read_table(self, **kw):
+        self._bind("build_kv_read_table", kw)
+        emulate_kv_read(**kw)
+
+    def build_kv_read_table_packed(self, **kw):
+        self._bind("build_kv_read_table_packed", kw)
+        emulate_kv_read(**kw)
+
     def fused_dsa_decode_metadata(self, **kw):
         self._bind("fused_dsa_decode_metadata", kw)
         emulate_dsa_generator(0, block=128, **kw)
@@ -228,6 +236,24 @@ class FakeUpstream:
     def fused_dsa_target_verify_metadata(self, **kw):
         self._bind("fused_dsa_target_verify_metadata", kw)
         emulate_dsa_generator(1, block=128, **kw)
+
+
+def emulate_kv_read(*, req_to_token, req_pool_indices, seq_lens, v2p, page_size, out, max_pages=None,
+                    indptr=None, max_tokens=None, seq_len_delta=0, zero_tail=False, kv_start_idx=None):
+    """The read tables' values (SPEC section 6) in torch: page table or token stream."""
+    ps = page_size
+    for b in range(req_pool_indices.numel()):
+        row = req_to_token[int(req_pool_indices[b])]
+        n = int(seq_lens[b]) + seq_len_delta
+        pos = torch.arange(n) if indptr is not None else torch.arange(min(-(-n // ps), max_pages)) * ps
+        tok = row[torch.div(pos, ps, rounding_mode="floor") * ps].to(torch.int64)
+        entry = v2p[torch.where(tok < 0, 0, torch.div(tok, ps, rounding_mode="floor"))].clamp(min=0)
+        if indptr is not None:
+            start = int(indptr[b])
+            out[start : start + n] = (entry * ps + pos % ps).to(out.dtype)
+        else:
+            out[b, : pos.numel()] = entry.to(out.dtype)
+    return out
 
 
 def emulate_dsa_generator(mode, *, block, seq_lens, req_pool_indices, req_to_token, cache_seqlens, cu_seqlens_k,
@@ -281,11 +307,15 @@ def small_shapes(monkeypatch):
     for mode, name in rows_dsa.GEN.items():
         if not hasattr(sgl_meta, name):
             monkeypatch.setattr(sgl_meta, name, functools.partial(emulate_dsa_generator, mode, block=1), raising=False)
+    monkeypatch.setattr(rows_kv, "PAGES", 16)
+    for name in (rows_kv.TABLE, rows_kv.PACKED):  # likewise the read tables
+        if not hasattr(sgl_meta, name):
+            monkeypatch.setattr(sgl_meta, name, emulate_kv_read, raising=False)
 
 
 GEN_ON_CPU = ("DSA generate decode bs1, K=1", "DSA generate decode bs64, K=2", "DSA generate decode bs64, K=5",
               "DSA generate verify bs64 x 4, K=1")  # K < 3, K >= 3 with a remainder, verify
-CPU_ROWS = [s for s in ROW_SPECS if s.group in ("mha", "dsa copy") or s.name in GEN_ON_CPU]
+CPU_ROWS = [s for s in ROW_SPECS if s.group in ("mha", "dsa copy", "kv read") or s.name in GEN_ON_CPU]
 
 
 @pytest.mark.parametrize("spec", CPU_ROWS, ids=[s.name for s in CPU_ROWS])
@@ -470,27 +500,25 @@ def test_whole_mode_emulated_on_cpu(tmp_path, monkeypatch, small_shapes, capsys)
     monkeypatch.setattr(measure, "HOST_PER_ROUND", 4)
     monkeypatch.setattr(measure, "DEVICE_REPLAYS", 2)
 
-    # One row of each group that can run here (CPU time), plus one that cannot.
+    # One row of each group (CPU time).
     specs = [s for s in ROW_SPECS if s.name in (
         "update bs1", "page-table builder bs1", "DSA copy verify bs64 x 4", "DSA generate decode bs1, K=5",
         "KV read table bs256 x 2048 pages of 64 (v2p)")]
     monkeypatch.setattr(run, "ROW_SPECS", specs)
     up = run.run_upstream(str(site), torch.device("cpu"), buckets=[1, 2], log=lambda msg: None)
     assert up["available"] and up["ok"], problems(up)
-    assert [r["case"] for r in up["rows"]] == [s.name for s in specs[:4]]
+    assert [r["case"] for r in up["rows"]] == [s.name for s in specs]
     for r in up["rows"]:
         assert {"upstream", "ours"} <= set(r["impls"]) and r["ok"] and not r["checks"]["graph"]
         assert r["ratio_ours_upstream"]["host"] > 0 and r["impls"]["ours"]["launch_us"]["median"] > 0
     assert up["rows"][3]["impls"]["ours"]["calls"] == 5 and up["rows"][3]["impls"]["upstream"]["calls"] == 1
-    if not hasattr(sgl_meta, "build_kv_read_table"):
-        assert up["skipped_rows"] == [{"case": specs[4].name,
-                                       "reason": "sgl_meta.build_kv_read_table not in this build yet"}]
+    assert up["skipped_rows"] == []
     cold = {c["name"]: c for c in up["cold_start"]}
     mha = cold["TRT-LLM MHA update, EAGLE step (2 draft decodes, verify, draft extend; SWA)"]
     assert mha["calls_per_bucket"] == 4 and mha["upstream"]["cold_s"] > 0 and mha["ours"]["cold_s"] > 0
     assert cold["DSA copy (decode, verify, multi K=3)"]["calls_per_bucket"] == 3
     assert cold["DSA generators (decode + verify)"]["calls_per_bucket"] == 2
-    assert "upstream not loaded" in cold["KV read table (v2p)"]["skipped"]
+    assert cold["KV read table (v2p)"]["calls_per_bucket"] == 1
     md = markdown({"environment": {}, "upstream": up})
     assert "| update bs1 |" in md and "| TRT-LLM MHA update, EAGLE step" in md
     print_upstream(up)  # the rich table renders
