@@ -72,9 +72,8 @@ void kv_read_page_table(Tensor req_to_token, Tensor req_pool_indices, Tensor seq
   p.out_stride = out.stride(0);
   p.max_pages = max_pages;
   p.zero_tail = zero_tail;
-  run_on_device(
-      check, req_to_token, [&] { kv_read_page_table_cpu(p); },
-      SGL_CUDA_ONLY([&](void* stream) { return kv_read_page_table_cuda(p, stream); }));
+  run_on_device(check, req_to_token, p, &kv_read_page_table_cpu,
+                SGL_CUDA_ONLY(&kv_read_page_table_cuda));
 }
 
 void kv_read_token_stream(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
@@ -98,9 +97,8 @@ void kv_read_token_stream(Tensor req_to_token, Tensor req_pool_indices, Tensor s
   p.out_max = p.out64 ? INT64_MAX : INT32_MAX;
   // Ids of a page reach entry * page_size + page_size - 1.
   p.max_entry = page_size - 1 > p.out_max ? -1 : (p.out_max - (page_size - 1)) / page_size;
-  run_on_device(
-      check, req_to_token, [&] { kv_read_token_stream_cpu(p); },
-      SGL_CUDA_ONLY([&](void* stream) { return kv_read_token_stream_cuda(p, stream); }));
+  run_on_device(check, req_to_token, p, &kv_read_token_stream_cpu,
+                SGL_CUDA_ONLY(&kv_read_token_stream_cuda));
 }
 
 }  // namespace sgl_meta
