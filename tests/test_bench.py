@@ -206,6 +206,36 @@ def test_unified_pool_workloads_and_baseline(tmp_path):
     assert code == 1
 
 
+def test_unified_pool_upstream_slot(tmp_path, monkeypatch):
+    """--upstream puts SGLang's builders beside ours in the read-table workloads
+    (upstream's exact signatures), checked against the reference; stood in here
+    by the drop-in references, which take the same keywords."""
+    import types
+
+    from sgl_meta.bench.workloads import kv_read
+
+    calls = []
+
+    def fake(**kw):
+        calls.append(sorted(kw))
+        return (reference.build_kv_read_table_packed if "indptr" in kw else reference.build_kv_read_table)(**kw)
+
+    up = types.SimpleNamespace(build_kv_read_table=fake, build_kv_read_table_packed=fake)
+    monkeypatch.setattr(kv_read, "upstream_kernels", lambda spec, device: (up, ""))
+    code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b-unified", "--emulate-graphs", "--steps", "3",
+                         "--upstream", "auto", "--no-cold-start")
+    ws = {w["op"]: w for w in doc["presets"][0]["workloads"]}
+    for op in ("kv_read_page_table", "kv_read_token_stream"):
+        assert ws[op]["impls"] == ["fused", "ref", "gather", "upstream"]
+        assert ws[op]["device_us_per_call"]["upstream"]["median"] > 0
+    table = ["max_pages", "out", "page_size", "req_pool_indices", "req_to_token", "seq_len_delta", "seq_lens", "v2p",
+             "zero_tail"]
+    packed = ["indptr", "kv_start_idx", "max_tokens", "out", "page_size", "req_pool_indices", "req_to_token",
+              "seq_lens", "v2p"]
+    assert table in calls and packed in calls
+    assert code == 0 and doc["ok"] is True  # (the upstream section's own rows skip: no sglang here)
+
+
 def test_unified_pool_compaction_moves_pages_not_req_to_token():
     """v2p binds every live virtual page to its own physical page below the
     watermark, unbinds freed ones (-1), and compaction changes v2p between steps

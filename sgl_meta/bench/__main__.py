@@ -123,7 +123,7 @@ def main(argv=None) -> int:
         buckets=args.buckets, check_every=args.check_every, spec=args.spec,
         context_len=args.context_len, flush_l2=args.flush_l2, device=device,
         progress=not args.no_progress, corrupt_fused=args.corrupt_fused,
-        emulate_graphs=args.emulate_graphs,
+        emulate_graphs=args.emulate_graphs, upstream=args.upstream,
     )
     env = environment(device)
     bw = copy_bandwidth(device)

@@ -49,6 +49,7 @@ class Options:
     progress: bool
     corrupt_fused: Optional[int] = None
     emulate_graphs: bool = False  # CPU: run the graph-mode path with eager "graphs"
+    upstream: Optional[str] = None  # --upstream spec (workloads with an upstream slot use it)
 
 
 class Record:
@@ -82,7 +83,8 @@ def run_preset(preset: Preset, opts: Options, bandwidth: float) -> dict:
         preset, spec=spec, max_bs=buckets[-1], total_steps=total, seed=opts.seed, device=opts.device
     )
     ctx = BenchContext(
-        preset=preset, spec=spec, device=opts.device, max_bs=buckets[-1], trace=trace, seed=opts.seed, graphs=use_graphs
+        preset=preset, spec=spec, device=opts.device, max_bs=buckets[-1], trace=trace, seed=opts.seed, graphs=use_graphs,
+        upstream=opts.upstream,
     )
     classes = [c for c in REGISTRY if c.applies(ctx)]
     result = {

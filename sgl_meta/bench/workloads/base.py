@@ -56,6 +56,7 @@ class BenchContext:
     trace: ServingTrace
     seed: int
     graphs: bool  # CUDA: also keep graph-mode output sets
+    upstream: Optional[str] = None  # --upstream spec: workloads that can time SGLang's kernel beside ours
 
     @property
     def modes(self) -> tuple:

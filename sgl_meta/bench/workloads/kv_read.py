@@ -25,9 +25,10 @@ the bucket, the full width and no ``zero_tail`` (live prefix only: readers
 bound themselves by the lengths), work bounded by the device-side lengths.
 
 Each workload also times the bare gather of the same pages
-(``bare_gather.py``): the ceiling, checked against the reference in graph
-mode. An upstream kernel can be slotted in the same way: a name in
-``baselines`` and its callable in ``_fn``.
+(``bare_gather.py``), the ceiling, and with ``--upstream`` SGLang's own Triton
+builders (loaded by ``bench/upstream/loader.py``) through upstream's exact
+signatures, on the same inputs in the same run; both are checked against the
+reference in graph mode.
 """
 
 from __future__ import annotations
@@ -46,6 +47,26 @@ from ..presets import BACKEND_TRTLLM_MHA
 from ..trace import Step
 from .base import SECTOR, BenchContext, Workload, gather_sectors, live_pages
 from .trtllm_mha import PAD_SEQ_LEN, refresh_lens, step_refreshes
+
+
+_UPSTREAM: dict = {}
+
+
+def upstream_kernels(spec: str, device: torch.device) -> tuple:
+    """(SGLang's loaded Triton read-table builders, or None; why not), once per spec."""
+    if device.type != "cuda":
+        return None, "no GPU"
+    if spec not in _UPSTREAM:
+        from ..upstream import loader
+
+        probe = loader.probe(loader.locate(spec), gpu=True)
+        kernels = loader.load(probe, families=(loader.TRITON,)) if probe.runnable(loader.TRITON) else None
+        if kernels is None or not (kernels.has("build_kv_read_table") and kernels.has("build_kv_read_table_packed")):
+            errors = [] if kernels is None else kernels.errors.get(loader.TRITON, [])
+            _UPSTREAM[spec] = (None, "; ".join(probe.missing.get(loader.TRITON, []) + errors) or "not loaded")
+        else:
+            _UPSTREAM[spec] = (kernels, "")
+    return _UPSTREAM[spec]
 
 
 class _KvReadBase(Workload):
@@ -73,6 +94,14 @@ class _KvReadBase(Workload):
         elif ctx.device.type != "cuda":
             self.notes.append("'gather' runs the eager reference on CPU (a self-test of the plumbing, "
                               "not a ceiling); on CUDA it is the bare NVRTC gather kernel")
+        self.upstream = None
+        if ctx.upstream:
+            self.upstream, why = upstream_kernels(ctx.upstream, ctx.device)
+            if self.upstream is None:
+                self.notes.append(f"upstream not run: {why}")
+            else:
+                self.baselines = tuple(self.baselines) + ("upstream",)
+                self.checked_baselines = tuple(self.checked_baselines) + ("upstream",)
         n = ctx.max_bs
         self.req_pool_indices = torch.zeros(n, dtype=torch.int32, device=self.device)
         self.lens = [torch.full((n,), PAD_SEQ_LEN, dtype=torch.int32, device=self.device) for _ in self.plan]
@@ -104,6 +133,8 @@ class KvReadPageTable(_KvReadBase):
     def _fn(self, impl: str):
         if impl == "gather":
             return lambda zero_tail, **kw: bare_gather.page_table(**kw)
+        if impl == "upstream":  # the call keywords are upstream's build_kv_read_table's
+            return self.upstream.build_kv_read_table
         return getattr(sgl_meta if impl == "fused" else reference, self.op)
 
     def fill(self, step: Step, bucket: int) -> None:
@@ -177,6 +208,9 @@ class KvReadTokenStream(_KvReadBase):
     def _fn(self, impl: str):
         if impl == "gather":
             return bare_gather.token_stream
+        if impl == "upstream":
+            up = self.upstream.build_kv_read_table_packed
+            return lambda seq_len_delta, **kw: up(**kw, max_tokens=kw["out"].numel())
         return getattr(sgl_meta if impl == "fused" else reference, self.op)
 
     def _windows(self, step: Step, r, bucket: int, kind: str) -> tuple:
@@ -194,10 +228,9 @@ class KvReadTokenStream(_KvReadBase):
             for kind in self.kinds:
                 key = f"{r.name}.{kind}"
                 tokens, starts = self._windows(step, r, bucket, kind)
-                # The full stream passes the refresh's seq_lens and its offset as
-                # seq_len_delta; the window passes its own lengths and starts.
-                lens = tokens - r.seqlen_offset if kind == "full" else tokens
-                self._h2d(self.win_lens[key], lens.astype(np.int32), bucket, PAD_SEQ_LEN)
+                # Each row's tokens, the refresh's offset included (upstream's
+                # packed builder has no seq_len_delta); the window's starts.
+                self._h2d(self.win_lens[key], tokens.astype(np.int32), bucket, PAD_SEQ_LEN)
                 if kind == "swa":
                     self._h2d(self.starts[key], starts.astype(np.int32), bucket, 0)
                 indptr = np.concatenate([[0], np.cumsum(tokens)]).astype(np.int32)
@@ -219,7 +252,7 @@ class KvReadTokenStream(_KvReadBase):
                     page_size=self.ps,
                     v2p=self._v2p(kind),
                     kv_start_idx=self.starts[key][:bs] if kind == "swa" else None,
-                    seq_len_delta=r.seqlen_offset if kind == "full" else 0,
+                    seq_len_delta=0,
                 )
                 calls.append(functools.partial(fn, **kw))
         return calls
