@@ -160,7 +160,8 @@ class _Kernels:
         _, size = nvrtc.nvrtcGetCUBINSize(prog)
         cubin = b" " * size
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
-        self.module = _check(driver.cuModuleLoadData(cubin))
+        self._image = np.frombuffer(cubin, dtype=np.uint8).copy()  # (kept alive; loaded by address)
+        self.module = _check(driver.cuModuleLoadData(self._image.ctypes.data))
         self.fn = {name: _check(driver.cuModuleGetFunction(self.module, name.encode()))
                    for name in ("bare_page_table", "bare_stream_i32", "bare_stream_i64")}
 
