@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import sgl_meta
 from sgl_meta import reference
-from row_kit import Row, alias, apply, both, overlapping_rows, set_, to_device
+from row_kit import Row, apply, both, overlapping_rows, set_, to_device
 from st_trtllm_mha_metadata import I32_MAX, _index_input, _out_1d, _out_2d, _randint, _req_to_token, _sprinkle
 from tensor_case import Case, Strided, strided
 
