@@ -19,6 +19,12 @@ from .dsa_copy import (
     fused_metadata_copy_multi,
     fused_metadata_copy_multi_cuda,
 )
+from .dsa_metadata import (
+    fused_dsa_decode_metadata,
+    fused_dsa_draft_extend_metadata,
+    fused_dsa_metadata,
+    fused_dsa_target_verify_metadata,
+)
 from .trtllm_mha import (
     Q_MODE_CUMSUM,
     Q_MODE_NONE,
@@ -37,6 +43,10 @@ __all__ = [
     "Q_MODE_NONE",
     "Q_MODE_STRIDED",
     "build_trtllm_mha_page_table",
+    "fused_dsa_decode_metadata",
+    "fused_dsa_draft_extend_metadata",
+    "fused_dsa_metadata",
+    "fused_dsa_target_verify_metadata",
     "fused_metadata_copy",
     "fused_metadata_copy_cuda",
     "fused_metadata_copy_multi",
