@@ -24,7 +24,7 @@
 // Draft-extend finds each request's first expanded row with the same block
 // scan (over the extend lengths), in every block that needs it: no second
 // launch and no host sync.
-#include <climits>
+#include <atomic>
 
 #include <cub/block/block_scan.cuh>
 
@@ -95,6 +95,28 @@ __device__ void write_expanded(const DsaGenParams& p, int64_t e, int32_t len, in
   }
 }
 
+// Every request index is checked whatever its length (as on CPU), and every
+// extend length the call reads; in the tile pass that loads the lengths, so the
+// checks add no round trip. (The scans themselves never index with these
+// values: page blocks check the index again before they read, and extend
+// lengths enter every sum clamped at 0.)
+__device__ __forceinline__ void check_tile(const DsaGenParams& p, int64_t base) {
+  const bool check_extend = p.mode == kDsaGenDraftExtend && p.n > 0;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const int64_t r = base + threadIdx.x * kItems + i;
+    if (r >= p.bs) break;
+    if (p.writes_pages()) check_request(p, r, p.req_pool_indices[r]);
+    if (check_extend && (!p.static_extend || r == 0)) {
+      const int64_t e = p.extend_seq_lens[r];
+      const bool extend_seq_lens_non_negative = e >= 0;
+      SGL_DEVICE_CHECK(extend_seq_lens_non_negative,
+                       "fused_dsa_metadata: extend_seq_lens[%lld] = %lld is negative",
+                       (long long)r, (long long)e);
+    }
+  }
+}
+
 // Requests: cache_seqlens, cu_seqlens_k, paged_mqa_ctx_lens; DECODE also its
 // expanded rows (one per request, the same lengths).
 __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
@@ -109,6 +131,7 @@ __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
       v[i] = static_cast<uint32_t>(c[i]);
       dv[i] = static_cast<uint32_t>(min_i32(c[i], p.topk));
     }
+    check_tile(p, base);
     uint32_t total, dsa_total;
     ScanU32(sm.u32).InclusiveSum(v, v, total);
     if (p.mode == kDsaGenDecode) {
@@ -230,18 +253,6 @@ __device__ void scan_block(const DsaGenParams& p, ScanSmem& sm) {
     p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
   }
   if (p.bs == 0) return;
-  // Every request index is checked whatever its length (as on CPU), and
-  // every extend length the scans read.
-  for (int64_t r = threadIdx.x; r < p.bs; r += kThreads) {
-    if (p.writes_pages()) check_request(p, r, p.req_pool_indices[r]);
-    if (p.mode == kDsaGenDraftExtend && p.n > 0 && (!p.static_extend || r == 0)) {
-      const int64_t e = p.extend_seq_lens[r];
-      const bool extend_seq_lens_non_negative = e >= 0;
-      SGL_DEVICE_CHECK(extend_seq_lens_non_negative,
-                       "fused_dsa_metadata: extend_seq_lens[%lld] = %lld is negative",
-                       (long long)r, (long long)e);
-    }
-  }
   scan_requests(p, sm);
   if (p.mode == kDsaGenTargetVerify) scan_verify_rows(p, sm);
   if (p.mode == kDsaGenDraftExtend) scan_draft_rows(p, sm);
@@ -323,11 +334,17 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
   int64_t unit_carry = 0;   // units of the tiles before this one
   int64_t start_carry = 0;  // DRAFT_EXTEND: rows of the requests before this tile
   for (int64_t base = 0; base < p.bs; base += kTile) {
+    // Every per-request load first (one round trip), then the scans. (A
+    // thread's own entries of the shared arrays need no barrier.)
     int64_t start[kItems];
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int64_t r = base + threadIdx.x * kItems + i;
-      start[i] = (p.mode == kDsaGenDraftExtend && r < p.bs && p.n > 0) ? extend_len(p, r) : 0;
+      const int t = threadIdx.x * kItems + i;
+      const bool in = r < p.bs;
+      start[i] = (p.mode == kDsaGenDraftExtend && in && p.n > 0) ? extend_len(p, r) : 0;
+      sm.len[t] = in ? static_cast<int32_t>(live_len(p, cache_len(p, to_i32(p.seq_lens[r])))) : 0;
+      sm.req[t] = in ? p.req_pool_indices[r] : 0;
     }
     int64_t start_total = 0;
     if (p.mode == kDsaGenDraftExtend) ScanI64(sm.i64).ExclusiveSum(start, start, start_total);
@@ -336,9 +353,8 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
     for (int i = 0; i < kItems; ++i) {
       const int64_t r = base + threadIdx.x * kItems + i;
       const int t = threadIdx.x * kItems + i;
-      int64_t len = 0, row_begin = 0, row_count = 0;
+      int64_t row_begin = 0, row_count = 0;
       if (r < p.bs) {
-        len = live_len(p, cache_len(p, to_i32(p.seq_lens[r])));
         if (p.mode == kDsaGenDecode) {
           row_begin = r, row_count = 1;
         } else if (p.mode == kDsaGenTargetVerify) {
@@ -348,12 +364,10 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
           row_count = draft_rows(p, r, row_begin);
         }
       }
-      const bool live = len > 0 && row_count > 0;
-      units[i] = live ? static_cast<uint32_t>((len - 1) / unit_tokens + 1) : 0u;
-      sm.len[t] = static_cast<int32_t>(len);
+      const int64_t len = sm.len[t];
+      units[i] = len > 0 && row_count > 0 ? static_cast<uint32_t>((len - 1) / unit_tokens + 1) : 0u;
       sm.row_begin[t] = static_cast<int32_t>(row_begin);
       sm.row_count[t] = static_cast<int32_t>(row_count);
-      sm.req[t] = live ? p.req_pool_indices[r] : 0;
     }
     uint32_t tile_units;
     ScanU32(sm.u32).ExclusiveSum(units, units, tile_units);
@@ -383,7 +397,7 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
     fused_dsa_metadata_kernel(const __grid_constant__ DsaGenParams p, int64_t unit_tokens) {
   __shared__ Smem smem;
   if (blockIdx.x == 0) {
@@ -394,16 +408,19 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // SM count of the current device (the binding's device guard made it the
-// tensors' device), cached per device.
+// tensors' device), cached per device: the attribute query is cheap, not free.
 int sm_count() {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return kFallbackSms;
-  static int cache[64] = {};
-  if (dev >= 0 && dev < 64 && cache[dev] > 0) return cache[dev];
+  static std::atomic<int> cache[64];
+  if (dev >= 0 && dev < 64) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c > 0) return c;
+  }
   int c = 0;
   if (cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || c <= 0)
     return kFallbackSms;
-  if (dev >= 0 && dev < 64) cache[dev] = c;
+  if (dev >= 0 && dev < 64) cache[dev].store(c, std::memory_order_relaxed);
   return c;
 }
 
