@@ -14,6 +14,7 @@ directly, live prefixes only.
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence
 
 import torch
@@ -207,7 +208,21 @@ def _call_dropin(name: str, args: dict, *call) -> None:
                     "cu_seqlens_k", "seqlens_expanded", "dsa_cache_seqlens", "dsa_cu_seqlens_k"):
             if key in args and args[key] is None:
                 raise TypeError(f"sgl_meta.{name}: {key} must be a Tensor, got None") from err
+        text = str(err)
+        prefix = f"sgl_meta.{_OP_NAME}: "
+        if isinstance(err, RuntimeError) and text.startswith(prefix):
+            raise RuntimeError(f"sgl_meta.{name}: {_dropin_names(name, text[len(prefix):])}") from err
         raise
+
+
+def _dropin_names(name: str, message: str) -> str:
+    """A general-op error message in the drop-in's argument names (single
+    tensors, not list elements; upstream's scalar names)."""
+    message = re.sub(r"\b(" + "|".join(_LISTS) + r")\[0\]", r"\1", message)
+    message = re.sub(r"\bpage_size\b", "physical_page_size", message)
+    if name == "fused_dsa_decode_metadata":
+        message = re.sub(r"\bmax_seqlen_k\b", "max_len", message)
+    return message
 
 
 def fused_dsa_decode_metadata(

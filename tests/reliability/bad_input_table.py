@@ -39,10 +39,11 @@ BASES: dict[str, Callable] = {"update_trtllm_mha_graph_metadata": _trtllm_base}
 def _register_optional_bases():
     # Strategy modules of ops built on other branches add their base calls
     # here (they import nothing from sgl_meta that may be missing).
+    import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy):
+    for module in (st_page_table, st_dsa_metadata_copy, st_dsa_metadata):
         BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
 
 
@@ -157,10 +158,11 @@ ROWS: list[Row] = list(TRTLLM_ROWS)
 
 
 def _register_optional_rows():
+    import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy):
+    for module in (st_page_table, st_dsa_metadata_copy, st_dsa_metadata):
         ROWS.extend(getattr(module, "BAD_INPUT_ROWS", []))
 
 
