@@ -35,6 +35,9 @@ class Preset:
         spec_draft_tokens: tokens verified per request (``num_draft_tokens``).
         dsa_topk: DSA indexer top-k (DeepSeek sparse attention), else None.
         flashmla_sched_shape: FlashMLA tile-scheduler metadata shape (int32).
+        mtp_sets: DSA with MTP: the numbers K of draft graphs whose metadata one
+            replay refreshes, each compared as generator + K copies vs one
+            generating launch (``sgl_meta.bench.workloads.dsa_gen``).
         sources: where the numbers come from.
     """
 
@@ -50,6 +53,7 @@ class Preset:
     spec_draft_tokens: int = 4
     dsa_topk: Optional[int] = None
     flashmla_sched_shape: tuple = (66, 8)
+    mtp_sets: tuple = ()
     sources: str = ""
 
     @property
@@ -114,6 +118,7 @@ PRESETS = {
             spec_draft_tokens=4,
             dsa_topk=2048,
             flashmla_sched_shape=(66, 8),  # 132 SMs / 2 partitions on H100/H200
+            mtp_sets=(1, 2, 3, 5),  # draft backends refreshed per replay (3 = the copy-multi kernel's)
             sources="config.json: index_topk=2048, max_position_embeddings=163840; "
             "SGLang DSA backend: page 64, MTP --speculative-num-steps 3 "
             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4; "

@@ -3,8 +3,9 @@
 
 from .base import IMPLS, BenchContext, Workload
 from .dsa import DsaMetadataCopy, DsaMetadataCopyMulti
+from .dsa_gen import WORKLOADS as DSA_GEN_WORKLOADS
 from .trtllm_mha import TrtllmMhaMetadata, TrtllmMhaPageTable
 
-REGISTRY = (TrtllmMhaMetadata, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti)
+REGISTRY = (TrtllmMhaMetadata, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti, *DSA_GEN_WORKLOADS)
 
 __all__ = ["IMPLS", "REGISTRY", "BenchContext", "Workload"]
