@@ -25,6 +25,7 @@ from .dsa_metadata import (
     fused_dsa_metadata,
     fused_dsa_target_verify_metadata,
 )
+from .plan import Plan, bind
 from .trtllm_mha import (
     Q_MODE_CUMSUM,
     Q_MODE_NONE,
@@ -36,6 +37,8 @@ from .trtllm_mha import (
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
 
 __all__ = [
+    "Plan",
+    "bind",
     "FORWARD_MODE_DECODE",
     "FORWARD_MODE_DRAFT_EXTEND",
     "FORWARD_MODE_TARGET_VERIFY",

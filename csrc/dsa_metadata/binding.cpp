@@ -270,9 +270,7 @@ void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_
       d.paged_mqa_ctx_lens_stride =
           t.paged_mqa_ctx_lens_2d ? t.paged_mqa_ctx_lens_2d->stride(0) : 0;
     }
-    run_on_device(
-        check, dev, [&] { fused_dsa_metadata_cpu(p); },
-        SGL_CUDA_ONLY([&](void* stream) { return fused_dsa_metadata_cuda(p, stream); }));
+    run_on_device(check, dev, p, &fused_dsa_metadata_cpu, SGL_CUDA_ONLY(&fused_dsa_metadata_cuda));
   }
 }
 
