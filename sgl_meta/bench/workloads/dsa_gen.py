@@ -53,18 +53,22 @@ PAD_SEQ_LEN = 1  # SGLang's seq_len_fill_value for padded graph rows
 # (seq_lens, req_pool_indices, req_to_token, cache_seqlens, cu_seqlens_k,
 # page_table_1, dsa_cache_seqlens, dsa_cu_seqlens_k, real_page_table, bs,
 # max_len, dsa_index_topk, physical_page_size).
+# The fused side's K copies take sgl_meta.fused_metadata_copy_multi's keywords.
 GENERATOR = {
     "fused": lambda *a: sgl_meta.fused_dsa_decode_metadata(*a),
     "ref": lambda *a: reference.fused_dsa_decode_metadata(*a),
+    "copy": lambda **kw: sgl_meta.fused_metadata_copy_multi(**kw),
     "label": "gen",
 }
 
 
 def use_generator(fused: Optional[Callable] = None, ref: Optional[Callable] = None,
-                  label: Optional[str] = None) -> None:
+                  label: Optional[str] = None, copy: Optional[Callable] = None) -> None:
     """Plug a generator (e.g. SGLang's Triton ``fused_dsa_decode_metadata``) into
-    the gen+copy lines; ``label`` names it in the table."""
-    for key, value in (("fused", fused), ("ref", ref), ("label", label)):
+    the gen+copy lines, and optionally the fused side's copy (e.g. upstream's JIT
+    copy, behind ``fused_metadata_copy_multi``'s keywords); ``label`` names the
+    generator in the table."""
+    for key, value in (("fused", fused), ("ref", ref), ("label", label), ("copy", copy)):
         if value is not None:
             GENERATOR[key] = value
 
@@ -191,7 +195,7 @@ class _DsaGenThenCopy(_DsaGenBase):
             st["cache_seqlens"], st["cu_seqlens_k"], st["page_table_1"][:bs], st["dsa_cache_seqlens"],
             st["dsa_cu_seqlens_k"], st["real_page_table"][:bs], bs, cols, self.topk, self.ps,
         )
-        copy = sgl_meta.fused_metadata_copy_multi if impl == "fused" else reference.fused_metadata_copy_multi
+        copy = GENERATOR["copy"] if impl == "fused" else reference.fused_metadata_copy_multi
 
         def dst(f):
             return [out[f"dst{k}.{f}"] for k in range(self.sets)]
