@@ -19,6 +19,12 @@ from .dsa_copy import (
     fused_metadata_copy_multi,
     fused_metadata_copy_multi_cuda,
 )
+from .dsa_metadata import (
+    fused_dsa_decode_metadata,
+    fused_dsa_draft_extend_metadata,
+    fused_dsa_metadata,
+    fused_dsa_target_verify_metadata,
+)
 from .kv_read_table import (
     build_kv_read_table,
     build_kv_read_table_packed,
@@ -48,6 +54,10 @@ __all__ = [
     "build_kv_read_table",
     "build_kv_read_table_packed",
     "build_trtllm_mha_page_table",
+    "fused_dsa_decode_metadata",
+    "fused_dsa_draft_extend_metadata",
+    "fused_dsa_metadata",
+    "fused_dsa_target_verify_metadata",
     "fused_metadata_copy",
     "fused_metadata_copy_cuda",
     "fused_metadata_copy_multi",

@@ -19,6 +19,7 @@ OPS_RETURNING_NOTHING = (
     "sgl_meta::fused_metadata_copy_multi",
     "sgl_meta::kv_read_page_table",
     "sgl_meta::kv_read_token_stream",
+    "sgl_meta::fused_dsa_metadata",
 )
 
 

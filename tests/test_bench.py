@@ -87,7 +87,7 @@ def test_emulated_graphs_all_workloads(tmp_path):
         "gpt-oss-120b-unified": mha + ["kv_read_page_table", "kv_read_token_stream"],
         "llama-3.1-8b-p16": mha,
         "llama-3.1-8b-p64": mha,
-        "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"],
+        "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"] + ["fused_dsa_metadata"] * 9,
     }
     dsa = doc["presets"][4]["workloads"]
     assert dsa[0]["refreshes"] == ["target_verify", "draft_extend"]
@@ -276,3 +276,48 @@ def test_trace_depends_on_seed():
     steps_a = [a.next_step().seq_lens.tolist() for _ in range(30)]
     steps_b = [b.next_step().seq_lens.tolist() for _ in range(30)]
     assert steps_a != steps_b
+
+
+def test_dsa_generation_lines(tmp_path):
+    """deepseek-v3.2 with MTP: generator + K copies, the generating op and eager,
+    K = 1, 2, 3, 5, in one run; every line checked against its reference."""
+    code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "4")
+    assert code == 0
+    lines = {w["label"]: w for w in doc["presets"][0]["workloads"]}
+    for k in (1, 2, 3, 5):
+        for label in (f"dsa gen K={k}", f"dsa gen+copy K={k}"):
+            assert lines[label]["steps_checked"] == 5 and lines[label]["refreshes"] == [f"draft_decode_x{k}"]
+            assert lines[label]["floor_us_per_call"]["graph"]["median"] > 0
+    assert lines["dsa gen verify/extend"]["refreshes"] == ["target_verify", "draft_extend"]
+    # The same floor (the bytes the refresh must move) for both ways of doing it.
+    assert lines["dsa gen K=3"]["bytes_per_step"] == lines["dsa gen+copy K=3"]["bytes_per_step"]
+
+
+def test_dsa_generator_is_pluggable_and_checked(tmp_path):
+    """An upstream generator slots into the gen+copy lines; one that writes a
+    wrong value is caught by the per-step check."""
+    from sgl_meta.bench.workloads import dsa_gen
+
+    saved = dict(dsa_gen.GENERATOR)
+    calls = []
+
+    def counting(*args):
+        calls.append(args[9])  # bs
+        saved["fused"](*args)
+
+    def wrong(*args):
+        saved["fused"](*args)
+        args[3][:1].add_(1)  # cache_seqlens[0]
+
+    try:
+        dsa_gen.use_generator(fused=counting, label="counted gen")
+        code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "3")
+        assert code == 0 and calls
+        labels = [w["label"] for w in doc["presets"][0]["workloads"]]
+        assert "dsa counted gen+copy K=3" in labels
+        dsa_gen.use_generator(fused=wrong)
+        code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "3")
+        assert code == 1 and "fused_dsa_metadata" in doc["error"] and "cache_seqlens" in doc["error"]
+    finally:
+        dsa_gen.GENERATOR.clear()
+        dsa_gen.GENERATOR.update(saved)

@@ -38,6 +38,9 @@ class Preset:
             virtual ids, read tables translate them through ``v2p``, and pages
             move between steps (compaction); the KV read-table workloads run.
         flashmla_sched_shape: FlashMLA tile-scheduler metadata shape (int32).
+        mtp_sets: DSA with MTP: the numbers K of draft graphs whose metadata one
+            replay refreshes, each compared as generator + K copies vs one
+            generating launch (``sgl_meta.bench.workloads.dsa_gen``).
         sources: where the numbers come from.
     """
 
@@ -54,6 +57,7 @@ class Preset:
     dsa_topk: Optional[int] = None
     flashmla_sched_shape: tuple = (66, 8)
     unified_pool: bool = False
+    mtp_sets: tuple = ()
     sources: str = ""
 
     @property
@@ -134,6 +138,7 @@ PRESETS = {
             spec_draft_tokens=4,
             dsa_topk=2048,
             flashmla_sched_shape=(66, 8),  # 132 SMs / 2 partitions on H100/H200
+            mtp_sets=(1, 2, 3, 5),  # draft backends refreshed per replay (3 = the copy-multi kernel's)
             sources="config.json: index_topk=2048, max_position_embeddings=163840; "
             "SGLang DSA backend: page 64, MTP --speculative-num-steps 3 "
             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4; "
