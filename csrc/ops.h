@@ -18,7 +18,8 @@ void update_trtllm_mha_graph_metadata(
     std::optional<Tensor> swa_mapping, std::optional<Tensor> swa_page_table,
     std::optional<Tensor> out_cache_loc, std::optional<Tensor> swa_out_cache_loc,
     std::optional<Tensor> cu_seqlens_q, std::optional<Tensor> qlens, int64_t q_stride,
-    int64_t q_mode, bool live_pages_only, bool skip_page_table);
+    int64_t q_mode, bool live_pages_only, bool skip_page_table,
+    std::optional<Tensor> seqlen_offsets);
 
 void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
                                  Tensor cache_seqlens, Tensor page_table,

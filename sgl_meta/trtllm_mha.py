@@ -46,6 +46,7 @@ def update_trtllm_mha_graph_metadata(
     q_mode: int = Q_MODE_NONE,
     live_pages_only: bool = False,
     skip_page_table: bool = False,
+    seqlen_offsets: Optional[torch.Tensor] = None,
 ) -> None:
     """Refresh all CUDA-graph metadata of the TRT-LLM MHA backend in one launch.
 
@@ -53,7 +54,7 @@ def update_trtllm_mha_graph_metadata(
     ``TRTLLMHAAttnBackend`` CUDA-graph replay path), which replaced ~25 eager ops
     (gathers, floor_divide, cumsum, casts, copies). Writes, for ``i < bs``:
 
-    * ``cache_seqlens[i] = seq_lens[i] + seqlen_offset``
+    * ``cache_seqlens[i] = seq_lens[i] + seqlen_offset (+ seqlen_offsets[i])``
     * ``cu_seqlens_k[0] = 0``, ``cu_seqlens_k[i+1] = cache_seqlens[0..i].sum()``
     * ``cu_seqlens_q`` per ``q_mode``: ``Q_MODE_NONE`` leaves it untouched,
       ``Q_MODE_CUMSUM`` writes ``0, cumsum(qlens[:bs])``, ``Q_MODE_STRIDED`` writes
@@ -99,6 +100,11 @@ def update_trtllm_mha_graph_metadata(
             ``swa_out_cache_loc`` may be None and are never touched (nor checked),
             ``req_pool_indices``, ``req_to_token``'s values and the mapping are not
             read. SGLang 0.5.23's unified memory pool path.
+        seqlen_offsets: ``[>= bs]`` int32/int64 per-row tokens added on top of
+            ``seqlen_offset`` (ragged verify: each request's verify length; pass
+            the same tensor as ``qlens`` with ``Q_MODE_CUMSUM`` and
+            ``live_pages_only=True`` for SGLang's ``_write_ragged_verify_graph_metadata``
+            geometry in one launch).
 
     Raises:
         RuntimeError: a wrong dtype, device, rank, size, inner stride, negative
@@ -139,6 +145,7 @@ def update_trtllm_mha_graph_metadata(
             q_mode,
             live_pages_only,
             skip_page_table,
+            seqlen_offsets,
         )
     except RuntimeError as err:
         explain_missing_tensor("update_trtllm_mha_graph_metadata", err, locals())

@@ -58,6 +58,8 @@ def random_case(rng: random.Random) -> MetaCase:
         skip_page_table=rng.random() < 0.2,
         tables_given=rng.random() < 0.5,
         lone_mapping=rng.random() < 0.5,
+        row_offsets=rng.choice([None, None, torch.int32, torch.int64]),
+        ragged_verify=rng.random() < 0.5,
     )
 
 
@@ -104,6 +106,7 @@ OPCHECK_CASES = {
     "cumsum": MetaCase(q_mode=1),
     "skip_tables_none": MetaCase(q_mode=1, skip_page_table=True, tables_given=False),
     "lone_mapping_int32": MetaCase(swa=False, lone_mapping=True, mapping_dtype=torch.int32),
+    "ragged_verify": MetaCase(row_offsets=torch.int32, ragged_verify=True, q_mode=1, live_pages_only=True),
 }
 
 
@@ -117,6 +120,7 @@ COMPILE_CASES = {
     "strided_live": MetaCase(q_mode=2, live_pages_only=True),
     "skip_tables_none": MetaCase(q_mode=1, skip_page_table=True, tables_given=False),
     "lone_mapping_int32": MetaCase(swa=False, lone_mapping=True, mapping_dtype=torch.int32),
+    "ragged_verify": MetaCase(row_offsets=torch.int64, ragged_verify=True, q_mode=1, live_pages_only=True),
 }
 
 
@@ -164,6 +168,10 @@ GRAPH_CASES = {
     "lone_mapping_int32_live": MetaCase(bs=9, swa=False, lone_mapping=True, mapping_dtype=torch.int32,
                                         live_pages_only=True),
     "swa_int32_mapping": MetaCase(bs=9, mapping_dtype=torch.int32, live_pages_only=True),
+    "ragged_verify": MetaCase(bs=17, max_seq_pages=40, row_offsets=torch.int32, ragged_verify=True, q_mode=1,
+                              live_pages_only=True, seqlen_offset=0),
+    "ragged_verify_bs64": MetaCase(bs=64, pool=65, max_seq_pages=20, row_offsets=torch.int64, ragged_verify=True,
+                                   q_mode=1, live_pages_only=True, seqlen_offset=0),
 }
 
 
@@ -253,3 +261,26 @@ def test_sglang_0_5_23_call_shapes(gen, device):
         want = run_on_copies(reference.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
         got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
         assert_same(got, want, f"unified={unified}")
+
+
+def test_ragged_verify_geometry(gen, device):
+    """Independently of the reference: SGLang 0.5.23's ragged verify geometry
+    (build_ragged_target_verify_geometry + build_trtllm_mha_page_table's live
+    prefix) from one call with per-row offsets and q_mode=CUMSUM."""
+    case = MetaCase(bs=6, row_offsets=torch.int32, ragged_verify=True, q_mode=1, live_pages_only=True,
+                    seqlen_offset=0, swa=False, n_out=None, swa_out_len=None, negative_slots=False)
+    inputs, outputs, scalars = make_case(case, gen, device)
+    got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+    bs, ps = case.bs, case.page_size
+    verify = inputs["seqlen_offsets"][:bs].cpu().long()
+    cache = (inputs["seq_lens"][:bs].cpu().long() + verify).to(torch.int32)
+    assert torch.equal(got["cache_seqlens"][:bs].cpu(), cache)
+    assert got["cu_seqlens_k"][: bs + 1].tolist() == [0] + torch.cumsum(cache.long(), 0).tolist()
+    assert got["cu_seqlens_q"][: bs + 1].tolist() == [0] + torch.cumsum(verify, 0).tolist()
+    r2t = inputs["req_to_token"].cpu()
+    for i in range(bs):
+        n = min(-(-max(int(cache[i]), 0) // ps), case.max_seq_pages)
+        row = int(inputs["req_pool_indices"][i])
+        want = (r2t[row, : n * ps : ps].long() // ps).to(torch.int32)
+        assert torch.equal(got["page_table"][i, :n].cpu(), want), i
+        assert torch.equal(got["page_table"][i, n:].cpu(), outputs["page_table"][i, n:].cpu()), i

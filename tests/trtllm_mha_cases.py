@@ -35,6 +35,8 @@ class MetaCase:
     skip_page_table: bool = False
     tables_given: bool = True  # with skip_page_table: page_table / SWA outputs None
     lone_mapping: bool = False  # swa_mapping given without any SWA output (no swa=...)
+    row_offsets: torch.dtype | None = None  # seqlen_offsets (ragged verify) of this dtype
+    ragged_verify: bool = False  # qlens = seqlen_offsets (SGLang's ragged verify layout)
 
 
 def make_case(c: MetaCase, gen: torch.Generator, device: str):
@@ -68,6 +70,15 @@ def make_case(c: MetaCase, gen: torch.Generator, device: str):
         inputs["out_cache_loc"] = loc
     if c.q_mode == Q_MODE_CUMSUM:
         inputs["qlens"] = torch.randint(1, 9, (c.bs + 1,), generator=gen).to(c.index_dtype)
+    if c.row_offsets is not None:
+        # verify lengths 1..8 (ragged verify), some padding rows far longer,
+        # some negative (any int32 value is valid: it is added, never indexed)
+        offs = torch.randint(1, 9, (c.bs + 3,), generator=gen)
+        offs[torch.rand(offs.shape, generator=gen) < 0.1] = 3 * c.page_size + 5
+        offs[torch.rand(offs.shape, generator=gen) < 0.05] = -7
+        inputs["seqlen_offsets"] = offs.to(c.row_offsets)
+        if c.ragged_verify:
+            inputs["qlens"] = inputs["seqlen_offsets"]
 
     rows, cols = c.bs + c.pad_rows, c.max_seq_pages + c.pad_cols
     i32 = dict(dtype=torch.int32)
@@ -139,4 +150,17 @@ EDGE_CASES = {
     "skip_bs1": MetaCase(skip_page_table=True, tables_given=False, bs=1),
     "skip_many_rows": MetaCase(skip_page_table=True, tables_given=False, bs=1000, pool=7,
                                max_seq_pages=2, q_mode=Q_MODE_CUMSUM),
+    # SPEC 7: ragged verify, per-row offsets with q_mode=CUMSUM over the same lengths
+    "ragged_verify": MetaCase(row_offsets=torch.int32, ragged_verify=True, q_mode=Q_MODE_CUMSUM,
+                              live_pages_only=True, seqlen_offset=0, bs=9, max_seq_pages=30),
+    "ragged_verify_int64": MetaCase(row_offsets=torch.int64, ragged_verify=True, q_mode=Q_MODE_CUMSUM,
+                                    live_pages_only=True, seqlen_offset=0, bs=40, max_seq_pages=12),
+    "ragged_verify_bs1": MetaCase(bs=1, row_offsets=torch.int32, ragged_verify=True, q_mode=Q_MODE_CUMSUM,
+                                  live_pages_only=True, seqlen_offset=0),
+    "ragged_verify_many_rows": MetaCase(bs=700, pool=701, max_seq_pages=6, row_offsets=torch.int32,
+                                        ragged_verify=True, q_mode=Q_MODE_CUMSUM, live_pages_only=True),
+    "row_offsets_plus_scalar": MetaCase(row_offsets=torch.int64, seqlen_offset=3),
+    "row_offsets_full_width": MetaCase(row_offsets=torch.int32, q_mode=Q_MODE_STRIDED),
+    "row_offsets_skip": MetaCase(row_offsets=torch.int32, skip_page_table=True, q_mode=Q_MODE_CUMSUM,
+                                 ragged_verify=True, bs=33),
 }

@@ -60,6 +60,7 @@ def update_trtllm_mha_graph_metadata(
     q_mode: int = Q_MODE_NONE,
     live_pages_only: bool = False,
     skip_page_table: bool = False,
+    seqlen_offsets: Optional[torch.Tensor] = None,
 ) -> None:
     """Eager reference of :func:`sgl_meta.ops.update_trtllm_mha_graph_metadata`.
 
@@ -70,7 +71,10 @@ def update_trtllm_mha_graph_metadata(
         return
     if page_table is None and not skip_page_table:
         raise ValueError("update_trtllm_mha_graph_metadata: page_table is required unless skip_page_table=True")
-    lens = (seq_lens[:bs].long() + seqlen_offset).to(torch.int32)
+    lens = seq_lens[:bs].long() + seqlen_offset
+    if seqlen_offsets is not None:  # ragged verify: per-row extension
+        lens = lens + seqlen_offsets[:bs].long()
+    lens = lens.to(torch.int32)
     cache_seqlens[:bs].copy_(lens)
     cu_seqlens_k[:1].zero_()  # (no host scalar copy: stays graph-capturable)
     cu_seqlens_k[1 : bs + 1].copy_(torch.cumsum(lens, 0).to(torch.int32))

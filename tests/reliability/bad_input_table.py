@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 import sgl_meta
-from row_kit import Row, alias, all_but, apply, both, drop, overlapping_rows, set_, to_device
+from row_kit import Row, alias, all_but, apply, both, derive, drop, overlapping_rows, set_, to_device
 
 
 # ---- valid base calls --------------------------------------------------------
@@ -137,6 +137,18 @@ TRTLLM_ROWS = [
     r("swa out without mapping", set_(swa_mapping=None, swa_page_table=None), "swa_mapping is required when swa_page_table or swa_out_cache_loc"),
     # (a swa_mapping without SWA outputs is accepted and unused since SGLang 0.5.23
     # passes it on every call: hostile_table.py "lone swa_mapping" must succeed)
+    # seqlen_offsets (per-row offsets, ragged verify; built from seq_lens' device)
+    r("seqlen_offsets float", derive("seqlen_offsets", "seq_lens", lambda t: t.float()),
+      "seqlen_offsets " + IDX, "torch.float32"),
+    r("seqlen_offsets int16", derive("seqlen_offsets", "seq_lens", lambda t: t.short()), "seqlen_offsets " + IDX),
+    r("seqlen_offsets short", derive("seqlen_offsets", "seq_lens", lambda t: t[:4]),
+      "seqlen_offsets.size(0) must be >= bs = 5, got 4"),
+    r("seqlen_offsets 2-D", derive("seqlen_offsets", "seq_lens", lambda t: t[None]),
+      "seqlen_offsets must be 1-D, got 2-D"),
+    r("seqlen_offsets step 2", derive("seqlen_offsets", "seq_lens", lambda t: torch.cat([t, t])[::2]),
+      "seqlen_offsets must have inner stride 1"),
+    r("seqlen_offsets on meta", derive("seqlen_offsets", "seq_lens", lambda t: t.to("meta")),
+      "seqlen_offsets", "meta"),
     # devices: cpu + meta (meta dispatches to the fake kernel, which must not
     # silently do nothing), cpu + cuda when there is a GPU
     r("page_table on meta", apply("page_table", lambda t: torch.empty_like(t, device="meta")), "page_table", "meta"),

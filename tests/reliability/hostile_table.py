@@ -15,8 +15,10 @@ page_size 16, max_seq_pages 9, req_to_token [11, 136], swa_mapping of
 
 from __future__ import annotations
 
+import torch
+
 from bad_input_table import BASES  # noqa: F401  (the worker looks up BASES here)
-from row_kit import Row, apply, both, set_
+from row_kit import Row, apply, both, derive, set_
 
 M = "update_trtllm_mha_graph_metadata"
 POOL, SWA_M = 11, 11 * 136 + 5
@@ -79,6 +81,9 @@ ROWS = [
                                                    swa_out_cache_loc=None),
                                               apply("req_pool_indices", lambda t: t.fill_(10**6)),
                                               apply("req_to_token", lambda t: t.fill_(I32_MAX)))),
+    # per-row offsets are added, never indexed: any int32 / int64 value is valid
+    ok("seqlen_offsets int64 extremes",
+       derive("seqlen_offsets", "seq_lens", lambda t: torch.full_like(t, 2**31 - 1).long() * 2**20)),
     ok("skip_page_table with tables given", both(set_(skip_page_table=True),
                                                  apply("out_cache_loc", lambda t: t.fill_(2**40)))),
 ]

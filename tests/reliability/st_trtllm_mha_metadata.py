@@ -170,6 +170,19 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         q_hi = draw(st.sampled_from([9, 2**20, I32_MAX]))
         qlens = _index_input(draw, gen, _randint(gen, 0, q_hi, bs, torch.int64), q_dtype)
 
+    # SPEC 7 ragged verify: per-row offsets (added, never indexed: any value),
+    # often with q_mode=CUMSUM over the same lengths as SGLang passes them.
+    offs_regime = draw(st.sampled_from(["none", "none", "none", "verify", "any"]))
+    seqlen_offsets = None
+    if offs_regime != "none":
+        o_dtype = draw(st.sampled_from([torch.int32, torch.int64]))
+        hi = 9 if offs_regime == "verify" else (I32_MAX if o_dtype == torch.int32 else 2**62)
+        lo = 1 if offs_regime == "verify" else -hi
+        values = _randint(gen, lo, hi, bs, torch.int64)
+        seqlen_offsets = _index_input(draw, gen, values, o_dtype)
+        if offs_regime == "verify" and draw(st.booleans()):
+            q_mode, qlens = 1, _index_input(draw, gen, values, o_dtype)
+
     swa_mapping = None
     # SGLang 0.5.23 passes its mapping on every call, SWA outputs or not (a lone
     # mapping is accepted and unused), as int32 or int64.
@@ -222,6 +235,7 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         q_stride=q_stride,
         q_mode=q_mode,
         live_pages_only=draw(st.booleans()) or need == "dead_slot",
+        seqlen_offsets=seqlen_offsets,
     )
     # SPEC 4: seqlen metadata only; the tables and swa_out_cache_loc may be None
     # (given, they must stay untouched) and no index, slot or mapping is read.
@@ -236,7 +250,7 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
     extra = dict(bs=bs, page_size=page_size, max_seq_pages=max_seq_pages, q_mode=q_mode,
                  swa=(swa_table, swa_out), req_to_token=r2t_layout, lens=len_regime, skip=skip,
                  mapping=("none" if swa_mapping is None else "lone" if lone_mapping else "used")
-                 + f"/{str(mapping_dtype)[6:]}")
+                 + f"/{str(mapping_dtype)[6:]}", offsets=offs_regime)
     return Case(args, outputs, note=NAME, extra=extra)
 
 
@@ -253,6 +267,7 @@ def events(case: Case) -> list[str]:
         f"req_to_token={e['req_to_token']}",
         f"lens={e['lens']}",
         f"skip_page_table={e['skip']}",
+        f"seqlen_offsets={e['offsets']}",
         f"swa_mapping={e['mapping']}",
         "max_seq_pages=" + (">1023" if e["max_seq_pages"] > 1023 else "2..12" if e["max_seq_pages"] > 1
                             else str(e["max_seq_pages"])),
@@ -265,6 +280,8 @@ def _live_columns(case: Case, row: int) -> int:
     if not a["live_pages_only"]:
         return a["max_seq_pages"]
     v = int(a["seq_lens"].view(a["seq_lens"].base)[row]) + a["seqlen_offset"]
+    if a.get("seqlen_offsets") is not None:
+        v += int(a["seqlen_offsets"].view(a["seqlen_offsets"].base)[row])
     length = (v + 2**31) % 2**32 - 2**31  # int32 wrap, as cache_seqlens
     return 0 if length <= 0 else min((length - 1) // a["page_size"] + 1, a["max_seq_pages"])
 
