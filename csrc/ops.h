@@ -19,7 +19,8 @@ void update_trtllm_mha_graph_metadata(
     std::optional<Tensor> out_cache_loc, std::optional<Tensor> swa_out_cache_loc,
     std::optional<Tensor> cu_seqlens_q, std::optional<Tensor> qlens, int64_t q_stride,
     int64_t q_mode, bool live_pages_only, bool skip_page_table,
-    std::optional<Tensor> seqlen_offsets);
+    std::optional<Tensor> seqlen_offsets, std::optional<Tensor> v2p,
+    std::optional<Tensor> swa_v2p);
 
 void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
                                  Tensor cache_seqlens, Tensor page_table,

@@ -19,7 +19,7 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor? out_cache_loc=None, Tensor(e!)? swa_out_cache_loc=None, "
       "Tensor(f!)? cu_seqlens_q=None, Tensor? qlens=None, int q_stride=0, "
       "int q_mode=0, bool live_pages_only=False, bool skip_page_table=False, "
-      "Tensor? seqlen_offsets=None) -> ()");
+      "Tensor? seqlen_offsets=None, Tensor? v2p=None, Tensor? swa_v2p=None) -> ()");
   m.def(
       "build_trtllm_mha_page_table("
       "Tensor req_to_token, Tensor req_pool_indices, Tensor cache_seqlens, "

@@ -47,6 +47,8 @@ def update_trtllm_mha_graph_metadata(
     live_pages_only: bool = False,
     skip_page_table: bool = False,
     seqlen_offsets: Optional[torch.Tensor] = None,
+    v2p: Optional[torch.Tensor] = None,
+    swa_v2p: Optional[torch.Tensor] = None,
 ) -> None:
     """Refresh all CUDA-graph metadata of the TRT-LLM MHA backend in one launch.
 
@@ -105,6 +107,14 @@ def update_trtllm_mha_graph_metadata(
             the same tensor as ``qlens`` with ``Q_MODE_CUMSUM`` and
             ``live_pages_only=True`` for SGLang's ``_write_ragged_verify_graph_metadata``
             geometry in one launch).
+        v2p: ``[num_pages + 1]`` int64 virtual -> physical page table of SGLang's
+            unified memory pool (``req_to_token`` holds virtual slots): then
+            ``page_table[i, p] = max(v2p[vpage], 0)`` with ``vpage = slot // page_size``,
+            a negative slot reading virtual page 0 (as ``kv_read_table.py``). A
+            ``vpage`` outside ``v2p`` raises on CPU / trips a device assert on CUDA.
+        swa_v2p: the same for ``swa_page_table`` (the sliding-window sub-pool's
+            table, from the same virtual slots); when given, the SWA table uses it
+            instead of ``swa_mapping`` (which ``swa_out_cache_loc`` still needs).
 
     Raises:
         RuntimeError: a wrong dtype, device, rank, size, inner stride, negative
@@ -146,6 +156,8 @@ def update_trtllm_mha_graph_metadata(
             live_pages_only,
             skip_page_table,
             seqlen_offsets,
+            v2p,
+            swa_v2p,
         )
     except RuntimeError as err:
         explain_missing_tensor("update_trtllm_mha_graph_metadata", err, locals())

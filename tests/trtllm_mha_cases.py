@@ -37,10 +37,14 @@ class MetaCase:
     lone_mapping: bool = False  # swa_mapping given without any SWA output (no swa=...)
     row_offsets: torch.dtype | None = None  # seqlen_offsets (ragged verify) of this dtype
     ragged_verify: bool = False  # qlens = seqlen_offsets (SGLang's ragged verify layout)
+    v2p: bool = False  # unified pool: page table through a virtual->physical page table
+    swa_v2p: bool = False  # SWA table through its own page table (needs swa=True)
+    unified: bool = False  # no swa_mapping, no swa_out_cache_loc (SGLang's unified pool)
 
 
 def make_case(c: MetaCase, gen: torch.Generator, device: str):
     """Returns (inputs, outputs, scalars) dicts; outputs are poisoned."""
+    assert not (c.unified and c.swa and not c.swa_v2p), "a unified-pool SWA table needs swa_v2p"
     ctx = max(c.max_seq_pages - 1, 0) * c.page_size + 1 + c.extra_cols
     swa_m = c.pool * ctx + 5  # mapping covers every slot value drawn below
     # Slots: mostly valid, some -1 sentinels and other negatives (floor-division
@@ -80,6 +84,19 @@ def make_case(c: MetaCase, gen: torch.Generator, device: str):
         if c.ragged_verify:
             inputs["qlens"] = inputs["seqlen_offsets"]
 
+    # Virtual page tables cover every page a slot drawn above can name; -1
+    # entries are freed pages (read as the sink, 0).
+    n_vpages = swa_m // c.page_size + 2
+    for name, wanted in (("v2p", c.v2p), ("swa_v2p", c.swa_v2p)):
+        inputs[name] = None
+        if wanted:
+            table = torch.randint(-1, 4 * n_vpages, (n_vpages,), generator=gen, dtype=torch.int64)
+            table[torch.rand(n_vpages, generator=gen) < 0.1] = -1
+            inputs[name] = table
+    if c.unified:
+        inputs["swa_mapping"] = None
+        inputs["out_cache_loc"] = None
+
     rows, cols = c.bs + c.pad_rows, c.max_seq_pages + c.pad_cols
     i32 = dict(dtype=torch.int32)
     outputs = dict(
@@ -88,7 +105,8 @@ def make_case(c: MetaCase, gen: torch.Generator, device: str):
         page_table=torch.empty(rows, cols, **i32),
         swa_page_table=torch.empty(rows, cols, **i32) if c.swa else None,
         swa_out_cache_loc=(
-            torch.empty(c.swa_out_len, dtype=torch.int64) if c.swa and c.swa_out_len is not None else None
+            torch.empty(c.swa_out_len, dtype=torch.int64)
+            if c.swa and c.swa_out_len is not None and not c.unified else None
         ),
         cu_seqlens_q=torch.empty(rows + 1, **i32) if c.q_mode != Q_MODE_NONE else None,
     )
@@ -163,4 +181,19 @@ EDGE_CASES = {
     "row_offsets_full_width": MetaCase(row_offsets=torch.int32, q_mode=Q_MODE_STRIDED),
     "row_offsets_skip": MetaCase(row_offsets=torch.int32, skip_page_table=True, q_mode=Q_MODE_CUMSUM,
                                  ragged_verify=True, bs=33),
+    # SPEC 6: the unified pool's page tables in the same launch
+    "unified_v2p_swa_v2p": MetaCase(v2p=True, swa_v2p=True, unified=True, live_pages_only=True),
+    "unified_v2p_only": MetaCase(v2p=True, swa=False, n_out=None, swa_out_len=None, live_pages_only=True),
+    "unified_full_width": MetaCase(v2p=True, swa_v2p=True, unified=True),
+    "unified_page1": MetaCase(v2p=True, swa_v2p=True, unified=True, page_size=1, max_seq_pages=37),
+    "unified_odd_page": MetaCase(v2p=True, swa_v2p=True, unified=True, page_size=3, bs=13, max_seq_pages=29,
+                                 pool=17, live_pages_only=True),
+    "v2p_with_swa_mapping": MetaCase(v2p=True, live_pages_only=True),
+    "swa_v2p_with_mapping_out": MetaCase(swa_v2p=True, v2p=True),
+    "unified_ragged_verify": MetaCase(v2p=True, swa_v2p=True, unified=True, row_offsets=torch.int32,
+                                      ragged_verify=True, q_mode=Q_MODE_CUMSUM, live_pages_only=True,
+                                      seqlen_offset=0),
+    "unified_many_rows": MetaCase(v2p=True, swa_v2p=True, unified=True, bs=300, page_size=64, max_seq_pages=5,
+                                  pool=301),
+    "v2p_skip_ignored": MetaCase(v2p=True, swa_v2p=True, unified=True, skip_page_table=True),
 }

@@ -37,6 +37,8 @@ struct InputTensors {
   const std::optional<Tensor>& out_cache_loc;
   const std::optional<Tensor>& qlens;
   const std::optional<Tensor>& seqlen_offsets;
+  const std::optional<Tensor>& v2p;
+  const std::optional<Tensor>& swa_v2p;
 };
 
 struct Scalars {
@@ -64,6 +66,12 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
   check.optional_tensor(t.swa_mapping, "swa_mapping", {DT::kIndex, 1}, dev);
   check.optional_tensor(t.out_cache_loc, "out_cache_loc", {DT::kInt64, 1}, dev);
   check.optional_tensor(t.seqlen_offsets, "seqlen_offsets", {DT::kIndex, 1, bs, 0, "bs"}, dev);
+  // Unified pool page translations (virtual page -> physical page, int64 as
+  // SGLang's allocators keep them). A negative slot reads entry 0, so an
+  // empty table can never be read in bounds.
+  check.optional_tensor(t.v2p, "v2p", {DT::kInt64, 1, 1, 0, "1 (entry 0 is the sink)"}, dev);
+  check.optional_tensor(t.swa_v2p, "swa_v2p", {DT::kInt64, 1, 1, 0, "1 (entry 0 is the sink)"},
+                        dev);
   check.require(q_mode != kQModeCumsum || t.qlens.has_value(),
                 "qlens is required when q_mode = 1 (Q_MODE_CUMSUM)");
   check.optional_tensor(t.qlens, "qlens", {DT::kIndex, 1, bs, 0, "bs"}, dev);
@@ -126,10 +134,14 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
   }
   bool swa_out = false;
   for (const SetTensors& s : sets) swa_out |= s.swa_out_cache_loc != nullptr;
-  // A swa_mapping without SWA outputs is accepted and unused (SGLang 0.5.23
-  // passes its mapping on every call).
-  check.require(t.swa_mapping.has_value() || !(swa_table || swa_out),
-                "swa_mapping is required when swa_page_table or swa_out_cache_loc is given");
+  // A swa_mapping (or swa_v2p) without SWA outputs is accepted and unused
+  // (SGLang 0.5.23 passes its mapping on every call). The SWA table comes
+  // from swa_v2p when given, else from swa_mapping; swa_out_cache_loc always
+  // translates through swa_mapping.
+  check.require(t.swa_mapping.has_value() || t.swa_v2p.has_value() || !swa_table,
+                "swa_page_table needs swa_mapping or swa_v2p");
+  check.require(t.swa_mapping.has_value() || !swa_out,
+                "swa_mapping is required when swa_out_cache_loc is given");
 
   // Every gathered slot p * page_size (p < max_seq_pages) lies in its row.
   // Tested as (max_seq_pages - 1) <= (ctx - 1) / page_size: the product itself
@@ -151,9 +163,18 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
   in.req_to_token = t.req_to_token.const_data_ptr<int32_t>();
   in.req_to_token_stride = t.req_to_token.stride(0);
   in.pool_size = t.req_to_token.size(0);
-  if (swa_table || swa_out) {
+  const bool swa_v2p_table = swa_table && t.swa_v2p.has_value();
+  if ((swa_table && !swa_v2p_table) || swa_out) {
     in.swa_mapping = index_array_of(*t.swa_mapping);
     in.swa_mapping_size = t.swa_mapping->numel();
+  }
+  if (pages && t.v2p) {
+    in.v2p = t.v2p->const_data_ptr<int64_t>();
+    in.v2p_size = t.v2p->numel();
+  }
+  if (swa_v2p_table) {
+    in.swa_v2p = t.swa_v2p->const_data_ptr<int64_t>();
+    in.swa_v2p_size = t.swa_v2p->numel();
   }
   if (swa_out && t.out_cache_loc) {
     in.out_cache_loc = t.out_cache_loc->const_data_ptr<int64_t>();
@@ -207,7 +228,8 @@ void update_trtllm_mha_graph_metadata(
     std::optional<Tensor> out_cache_loc, std::optional<Tensor> swa_out_cache_loc,
     std::optional<Tensor> cu_seqlens_q, std::optional<Tensor> qlens, int64_t q_stride,
     int64_t q_mode, bool live_pages_only, bool skip_page_table,
-    std::optional<Tensor> seqlen_offsets) {
+    std::optional<Tensor> seqlen_offsets, std::optional<Tensor> v2p,
+    std::optional<Tensor> swa_v2p) {
   const ArgChecker check("update_trtllm_mha_graph_metadata");
   check.non_negative(bs, "bs");
   if (bs == 0) return;  // documented no-op
@@ -224,7 +246,7 @@ void update_trtllm_mha_graph_metadata(
   s.seqlen_offset = seqlen_offset;
   update_impl(check, false,
               {req_pool_indices, seq_lens, req_to_token, swa_mapping, out_cache_loc, qlens,
-               seqlen_offsets},
+               seqlen_offsets, v2p, swa_v2p},
               sets,
               {bs, max_seq_pages, page_size, q_stride, q_mode, live_pages_only,
                skip_page_table});

@@ -133,8 +133,12 @@ TRTLLM_ROWS = [
     r("cumsum without qlens", set_(qlens=None), "qlens is required when q_mode = 1"),
     r("q_mode 1 without cu_seqlens_q", set_(cu_seqlens_q=None), "cu_seqlens_q is required"),
     r("q_mode 2 without cu_seqlens_q", set_(cu_seqlens_q=None, q_mode=2), "cu_seqlens_q is required when q_mode = 2"),
-    r("swa table without mapping", set_(swa_mapping=None), "swa_mapping is required"),
-    r("swa out without mapping", set_(swa_mapping=None, swa_page_table=None), "swa_mapping is required when swa_page_table or swa_out_cache_loc"),
+    r("swa table without mapping", set_(swa_mapping=None), "swa_page_table needs swa_mapping or swa_v2p"),
+    r("swa out without mapping", set_(swa_mapping=None, swa_page_table=None),
+      "swa_mapping is required when swa_out_cache_loc is given"),
+    r("swa out without mapping (swa_v2p table)",
+      both(derive("swa_v2p", "swa_mapping", lambda t: t.clone()), set_(swa_mapping=None)),
+      "swa_mapping is required when swa_out_cache_loc is given"),
     # (a swa_mapping without SWA outputs is accepted and unused since SGLang 0.5.23
     # passes it on every call: hostile_table.py "lone swa_mapping" must succeed)
     # seqlen_offsets (per-row offsets, ragged verify; built from seq_lens' device)
@@ -149,6 +153,14 @@ TRTLLM_ROWS = [
       "seqlen_offsets must have inner stride 1"),
     r("seqlen_offsets on meta", derive("seqlen_offsets", "seq_lens", lambda t: t.to("meta")),
       "seqlen_offsets", "meta"),
+    # v2p / swa_v2p (SPEC 6: the unified pool's page translations, int64)
+    r("v2p int32", derive("v2p", "swa_mapping", lambda t: t.int()), "v2p " + I64, "torch.int32"),
+    r("swa_v2p float", derive("swa_v2p", "swa_mapping", lambda t: t.float()), "swa_v2p " + I64),
+    r("v2p empty", derive("v2p", "swa_mapping", lambda t: t[:0]), "v2p.size(0) must be >= 1"),
+    r("swa_v2p empty", derive("swa_v2p", "swa_mapping", lambda t: t[:0]), "swa_v2p.size(0) must be >= 1"),
+    r("v2p 2-D", derive("v2p", "swa_mapping", lambda t: t[None]), "v2p must be 1-D, got 2-D"),
+    r("v2p step 2", derive("v2p", "swa_mapping", lambda t: t[::2]), "v2p must have inner stride 1"),
+    r("v2p on meta", derive("v2p", "swa_mapping", lambda t: t.to("meta")), "v2p", "meta"),
     # devices: cpu + meta (meta dispatches to the fake kernel, which must not
     # silently do nothing), cpu + cuda when there is a GPU
     r("page_table on meta", apply("page_table", lambda t: torch.empty_like(t, device="meta")), "page_table", "meta"),

@@ -211,6 +211,30 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         locs[unread:] = _randint(gen, swa_size, 2**62, max(n - unread, 0), torch.int64)
         out_cache_loc = strided(locs, gen, lead=draw(st.integers(0, 2)), tail=draw(st.integers(0, 2)))
 
+    # SPEC 6: the unified pool's translations. Every slot drawn above names a
+    # virtual page below swa_size // page_size + 1 (wide slots only come
+    # without an SWA table: no table is drawn for them). Entries: physical
+    # pages, -1 (freed: read as 0), values past int32 (wrap like .to(int32)).
+    v2p = swa_v2p = None
+    v2p_regime = "none"
+    if need is None and not wide_slots and draw(st.integers(0, 3)) == 0:
+        n_vpages = swa_size // min(page_size, swa_size) + 1 + draw(st.integers(0, 3))
+
+        def v2p_table():
+            t = _randint(gen, -1, 4 * n_vpages + 3, n_vpages, torch.int64)
+            if draw(st.booleans()):
+                t = _randint(gen, -(2**40), 2**40, n_vpages, torch.int64)
+            t = _sprinkle(gen, t, 0.1, lambda k: torch.full((k,), -1))
+            return strided(t, gen, lead=draw(st.integers(0, 2)), tail=draw(st.integers(0, 2)))
+
+        v2p_regime = draw(st.sampled_from(["full", "swa", "both", "unified"]))
+        if v2p_regime != "swa":
+            v2p = v2p_table()
+        if v2p_regime != "full":
+            swa_v2p = v2p_table()
+        if v2p_regime == "unified" and not swa_out:
+            swa_mapping = None  # the unified pool has no token-level mapping
+
     pad_rows = draw(st.integers(0, 3))
     rows = bs + pad_rows
     cols = max_seq_pages + draw(st.integers(0, 3))
@@ -236,6 +260,8 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         q_mode=q_mode,
         live_pages_only=draw(st.booleans()) or need == "dead_slot",
         seqlen_offsets=seqlen_offsets,
+        v2p=v2p,
+        swa_v2p=swa_v2p,
     )
     # SPEC 4: seqlen metadata only; the tables and swa_out_cache_loc may be None
     # (given, they must stay untouched) and no index, slot or mapping is read.
@@ -250,7 +276,7 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
     extra = dict(bs=bs, page_size=page_size, max_seq_pages=max_seq_pages, q_mode=q_mode,
                  swa=(swa_table, swa_out), req_to_token=r2t_layout, lens=len_regime, skip=skip,
                  mapping=("none" if swa_mapping is None else "lone" if lone_mapping else "used")
-                 + f"/{str(mapping_dtype)[6:]}", offsets=offs_regime)
+                 + f"/{str(mapping_dtype)[6:]}", offsets=offs_regime, v2p=v2p_regime)
     return Case(args, outputs, note=NAME, extra=extra)
 
 
@@ -268,6 +294,7 @@ def events(case: Case) -> list[str]:
         f"lens={e['lens']}",
         f"skip_page_table={e['skip']}",
         f"seqlen_offsets={e['offsets']}",
+        f"v2p={e['v2p']}",
         f"swa_mapping={e['mapping']}",
         "max_seq_pages=" + (">1023" if e["max_seq_pages"] > 1023 else "2..12" if e["max_seq_pages"] > 1
                             else str(e["max_seq_pages"])),
