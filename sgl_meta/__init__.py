@@ -25,6 +25,7 @@ from .trtllm_mha import (
     Q_MODE_STRIDED,
     build_trtllm_mha_page_table,
     update_trtllm_mha_graph_metadata,
+    update_trtllm_mha_graph_metadata_multi,
 )
 
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
@@ -42,4 +43,5 @@ __all__ = [
     "fused_metadata_copy_multi",
     "fused_metadata_copy_multi_cuda",
     "update_trtllm_mha_graph_metadata",
+    "update_trtllm_mha_graph_metadata_multi",
 ]

@@ -8,7 +8,7 @@ traces cleanly under ``torch.compile``. Argument names are SGLang's.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -162,6 +162,106 @@ def update_trtllm_mha_graph_metadata(
     except RuntimeError as err:
         explain_missing_tensor("update_trtllm_mha_graph_metadata", err, locals())
         raise
+
+
+_update_trtllm_mha_graph_metadata_multi = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata_multi.default
+_MULTI_LISTS = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "swa_out_cache_loc", "cu_seqlens_q")
+
+
+def update_trtllm_mha_graph_metadata_multi(
+    *,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    req_to_token: torch.Tensor,
+    cache_seqlens: Sequence[torch.Tensor],
+    cu_seqlens_k: Sequence[torch.Tensor],
+    page_table: Optional[Sequence[torch.Tensor]] = None,
+    bs: int,
+    seqlen_offset: Sequence[int],
+    max_seq_pages: int,
+    page_size: int,
+    swa_mapping: Optional[torch.Tensor] = None,
+    swa_page_table: Optional[Sequence[torch.Tensor]] = None,
+    out_cache_loc: Optional[torch.Tensor] = None,
+    swa_out_cache_loc: Optional[Sequence[torch.Tensor]] = None,
+    cu_seqlens_q: Optional[Sequence[torch.Tensor]] = None,
+    qlens: Optional[torch.Tensor] = None,
+    q_stride: int = 0,
+    q_mode: int = Q_MODE_NONE,
+    live_pages_only: bool = False,
+    skip_page_table: bool = False,
+    seqlen_offsets: Optional[torch.Tensor] = None,
+    v2p: Optional[torch.Tensor] = None,
+    swa_v2p: Optional[torch.Tensor] = None,
+) -> None:
+    """:func:`update_trtllm_mha_graph_metadata` into K >= 1 destination sets, in one launch.
+
+    For SGLang's multi-step speculative draft backend
+    (``TRTLLMHAAttnMultiStepDraftBackend.init_forward_metadata_in_graph``, which
+    records one update per draft step ``i`` with ``seqlen_offset = i + 1``). Set
+    ``k`` is element ``k`` of every list argument and receives exactly what
+    :func:`update_trtllm_mha_graph_metadata` would write with
+    ``seqlen_offset=seqlen_offset[k]`` and the shared inputs (``seqlen_offsets``,
+    ``v2p``, ``swa_v2p``, ... included). The sets differ only by their offsets, so
+    each page slot is gathered (and translated) once and stored into every set
+    whose live prefix covers it: the cost of one update plus the extra stores.
+
+    Args: as :func:`update_trtllm_mha_graph_metadata`, except that the outputs are
+    lists of K tensors (a tuple works too) and ``seqlen_offset`` a list of K ints.
+    ``page_table`` may be None only with ``skip_page_table``; ``swa_page_table``,
+    ``swa_out_cache_loc`` and ``cu_seqlens_q`` are None (or empty) or K tensors;
+    ``swa_page_table`` is given for every set or for none. Up to 4 sets go in one
+    launch; larger K takes ceil(K / 4) launches on the same stream (still no
+    allocation or sync). Every output of every set must be distinct memory.
+
+    Raises:
+        RuntimeError: as :func:`update_trtllm_mha_graph_metadata` (messages name the
+            list element, e.g. ``page_table[2]``), plus lists whose length is not K.
+        TypeError: ``None`` for a required tensor or inside a list (named, e.g.
+            ``cache_seqlens[1]``).
+    """
+    try:  # (free on the success path; see _explain_multi_error)
+        _update_trtllm_mha_graph_metadata_multi(
+            req_pool_indices,
+            seq_lens,
+            req_to_token,
+            cache_seqlens,
+            cu_seqlens_k,
+            () if page_table is None else page_table,
+            () if swa_page_table is None else swa_page_table,
+            () if swa_out_cache_loc is None else swa_out_cache_loc,
+            () if cu_seqlens_q is None else cu_seqlens_q,
+            bs,
+            seqlen_offset,
+            max_seq_pages,
+            page_size,
+            swa_mapping,
+            out_cache_loc,
+            qlens,
+            q_stride,
+            q_mode,
+            live_pages_only,
+            skip_page_table,
+            seqlen_offsets,
+            v2p,
+            swa_v2p,
+        )
+    except (RuntimeError, TypeError) as err:
+        _explain_multi_error(err, locals())
+        raise
+
+
+def _explain_multi_error(err: Exception, args: dict) -> None:
+    """Error path only: a None inside a destination list gets torch's generic
+    list-type message; name the op and the list element instead."""
+    for name in _MULTI_LISTS:
+        for k, t in enumerate(args.get(name) or ()):
+            if t is None:
+                raise TypeError(
+                    f"sgl_meta.update_trtllm_mha_graph_metadata_multi: {name}[{k}] must be a Tensor, got None"
+                ) from err
+    if isinstance(err, RuntimeError):
+        explain_missing_tensor("update_trtllm_mha_graph_metadata_multi", err, args)
 
 
 _build_trtllm_mha_page_table = torch.ops.sgl_meta.build_trtllm_mha_page_table.default

@@ -197,3 +197,20 @@ EDGE_CASES = {
                                   pool=301),
     "v2p_skip_ignored": MetaCase(v2p=True, swa_v2p=True, unified=True, skip_page_table=True),
 }
+
+
+OUTPUT_NAMES = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "swa_out_cache_loc", "cu_seqlens_q")
+
+
+def make_multi_case(c: MetaCase, offsets: list, gen: torch.Generator, device: str):
+    """update_trtllm_mha_graph_metadata_multi: the inputs of make_case and
+    len(offsets) destination sets, each freshly poisoned (lists per output,
+    None where the case has no such output). Returns (inputs, outputs, scalars)."""
+    inputs, first, scalars = make_case(c, gen, device)
+    sets = [first] + [
+        {k: (None if v is None else poison_like(v, gen).to(device)) for k, v in first.items()}
+        for _ in offsets[1:]
+    ]
+    outputs = {name: (None if first[name] is None else [s[name] for s in sets]) for name in OUTPUT_NAMES}
+    scalars = {**scalars, "seqlen_offset": list(offsets)}
+    return inputs, outputs, scalars

@@ -98,9 +98,9 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
     check.tensor(*s.cu_seqlens_k, ArgName("cu_seqlens_k", k),
                  {DT::kInt32, 1, bs + 1, 0, "bs + 1"}, dev);
     // cache_seqlens and cu_seqlens are int32: the offsets must fit it.
-    check.in_range(s.seqlen_offset, INT32_MIN, INT32_MAX,
-                   multi ? "seqlen_offset[]" : "seqlen_offset",
-                   "it is added into int32 cache_seqlens");
+    check.require(s.seqlen_offset >= INT32_MIN && s.seqlen_offset <= INT32_MAX,
+                  ArgName("seqlen_offset", k), " = ", s.seqlen_offset, " is outside [",
+                  INT32_MIN, ", ", INT32_MAX, "] (it is added into int32 cache_seqlens)");
     if (pages) {
       check.require(s.page_table != nullptr, ArgName("page_table", k),
                     " is required (got None) unless skip_page_table=True");
@@ -245,6 +245,59 @@ void update_trtllm_mha_graph_metadata(
   s.cu_seqlens_q = opt(cu_seqlens_q);
   s.seqlen_offset = seqlen_offset;
   update_impl(check, false,
+              {req_pool_indices, seq_lens, req_to_token, swa_mapping, out_cache_loc, qlens,
+               seqlen_offsets, v2p, swa_v2p},
+              sets,
+              {bs, max_seq_pages, page_size, q_stride, q_mode, live_pages_only,
+               skip_page_table});
+}
+
+void update_trtllm_mha_graph_metadata_multi(
+    Tensor req_pool_indices, Tensor seq_lens, Tensor req_to_token,
+    std::vector<Tensor> cache_seqlens, std::vector<Tensor> cu_seqlens_k,
+    std::vector<Tensor> page_table, std::vector<Tensor> swa_page_table,
+    std::vector<Tensor> swa_out_cache_loc, std::vector<Tensor> cu_seqlens_q, int64_t bs,
+    std::vector<int64_t> seqlen_offset, int64_t max_seq_pages, int64_t page_size,
+    std::optional<Tensor> swa_mapping, std::optional<Tensor> out_cache_loc,
+    std::optional<Tensor> qlens, int64_t q_stride, int64_t q_mode, bool live_pages_only,
+    bool skip_page_table, std::optional<Tensor> seqlen_offsets, std::optional<Tensor> v2p,
+    std::optional<Tensor> swa_v2p) {
+  const ArgChecker check("update_trtllm_mha_graph_metadata_multi");
+  const size_t k_sets = cache_seqlens.size();
+  check.require(k_sets >= 1, "cache_seqlens must hold at least one tensor (one per "
+                             "destination set), got an empty list");
+  const char* per_set = "one per destination set, as cache_seqlens";
+  check.list_size(cu_seqlens_k, "cu_seqlens_k", k_sets, per_set);
+  check.require(seqlen_offset.size() == k_sets, "seqlen_offset must hold ", k_sets,
+                " offsets (one per destination set, as cache_seqlens), got ",
+                seqlen_offset.size());
+  // Optional fields: K tensors or an empty list (not used).
+  const auto optional_list = [&](const std::vector<Tensor>& list, const char* name) {
+    check.require(list.empty() || list.size() == k_sets, name, " must hold ", k_sets,
+                  " tensors (one per destination set) or none, got ", list.size());
+  };
+  optional_list(page_table, "page_table");
+  optional_list(swa_page_table, "swa_page_table");
+  optional_list(swa_out_cache_loc, "swa_out_cache_loc");
+  optional_list(cu_seqlens_q, "cu_seqlens_q");
+  check.non_negative(bs, "bs");
+  if (bs == 0) return;  // documented no-op
+  check.require(skip_page_table || !page_table.empty(),
+                "page_table is required (one per destination set) unless "
+                "skip_page_table=True, got an empty list");
+  std::vector<SetTensors> sets(k_sets);
+  for (size_t k = 0; k < k_sets; ++k) {
+    SetTensors& s = sets[k];
+    s.index = static_cast<int64_t>(k);
+    s.cache_seqlens = &cache_seqlens[k];
+    s.cu_seqlens_k = &cu_seqlens_k[k];
+    if (!page_table.empty()) s.page_table = &page_table[k];
+    if (!swa_page_table.empty()) s.swa_page_table = &swa_page_table[k];
+    if (!swa_out_cache_loc.empty()) s.swa_out_cache_loc = &swa_out_cache_loc[k];
+    if (!cu_seqlens_q.empty()) s.cu_seqlens_q = &cu_seqlens_q[k];
+    s.seqlen_offset = seqlen_offset[k];
+  }
+  update_impl(check, true,
               {req_pool_indices, seq_lens, req_to_token, swa_mapping, out_cache_loc, qlens,
                seqlen_offsets, v2p, swa_v2p},
               sets,

@@ -8,11 +8,16 @@ One module per op family; every reference is importable from here.
 """
 
 from .dsa_copy import fused_metadata_copy, fused_metadata_copy_multi
-from .trtllm_mha import build_trtllm_mha_page_table, update_trtllm_mha_graph_metadata
+from .trtllm_mha import (
+    build_trtllm_mha_page_table,
+    update_trtllm_mha_graph_metadata,
+    update_trtllm_mha_graph_metadata_multi,
+)
 
 __all__ = [
     "build_trtllm_mha_page_table",
     "fused_metadata_copy",
     "fused_metadata_copy_multi",
     "update_trtllm_mha_graph_metadata",
+    "update_trtllm_mha_graph_metadata_multi",
 ]

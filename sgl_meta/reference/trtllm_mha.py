@@ -159,3 +159,32 @@ def build_trtllm_mha_page_table(
     if swa_page_table is not None:
         mapped = full_to_swa[slots.long().clamp(0, full_to_swa.numel() - 1)].long()
         _write_columns(swa_page_table, torch.floor_divide(mapped, page_size).to(torch.int32), pages)
+
+
+def update_trtllm_mha_graph_metadata_multi(
+    *,
+    cache_seqlens,
+    cu_seqlens_k,
+    seqlen_offset,
+    page_table=None,
+    swa_page_table=None,
+    swa_out_cache_loc=None,
+    cu_seqlens_q=None,
+    **shared,
+) -> None:
+    """Eager reference of :func:`sgl_meta.update_trtllm_mha_graph_metadata_multi`:
+    the K single-set updates it replaces (what SGLang's multi-step draft backend
+    records, one per draft step)."""
+    if shared.get("bs", 0) == 0:
+        return
+    for k in range(len(cache_seqlens)):
+        update_trtllm_mha_graph_metadata(
+            cache_seqlens=cache_seqlens[k],
+            cu_seqlens_k=cu_seqlens_k[k],
+            seqlen_offset=seqlen_offset[k],
+            page_table=page_table[k] if page_table else None,
+            swa_page_table=swa_page_table[k] if swa_page_table else None,
+            swa_out_cache_loc=swa_out_cache_loc[k] if swa_out_cache_loc else None,
+            cu_seqlens_q=cu_seqlens_q[k] if cu_seqlens_q else None,
+            **shared,
+        )

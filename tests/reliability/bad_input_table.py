@@ -33,7 +33,17 @@ def _trtllm_base(gen, device):
     return {**inputs, **outputs, **scalars}
 
 
-BASES: dict[str, Callable] = {"update_trtllm_mha_graph_metadata": _trtllm_base}
+def _trtllm_multi_base(gen, device):
+    from trtllm_mha_cases import MetaCase, make_multi_case
+
+    inputs, outputs, scalars = make_multi_case(MetaCase(q_mode=1), [1, 2, 3], gen, device)
+    return {**inputs, **outputs, **scalars}
+
+
+BASES: dict[str, Callable] = {
+    "update_trtllm_mha_graph_metadata": _trtllm_base,
+    "update_trtllm_mha_graph_metadata_multi": _trtllm_multi_base,
+}
 
 
 def _register_optional_bases():
@@ -189,7 +199,65 @@ TRTLLM_ROWS = [
     r("missing bs", drop("bs"), "'bs'", raises=(TypeError,), prefixed=False),
 ]
 
-ROWS: list[Row] = list(TRTLLM_ROWS)
+# ---- update_trtllm_mha_graph_metadata_multi (K = 3 sets) ----------------------
+MM = "update_trtllm_mha_graph_metadata_multi"
+
+
+def rm(id, edit, *names, **kw):
+    return Row(id=f"{MM}/{id}", op=MM, edit=edit, names=names, **kw)
+
+
+def at(name, k, fn):
+    """Replaces element k of list argument `name` with fn(element)."""
+    def edit(kw):
+        items = list(kw[name])
+        items[k] = fn(items[k])
+        kw[name] = items
+    return edit
+
+
+def alias_sets(name, k, onto, j):
+    """Element k of list `name` becomes element j of list `onto` (two sets' outputs alias)."""
+    def edit(kw):
+        items = list(kw[name])
+        items[k] = kw[onto][j] if kw[onto][j].shape == items[k].shape else kw[onto][j][: items[k].shape[0]]
+        kw[name] = items
+    return edit
+
+
+TRTLLM_MULTI_ROWS = [
+    rm("cache_seqlens[1] int64", at("cache_seqlens", 1, lambda t: t.long()), "cache_seqlens[1] " + I32),
+    rm("page_table[2] narrow", at("page_table", 2, lambda t: t[:, :3]), "page_table[2].size(1) must be >= max_seq_pages"),
+    rm("swa_page_table[0] rows overlap", at("swa_page_table", 0, overlapping_rows), "swa_page_table[0] rows overlap"),
+    rm("cu_seqlens_q[1] short", at("cu_seqlens_q", 1, lambda t: t[:3]), "cu_seqlens_q[1].size(0) must be >= bs + 1"),
+    rm("cu_seqlens_k list short", apply("cu_seqlens_k", lambda v: v[:2]), "cu_seqlens_k must hold 3 tensors"),
+    rm("swa_out_cache_loc list short", apply("swa_out_cache_loc", lambda v: v[:1]),
+       "swa_out_cache_loc must hold 3 tensors", "or none, got 1"),
+    rm("seqlen_offset list long", apply("seqlen_offset", lambda v: v + [4]), "seqlen_offset must hold 3 offsets"),
+    rm("seqlen_offset[2] past int32", apply("seqlen_offset", lambda v: v[:2] + [2**31]),
+       "seqlen_offset[2] = 2147483648 is outside"),
+    rm("empty lists", set_(cache_seqlens=[], cu_seqlens_k=[], page_table=[], swa_page_table=[], swa_out_cache_loc=[],
+                           cu_seqlens_q=[], seqlen_offset=[]), "cache_seqlens must hold at least one tensor"),
+    rm("page_table None without skip_page_table", set_(page_table=None), "page_table is required",
+       "unless skip_page_table=True"),
+    rm("cache_seqlens[2] is cache_seqlens[0]", alias_sets("cache_seqlens", 2, "cache_seqlens", 0),
+       "cache_seqlens[0]", "cache_seqlens[2]", "overlap in memory"),
+    rm("page_table[1] is swa_page_table[0]", alias_sets("page_table", 1, "swa_page_table", 0),
+       "page_table[1]", "swa_page_table[0]", "overlap in memory"),
+    rm("swa_mapping int16", apply("swa_mapping", lambda t: t.short()), "swa_mapping " + IDX),
+    rm("v2p int32", derive("v2p", "swa_mapping", lambda t: t.int()), "v2p " + I64),
+    rm("None inside cache_seqlens", at("cache_seqlens", 1, lambda t: None), "cache_seqlens[1] must be a Tensor, got None",
+       raises=(TypeError,)),
+    rm("None inside page_table", at("page_table", 2, lambda t: None), "page_table[2] must be a Tensor, got None",
+       raises=(TypeError,)),
+    rm("req_to_token None", set_(req_to_token=None), "req_to_token must be a Tensor, got None", raises=(TypeError,)),
+    rm("page_table[0] on meta", at("page_table", 0, lambda t: torch.empty_like(t, device="meta")), "page_table", "meta"),
+    rm("cache_seqlens[1] on cpu, rest on cuda", both(all_but("cuda"), at("cache_seqlens", 1, lambda t: t.cpu())),
+       "cache_seqlens[1] is on cpu", needs="cuda"),
+    rm("bs float", set_(bs=2.5), "'bs'", prefixed=False),
+]
+
+ROWS: list[Row] = list(TRTLLM_ROWS) + TRTLLM_MULTI_ROWS
 
 
 def _register_optional_rows():

@@ -108,6 +108,25 @@ ROWS = [
 ]
 
 
+MM = "update_trtllm_mha_graph_metadata_multi"
+ROWS += [
+    Row(f"{MM}/request index == pool size", MM, at("req_pool_indices", 2, POOL),
+        (f"req_pool_indices[2] = {POOL} is outside [0, {POOL})",)),
+    Row(f"{MM}/slot == swa_mapping size", MM, apply("req_to_token", lambda t: t.fill_(SWA_M)),
+        (f"= {SWA_M} is outside [0, {SWA_M}) (swa_mapping.numel())",)),
+    Row(f"{MM}/out_cache_loc past swa_mapping", MM, at("out_cache_loc", 1, 2**40),
+        ("out_cache_loc[1] = 1099511627776 is outside",)),
+    Row(f"{MM}/v2p shorter than the pages read", MM, derive("v2p", "swa_mapping", lambda t: t[:3].clone()),
+        ("is outside [0, 3) (v2p.numel())",)),
+    # the widest set's live prefix is read, no further
+    Row(f"{MM}/slots past the mapping in every set's dead columns", MM,
+        both(set_(live_pages_only=True, seqlen_offset=[0, 0, 0]), apply("seq_lens", lambda t: t.fill_(0)),
+             apply("req_to_token", lambda t: t.fill_(SWA_M))), (), raises=()),
+    Row(f"{MM}/request indices past bs", MM,
+        apply("req_pool_indices", lambda t: t.__setitem__(slice(5, None), 10**6) or t), (), raises=()),
+]
+
+
 def _register_optional_rows():
     import st_dsa_metadata_copy
     import st_page_table

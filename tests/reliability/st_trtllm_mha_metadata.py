@@ -384,3 +384,56 @@ def check_hostile(hostile) -> None:
         raise AssertionError(f"hostile {kind}: no error\ncase: {case.describe()}")
     outside_views_unchanged(case, bases, before, f"hostile {kind}")
     return kind
+
+
+# ---- update_trtllm_mha_graph_metadata_multi (K destination sets) --------------
+MULTI_NAME = "update_trtllm_mha_graph_metadata_multi"
+_OUTPUTS = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "swa_out_cache_loc", "cu_seqlens_q")
+
+
+def multi_available() -> bool:
+    return hasattr(sgl_meta, MULTI_NAME) and hasattr(reference, MULTI_NAME)
+
+
+def multi_op(**kw):
+    sgl_meta.update_trtllm_mha_graph_metadata_multi(**kw)
+
+
+def multi_ref(**kw):
+    reference.update_trtllm_mha_graph_metadata_multi(**kw)
+
+
+@st.composite
+def multi_cases(draw) -> Case:
+    """A valid single-set call (every regime of `cases`) fanned out to K sets:
+    each extra set has the first one's layout over fresh poison, and its own
+    seqlen_offset (draft steps 1..K, or any int32 values)."""
+    one = draw(cases())
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**63 - 1)))
+    k_sets = draw(st.sampled_from([1, 2, 3, 3, 4, 5, 7]))
+    if draw(st.booleans()):
+        offsets = list(range(1, k_sets + 1))
+    else:
+        offsets = draw(st.lists(st.one_of(st.integers(-4, 9), st.sampled_from([I32_MIN, I32_MAX])),
+                                min_size=k_sets, max_size=k_sets))
+    args = dict(one.args)
+    for name in _OUTPUTS:
+        first = args.get(name)
+        if first is None:
+            continue
+        args[name] = [first] + [Strided(garbage(first.base.numel(), first.base.dtype, gen), first.size, first.stride,
+                                        first.offset) for _ in range(k_sets - 1)]
+    args["seqlen_offset"] = offsets
+    extra = {**one.extra, "k": k_sets}
+    return Case(args, one.outputs, note=MULTI_NAME, extra=extra)
+
+
+def multi_events(case: Case) -> list[str]:
+    return [f"K={case.extra['k']}", *events(case)]
+
+
+ENTRIES = [
+    dict(name=NAME, available=available, op=op, ref=ref, cases=cases, events=events, weight=1.0),
+    dict(name=MULTI_NAME, available=multi_available, op=multi_op, ref=multi_ref, cases=multi_cases,
+         events=multi_events, weight=0.5),
+]
