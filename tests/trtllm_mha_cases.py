@@ -156,6 +156,10 @@ EDGE_CASES = {
     "page_256_wide": MetaCase(bs=3, page_size=256, max_seq_pages=1100, pool=4, extra_cols=0),
     "many_rows": MetaCase(bs=300, page_size=64, max_seq_pages=5, pool=301),
     "no_negative_slots": MetaCase(negative_slots=False),
+    # CUDA page blocks are 256 columns: rows across several chunks, live or not
+    "chunk_edges": MetaCase(bs=4, page_size=2, max_seq_pages=513, pool=5, extra_cols=0),
+    "chunk_edges_live": MetaCase(bs=5, page_size=1, max_seq_pages=257, pool=6, live_pages_only=True,
+                                 seqlen_offset=200),
     # SPEC 4: what SGLang 0.5.23 passes
     "mapping_int32": MetaCase(mapping_dtype=torch.int32),
     "mapping_int32_live": MetaCase(mapping_dtype=torch.int32, live_pages_only=True, bs=9, max_seq_pages=30),
