@@ -83,11 +83,14 @@ def test_emulated_graphs_all_workloads(tmp_path):
     ops = {p["preset"]: [w["op"] for w in p["workloads"]] for p in doc["presets"]}
     mha = ["update_trtllm_mha_graph_metadata", "build_trtllm_mha_page_table"]
     assert ops == {
-        "gpt-oss-120b": mha,
+        "gpt-oss-120b": ["update_trtllm_mha_graph_metadata", "update_trtllm_mha_graph_metadata_multi",
+                         "build_trtllm_mha_page_table"],
         "llama-3.1-8b-p16": mha,
         "llama-3.1-8b-p64": mha,
         "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"],
     }
+    eagle = doc["presets"][0]["workloads"][1]  # the draft steps in one launch
+    assert eagle["refreshes"] == ["draft_decode_0..1", "target_verify", "draft_extend"]
     dsa = doc["presets"][3]["workloads"]
     assert dsa[0]["refreshes"] == ["target_verify", "draft_extend"]
     for p in doc["presets"]:

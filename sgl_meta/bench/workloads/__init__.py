@@ -3,8 +3,8 @@
 
 from .base import IMPLS, BenchContext, Workload
 from .dsa import DsaMetadataCopy, DsaMetadataCopyMulti
-from .trtllm_mha import TrtllmMhaMetadata, TrtllmMhaPageTable
+from .trtllm_mha import TrtllmMhaMetadata, TrtllmMhaPageTable, TrtllmMhaSpecOneLaunch
 
-REGISTRY = (TrtllmMhaMetadata, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti)
+REGISTRY = (TrtllmMhaMetadata, TrtllmMhaSpecOneLaunch, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti)
 
 __all__ = ["IMPLS", "REGISTRY", "BenchContext", "Workload"]
