@@ -52,9 +52,11 @@ def update_trtllm_mha_graph_metadata(
 ) -> None:
     """Refresh all CUDA-graph metadata of the TRT-LLM MHA backend in one launch.
 
-    Mirrors SGLang's Triton ``update_trtllm_mha_graph_metadata`` (the
-    ``TRTLLMHAAttnBackend`` CUDA-graph replay path), which replaced ~25 eager ops
-    (gathers, floor_divide, cumsum, casts, copies). Writes, for ``i < bs``:
+    Mirrors SGLang 0.5.23's Triton ``update_trtllm_mha_graph_metadata``
+    (``sglang/kernels/ops/attention/trtllm_mha_graph_metadata.py``, called by
+    ``TRTLLMHAAttnBackend._apply_cuda_graph_metadata`` and recorded in the decode
+    graph), which replaced ~25 eager ops (gathers, floor_divide, cumsum, casts,
+    copies); it accepts every keyword set 0.5.23 passes. Writes, for ``i < bs``:
 
     * ``cache_seqlens[i] = seq_lens[i] + seqlen_offset (+ seqlen_offsets[i])``
     * ``cu_seqlens_k[0] = 0``, ``cu_seqlens_k[i+1] = cache_seqlens[0..i].sum()``
@@ -71,6 +73,11 @@ def update_trtllm_mha_graph_metadata(
     Columns ``p < max_seq_pages`` are written, or with ``live_pages_only=True`` only
     ``p < min(ceil(cache_seqlens[i] / page_size), max_seq_pages)`` (the tail keeps its
     old values). ``//`` is floor division (``-1 // 64 == -1``). ``bs == 0`` is a no-op.
+    Differences from 0.5.23: the default writes the full width (0.5.23: live pages
+    only, ``live_pages_only=True`` here), negative slots floor (0.5.23 truncates),
+    ``cu_seqlens_k[0]`` / ``cu_seqlens_q[0]`` are written as 0 (0.5.23 relies on
+    zero-initialised buffers), out-of-range device values trip a named assert.
+    The full contract: ``docs/operators/trtllm_mha.md``.
 
     Args:
         req_pool_indices: ``[>= bs]`` int32/int64, row of each request in ``req_to_token``.
@@ -119,11 +126,13 @@ def update_trtllm_mha_graph_metadata(
     Raises:
         RuntimeError: a wrong dtype, device, rank, size, inner stride, negative
             scalar, ``page_size < 1``, a missing or unpaired optional tensor, a bad
-            ``q_mode``, or page-table rows that overlap (``stride(0) < max_seq_pages``
-            with ``bs > 1``) (message names the op and argument). On CPU also for a
-            request index outside ``req_to_token`` or a slot outside ``swa_mapping``;
-            on CUDA those trip a device-side assert instead; on CPU nothing is
-            written before such an error.
+            ``q_mode``, page-table rows that overlap (``stride(0) < max_seq_pages``
+            with ``bs > 1``), outputs that share memory, ``page_table=None`` without
+            ``skip_page_table``, or ``seqlen_offset`` / ``bs * q_stride`` outside int32
+            (message names the op and argument). On CPU also for a request index
+            outside ``req_to_token``, a slot outside ``swa_mapping`` or a virtual page
+            outside ``v2p`` / ``swa_v2p``; on CUDA those trip a device-side assert
+            instead; on CPU nothing is written before such an error.
         TypeError: ``None`` for a required tensor.
 
     ``out_cache_loc`` is only read to fill ``swa_out_cache_loc`` (ignored without
@@ -278,8 +287,8 @@ def build_trtllm_mha_page_table(
 ) -> None:
     """Fill the TRT-LLM MHA page table from ``req_to_token``, sync-free.
 
-    Mirrors SGLang's Triton ``build_trtllm_mha_page_table``
-    (``kernels/ops/kvcache/trtllm_mha_page_table.py``), same signature, which
+    Mirrors SGLang 0.5.23's Triton ``build_trtllm_mha_page_table``
+    (``sglang/kernels/ops/attention/trtllm_mha_page_table.py``), same signature, which
     replaced a ``seq_lens.max().item()`` + gather + ``floor_divide`` eager path:
     each row's work is bounded by its device-side length, the launch only by
     ``page_table``'s static shape. For row ``r < bs`` (``bs, W = page_table.shape``)
@@ -307,7 +316,7 @@ def build_trtllm_mha_page_table(
         page_size: tokens per KV page, ``>= 1``.
         swa_page_table: out, int32 ``[>= bs, >= W]`` SWA page ids, same stride
             rules; given iff ``full_to_swa`` is.
-        full_to_swa: ``[M]`` int64 full-pool slot -> SWA-pool slot, ``M >= 1``;
+        full_to_swa: ``[M]`` int32/int64 full-pool slot -> SWA-pool slot, ``M >= 1``;
             lookups are clamped into ``[0, M - 1]`` (no sentinel handling, as the seed).
 
     Raises:
