@@ -19,7 +19,7 @@
 //   and the scan loads its whole tile before scanning (no load per loop trip).
 // * the scan: bs <= 32 is one warp-shuffle scan (no shared memory, no
 //   barrier); larger batches scan kScanItems rows per thread, one barrier per
-//   512-row tile.
+//   256-row tile.
 // * scattered gathers per SM: the L1 handles an uncoalesced warp load one
 //   sector at a time, so a block that gathers a thousand slots serialises on
 //   its SM. Chunks of kPagesPerBlock columns spread a long row over many SMs.
@@ -51,7 +51,10 @@ constexpr int kPagesPerThread = SGL_META_MHA_PAGES_PER_THREAD;
 constexpr int64_t kPagesPerBlock = int64_t{kThreads} * kPagesPerThread;
 constexpr int kOutPerThread = 4;
 constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
-constexpr int kScanItems = 4;
+// Rows per thread of the scan: 256 rows (the usual largest CUDA-graph batch)
+// in one pass; 4 rows per thread cost the page blocks registers (the scan
+// shares their kernel) for batches that are rarely captured.
+constexpr int kScanItems = 2;
 constexpr int64_t kScanTile = int64_t{kThreads} * kScanItems;
 
 // What the scan reads and writes (the whole parameter block of the
@@ -70,10 +73,28 @@ struct ScanArgs {
   int32_t seqlen_offset[N];
 };
 
+// What the page-table and swa_out blocks read besides the scan's inputs.
+struct PageArgs {
+  IndexArray req_pool_indices;
+  const int32_t* req_to_token;
+  int64_t req_to_token_stride;
+  int64_t pool_size;
+  IndexArray swa_mapping;
+  int64_t swa_mapping_size;
+  const int64_t* out_cache_loc;
+  const int64_t* v2p;
+  int64_t v2p_size;
+  const int64_t* swa_v2p;
+  int64_t swa_v2p_size;
+  int64_t max_seq_pages;
+  PageDivisor page;
+  bool live_pages_only;
+};
+
 template <int N>
 struct Args {
   ScanArgs<N> scan;
-  TrtllmMhaInputs in;  // scan fields duplicated there, unused by the scan
+  PageArgs in;
   int32_t* page_table[N];
   int32_t* swa_page_table[N];  // all null or none
   int64_t* swa_out_cache_loc[N];
@@ -200,10 +221,10 @@ __device__ void scan_rows(const ScanArgs<N>& a) {
 
 template <int N>
 __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
-  const TrtllmMhaInputs& in = a.in;
+  const PageArgs& in = a.in;
   // Every row scalar is loaded before any is used: one memory latency.
   const int64_t req = in.req_pool_indices[row];
-  const uint32_t base = base_seqlen(in, row);
+  const uint32_t base = scan_base(a.scan, row);
   SGL_DEVICE_CHECK_COLD(req >= 0 && req < in.pool_size,
                         "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) "
                         "= %lld)",
@@ -295,7 +316,7 @@ __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
 
 template <int N>
 __device__ void swa_out_block(const Args<N>& a, int64_t block) {
-  const TrtllmMhaInputs& in = a.in;
+  const PageArgs& in = a.in;
   const int64_t first = block * kOutPerBlock + threadIdx.x;
   int64_t loc[kOutPerThread];
 #pragma unroll
@@ -330,8 +351,10 @@ __device__ void swa_out_block(const Args<N>& a, int64_t block) {
   }
 }
 
+// At least 8 blocks per SM (<= 64 registers): the page blocks are bound by
+// gathers in flight, which occupancy provides.
 template <int N>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 8)
     metadata_kernel(const __grid_constant__ Args<N> a) {
   const uint32_t b = blockIdx.x;
   if (b == 0) {
@@ -391,7 +414,20 @@ const char* launch(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, bool mu
   const int64_t page_blocks = in.bs * chunks;
   if (out_blocks > INT32_MAX - 1 - page_blocks)
     return "grid too large (swa_out_cache_loc too long)";
-  a.in = in;
+  a.in.req_pool_indices = in.req_pool_indices;
+  a.in.req_to_token = in.req_to_token;
+  a.in.req_to_token_stride = in.req_to_token_stride;
+  a.in.pool_size = in.pool_size;
+  a.in.swa_mapping = in.swa_mapping;
+  a.in.swa_mapping_size = in.swa_mapping_size;
+  a.in.out_cache_loc = in.out_cache_loc;
+  a.in.v2p = in.v2p;
+  a.in.v2p_size = in.v2p_size;
+  a.in.swa_v2p = in.swa_v2p;
+  a.in.swa_v2p_size = in.swa_v2p_size;
+  a.in.max_seq_pages = in.max_seq_pages;
+  a.in.page = in.page;
+  a.in.live_pages_only = in.live_pages_only;
   a.out_read = min_i64(out_len_max, in.out_cache_loc != nullptr ? in.out_cache_loc_size : 0);
   a.chunks = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
   a.page_blocks = static_cast<uint32_t>(page_blocks);

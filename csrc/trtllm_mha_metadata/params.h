@@ -87,14 +87,17 @@ SGL_HD int32_t strided_q(const TrtllmMhaInputs& in, int64_t j) {
 
 // Page-table columns a row of cache length `len` writes: all `max_seq_pages`,
 // or with live_pages_only only min(ceil(len / page_size), max_seq_pages).
-SGL_HD int64_t columns_to_write(const TrtllmMhaInputs& in, int32_t len) {
+// (Templates: the CUDA kernel passes its own compact argument struct.)
+template <class Args>
+SGL_HD int64_t columns_to_write(const Args& in, int32_t len) {
   if (!in.live_pages_only) return in.max_seq_pages;
   return min_i64(in.page.ceil_div32(len), in.max_seq_pages);
 }
 
 // The virtual page a slot names in the unified pool: a negative slot (an
 // unfilled entry) reads virtual page 0, the reserved sink, and is not divided.
-SGL_HD int64_t virtual_page(const TrtllmMhaInputs& in, int32_t slot) {
+template <class Args>
+SGL_HD int64_t virtual_page(const Args& in, int32_t slot) {
   return slot < 0 ? 0 : in.page.div32(slot);
 }
 

@@ -56,7 +56,7 @@ ROWS = [
     r("out_cache_loc 2**40", apply("out_cache_loc", lambda t: t.fill_(2**40)), "out_cache_loc[0] = 1099511627776 is outside"),
     # v2p / swa_v2p shorter than the virtual pages read (SPEC 6)
     r("v2p shorter than the pages read", derive("v2p", "swa_mapping", lambda t: t[:7].clone()),
-      "is outside [0, 7) (v2p.numel())", "virtual page req_to_token[req_pool_indices[0], 0 * page_size]"),
+      "is outside [0, 7) (v2p.numel())", "virtual page req_to_token[req_pool_indices["),
     r("swa_v2p shorter than the pages read", derive("swa_v2p", "swa_mapping", lambda t: t[:7].clone()),
       "is outside [0, 7) (swa_v2p.numel())"),
     r("v2p of one entry, slots past it", both(derive("v2p", "swa_mapping", lambda t: t[:1].clone()),
