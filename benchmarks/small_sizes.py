@@ -4,7 +4,16 @@ few microseconds and latency, not bandwidth, decides.
     python benchmarks/small_sizes.py [--json PATH] [--upstream] [--launches N]
     python benchmarks/small_sizes.py --list-kernels       # kernel names per case
     ncu --nvtx --nvtx-include "small/" --set full -o small \\
-        python benchmarks/small_sizes.py --ncu            # one eager call per case, NVTX-named
+        python benchmarks/small_sizes.py --ncu            # one eager call per case
+    (each call sits in the NVTX range "<case>" nested in "small": one case alone is
+    --nvtx-include "small/update bs1/"; add --only to run fewer cases)
+
+Kernel names (ncu --kernel-name regex:...): ours ``metadata_kernel`` (update,
+templated on the number of sets: ``metadata_kernel<1>`` .. ``<4>``),
+``seqlens_kernel`` (seqlens-only launches), ``build_trtllm_mha_page_table_kernel``;
+SGLang 0.5.23's ``update_trtllm_mha_graph_metadata_kernel`` and
+``create_trtllm_mha_kv_indices_triton``. ``--list-kernels`` prints what each case
+launches.
 
 Cases: update_trtllm_mha_graph_metadata at bs 1, 8, 64, 256 (2048 pages of 64,
 live pages, as SGLang 0.5.23 records it), with SWA, seqlens-only
@@ -246,7 +255,7 @@ def main():
     ap.add_argument("--replays", type=int, default=50)
     ap.add_argument("--only", default="", help="substring filter on case names")
     ap.add_argument("--list-kernels", action="store_true", help="print the CUDA kernel names of each case")
-    ap.add_argument("--ncu", action="store_true", help="one eager call per case in an NVTX range 'small/<case>'")
+    ap.add_argument("--ncu", action="store_true", help="one eager call per case, NVTX range '<case>' inside 'small'")
     args = ap.parse_args()
     assert torch.cuda.is_available(), "small_sizes.py measures GPU kernels"
     selected = [c for c in cases(args.upstream) if args.only in c[0]]
@@ -258,9 +267,11 @@ def main():
             calls = build_calls(bs, swa, k, builder, 2)
             calls[0]()  # warm-up (compile) outside the range
             torch.cuda.synchronize()
-            torch.cuda.nvtx.range_push(f"small/{name}")
+            torch.cuda.nvtx.range_push("small")
+            torch.cuda.nvtx.range_push(name)
             calls[1]()
             torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
             torch.cuda.nvtx.range_pop()
         return
     rows = []
