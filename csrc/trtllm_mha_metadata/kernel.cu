@@ -20,9 +20,11 @@
 // * the scan: bs <= 32 is one warp-shuffle scan (no shared memory, no
 //   barrier); larger batches scan kScanItems rows per thread, one barrier per
 //   256-row tile.
-// * scattered gathers per SM: the L1 handles an uncoalesced warp load one
-//   sector at a time, so a block that gathers a thousand slots serialises on
-//   its SM. Chunks of kPagesPerBlock columns spread a long row over many SMs.
+// * scattered gathers per SM: the L1 serves an uncoalesced warp load one
+//   cache line (wavefront) per cycle, 32 of them for 32 page slots, so a
+//   block that gathers a thousand slots spends ~1000 cycles on its SM just
+//   issuing them. Chunks of kPagesPerBlock columns spread a long row over
+//   many SMs.
 // * integer division: row/chunk from blockIdx by a host-prepared multiply-
 //   high divisor, slot / page_size in 32-bit (shift for powers of two), never
 //   a 64-bit divide on the hot path.
@@ -38,6 +40,8 @@
 #include "common/fast_div.h"
 #include "trtllm_mha_metadata/params.h"
 
+// Page-table columns per thread of a page block; -DSGL_META_MHA_PAGES_PER_THREAD=N
+// (e.g. through NVCC_APPEND_FLAGS) rebuilds with another value for an A/B run.
 #ifndef SGL_META_MHA_PAGES_PER_THREAD
 #define SGL_META_MHA_PAGES_PER_THREAD 2
 #endif

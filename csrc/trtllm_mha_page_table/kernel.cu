@@ -18,7 +18,7 @@
 //
 // Small batches (bs 1: a few microseconds in all) are bound by latency: the
 // row scalars are loaded together (one round trip before the gathers), the
-// L1 serves an uncoalesced warp load one sector at a time, so chunks are
+// L1 serves an uncoalesced warp load one cache line per cycle, so chunks are
 // small (kPagesPerBlock columns) to spread a long row over many SMs; blockIdx
 // is split by a multiply-high divisor and slots divided in 32-bit, and the
 // assert's printf lives out of line (SGL_DEVICE_CHECK_COLD).
