@@ -216,6 +216,17 @@ def at(name, k, fn):
     return edit
 
 
+def lists_to(device):
+    """Every tensor argument, list elements included, to `device`."""
+    def edit(kw):
+        for k, v in list(kw.items()):
+            if isinstance(v, torch.Tensor):
+                kw[k] = v.to(device)
+            elif isinstance(v, list) and v and isinstance(v[0], torch.Tensor):
+                kw[k] = [t.to(device) for t in v]
+    return edit
+
+
 def alias_sets(name, k, onto, j):
     """Element k of list `name` becomes element j of list `onto` (two sets' outputs alias)."""
     def edit(kw):
@@ -252,7 +263,7 @@ TRTLLM_MULTI_ROWS = [
        raises=(TypeError,)),
     rm("req_to_token None", set_(req_to_token=None), "req_to_token must be a Tensor, got None", raises=(TypeError,)),
     rm("page_table[0] on meta", at("page_table", 0, lambda t: torch.empty_like(t, device="meta")), "page_table", "meta"),
-    rm("cache_seqlens[1] on cpu, rest on cuda", both(all_but("cuda"), at("cache_seqlens", 1, lambda t: t.cpu())),
+    rm("cache_seqlens[1] on cpu, rest on cuda", both(lists_to("cuda"), at("cache_seqlens", 1, lambda t: t.cpu())),
        "cache_seqlens[1] is on cpu", needs="cuda"),
     rm("bs float", set_(bs=2.5), "'bs'", prefixed=False),
 ]
