@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import statistics
 
 import torch
@@ -142,8 +143,27 @@ def ours_page_table(swa=False):
     return build
 
 
+_UPSTREAM = None
+
+
+def _upstream(name: str):
+    """An upstream kernel function, loaded by file path from the installed
+    sglang (sgl_meta.bench.upstream.loader: importing ``sglang`` itself would
+    run the server's package __init__)."""
+    global _UPSTREAM
+    if _UPSTREAM is None:
+        from sgl_meta.bench.upstream import loader
+
+        _UPSTREAM = loader.load(loader.probe(loader.locate(os.environ.get("SGL_META_UPSTREAM", "auto"))),
+                                families=(loader.TRITON,))
+    fn = getattr(_UPSTREAM, name, None)
+    if fn is None:
+        raise RuntimeError(f"upstream {name} not loaded: {_UPSTREAM.errors}")
+    return fn
+
+
 def upstream_update(swa=False, skip=False):
-    from sglang.kernels.ops.attention.trtllm_mha_graph_metadata import update_trtllm_mha_graph_metadata as up
+    up = _upstream("update_trtllm_mha_graph_metadata")
 
     def build(x, r2t, mapping, outs):
         o = outs[0]
@@ -159,7 +179,7 @@ def upstream_update(swa=False, skip=False):
 
 
 def upstream_page_table(swa=False):
-    from sglang.kernels.ops.attention.trtllm_mha_page_table import build_trtllm_mha_page_table as up
+    up = _upstream("build_trtllm_mha_page_table")
 
     def build(x, r2t, mapping, outs):
         o = outs[0]
