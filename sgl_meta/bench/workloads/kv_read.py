@@ -202,7 +202,9 @@ class KvReadTokenStream(_KvReadBase):
         # Per refresh and kind: the window lengths, starts (SWA) and CSR row starts.
         self.win_lens = {key: torch.full((n,), PAD_SEQ_LEN, **i32) for key in self.refreshes}
         self.starts = {key: torch.zeros(n, **i32) for key in self.refreshes if key.endswith(".swa")}
-        self.indptr = {key: torch.zeros(n + 1, **i32) for key in self.refreshes}
+        # CSR row starts consistent with those placeholder lengths: the graphs
+        # are captured (one warm-up call each) before the first fill().
+        self.indptr = {key: torch.arange(n + 1, **i32) * PAD_SEQ_LEN for key in self.refreshes}
         self._make_outputs({key: ((cap[key.rsplit(".", 1)[1]],), torch.int32) for key in self.refreshes})
 
     def _fn(self, impl: str):
