@@ -1,0 +1,157 @@
+"""SGLang's own ``load_plugins()`` finds sgl-meta's entry point and applies its
+hooks, in fresh interpreters (HookRegistry is process-global state).
+
+Four children, run in parallel: the plugin forced on with the backends imported
+before the plugins load; the default switch with the backends imported after;
+our switch off; and SGLang's allow-list without us.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import torch
+
+import sglang_source
+from sglang_calls import CURRENT
+
+CHILD = Path(__file__).with_name("load_plugins_child.py")
+OURS = {
+    "update_trtllm_mha_graph_metadata": "sgl_meta.sglang.adapters.update_trtllm_mha_graph_metadata",
+    "build_trtllm_mha_page_table": "sgl_meta.trtllm_mha.build_trtllm_mha_page_table",
+    "fused_metadata_copy_cuda": "sgl_meta.sglang.adapters.fused_metadata_copy_cuda",
+    "fused_metadata_copy_multi_cuda": "sgl_meta.sglang.adapters.fused_metadata_copy_multi_cuda",
+}
+RUNS = {
+    "forced": ("before", {"SGL_META_SGLANG_PLUGIN": "force"}),
+    "default": ("after", {}),
+    "ours_off": ("none", {"SGL_META_SGLANG_PLUGIN": "0"}),
+    "not_allowed": ("none", {"SGLANG_PLUGINS": "someone_else"}),
+}
+
+
+def why_cannot_run():
+    why = sglang_source.why_not_installed()
+    if why:
+        return why
+    eps = [ep for ep in metadata.entry_points(group="sglang.srt.plugins") if ep.name == "sgl_meta"]
+    if not eps:
+        return "sgl-meta is not pip-installed here (its entry point lives in the package metadata): pip install -e ."
+    return None
+
+
+@pytest.fixture(scope="module")
+def runs():
+    why = why_cannot_run()
+    if why:
+        pytest.skip(why)
+    procs = {}
+    for name, (when, extra) in RUNS.items():
+        env = {k: v for k, v in os.environ.items() if k not in ("SGL_META_SGLANG_PLUGIN", "SGLANG_PLUGINS")}
+        env.update(extra)
+        procs[name] = subprocess.Popen(
+            [sys.executable, str(CHILD), when], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, f"{name}: child failed ({proc.returncode}):\n{stderr[-4000:]}"
+        out[name] = (json.loads(stdout.strip().splitlines()[-1]), stderr)
+    return out
+
+
+def our_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("sgl-meta ")]
+
+
+def has_cuda_kernels() -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key("sgl_meta::update_trtllm_mha_graph_metadata", "CUDA")
+
+
+def usable(hook) -> bool:
+    """Whether this sgl-meta can serve the row (its drop-in and API are here)."""
+    from sgl_meta.sglang.hooks import Skip, load
+
+    try:
+        load(hook.replacement)
+    except Skip:
+        return False
+    return all(not n.missing() or "CUDA kernel" in n.missing() for n in hook.needs)
+
+
+def test_forced_plugin_replaces_every_current_target(runs):
+    report, stderr = runs["forced"]
+    for hook in CURRENT:
+        got = report["targets"][hook.target]
+        if not usable(hook):
+            assert not got["wrapped"], hook.target
+            continue
+        name = hook.target.rsplit(".", 1)[-1]
+        assert got == {**got, "wrapped": True, "calls": OURS[name]}, (hook.target, got)
+
+
+def test_backend_module_copies_are_rewritten(runs):
+    """trtllm_mha_backend did ``from X import Y`` before the plugins loaded:
+    HookRegistry rewrote its copy; the DSA backend's function-level import
+    binds the replacement."""
+    for run in ("forced",) + (("default",) if has_cuda_kernels() else ()):
+        report, _ = runs[run]
+        for key, got in report["bindings"].items():
+            name = key.rsplit(" ", 1)[-1].rsplit(".", 1)[-1]
+            if name in OURS and usable(next(h for h in CURRENT if h.target.endswith(name))):
+                assert got["calls"] == OURS[name], (run, key, got)
+
+
+def test_sglang_name_runs_our_kernel(runs):
+    """SGLang's own name for the page-table builder, called on CPU tensors,
+    runs our CPU kernel (0.5.23's Triton kernel cannot run without a GPU)."""
+    report, _ = runs["forced"]
+    assert report["cpu_call"] == [[16, 17, 18, -7], [12, -7, -7, -7]], report["cpu_call"]
+
+
+def test_one_log_line_naming_what_it_replaced(runs):
+    _, stderr = runs["forced"]
+    lines = our_lines(stderr)
+    assert len(lines) == 1, stderr[-3000:]
+    assert "SGLang plugin: replaces " in lines[0]
+    for hook in CURRENT:
+        assert (hook.name in lines[0].split("; not hooked:")[0]) == usable(hook), lines[0]
+
+
+def test_default_switch_follows_the_build(runs):
+    report, stderr = runs["default"]
+    lines = our_lines(stderr)
+    assert len(lines) == 1, stderr[-3000:]
+    wrapped = {t for t, d in report["targets"].items() if d.get("wrapped")}
+    if has_cuda_kernels():
+        assert "replaces" in lines[0], lines[0]
+        assert wrapped == {h.target for h in CURRENT if usable(h)}
+    else:
+        assert "inactive" in lines[0] and "no CUDA kernels" in lines[0], lines[0]
+        assert wrapped == set()
+
+
+def test_our_switch_turns_it_off(runs):
+    report, stderr = runs["ours_off"]
+    lines = our_lines(stderr)
+    assert len(lines) == 1 and "inactive" in lines[0] and "SGL_META_SGLANG_PLUGIN=0" in lines[0], stderr[-3000:]
+    assert not any(d.get("wrapped") for d in report["targets"].values())
+
+
+def test_sglang_allow_list_turns_it_off(runs):
+    report, stderr = runs["not_allowed"]
+    assert our_lines(stderr) == [], stderr[-3000:]
+    assert not any(d.get("wrapped") for d in report["targets"].values())
+
+
+def test_every_target_resolves_in_installed_sglang(runs):
+    """Every row's SGLang path exists (imported for real, not just read)."""
+    report, _ = runs["not_allowed"]
+    errors = {t: d["error"] for t, d in report["targets"].items() if "error" in d}
+    assert not errors, errors
