@@ -13,12 +13,12 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
   m.def(
       "update_trtllm_mha_graph_metadata("
       "Tensor req_pool_indices, Tensor seq_lens, Tensor req_to_token, "
-      "Tensor(a!) cache_seqlens, Tensor(b!) cu_seqlens_k, Tensor(c!) page_table, "
+      "Tensor(a!) cache_seqlens, Tensor(b!) cu_seqlens_k, Tensor(c!)? page_table, "
       "int bs, int seqlen_offset, int max_seq_pages, int page_size, "
       "Tensor? swa_mapping=None, Tensor(d!)? swa_page_table=None, "
       "Tensor? out_cache_loc=None, Tensor(e!)? swa_out_cache_loc=None, "
       "Tensor(f!)? cu_seqlens_q=None, Tensor? qlens=None, int q_stride=0, "
-      "int q_mode=0, bool live_pages_only=False) -> ()");
+      "int q_mode=0, bool live_pages_only=False, bool skip_page_table=False) -> ()");
   m.def(
       "build_trtllm_mha_page_table("
       "Tensor req_to_token, Tensor req_pool_indices, Tensor cache_seqlens, "

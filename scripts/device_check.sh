@@ -7,11 +7,16 @@
 # + abi3 build. Logs and JSON go to $OUT (or ./device-out). The short tables
 # are printed last.
 #
-#   bash scripts/device_check.sh [tests] [wheel] [micro] [bench] [sanitize]   (default: tests micro bench)
+#   bash scripts/device_check.sh [tests] [wheel] [micro] [bench] [upstream] [sanitize]   (default: tests micro bench)
 #
 # `wheel` installs the carried dist/*.whl (built by scripts/check_wheel.py) into
 # this machine's Python and runs the smoke test and the whole test suite against
 # the installed wheel, from a copy of tests/ outside the source tree.
+#
+# `upstream` runs the benchmark beside SGLang 0.5.23's own kernels
+# (scripts/upstream_bench.sh: installs the wheels carried in .whl/ into /tmp/site,
+# then python -m sgl_meta.bench --preset none --upstream /tmp/site); writes
+# $OUT/upstream.json and $OUT/upstream.md.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 OUT=${OUT:-device-out}
@@ -47,6 +52,7 @@ for step in "${steps[@]}"; do
         cd /tmp && env -u PYTHONPATH '"$PY"' -m pytest /tmp/wheel-tests -q -p no:cacheprovider -x' ;;
     micro) run micro "$PY" benchmarks/op_shapes.py --json "$OUT/op_shapes.json" ;;
     bench) run bench "$PY" -m sgl_meta.bench --json "$OUT/bench.json" --plot "$OUT/bench.png" ;;
+    upstream) run upstream bash scripts/upstream_bench.sh "$OUT" ;;
     sanitize) run sanitize bash scripts/sanitize.sh ;;
     *) echo "unknown step $step"; status=1 ;;
   esac

@@ -19,6 +19,7 @@ from .dsa_copy import (
     fused_metadata_copy_multi,
     fused_metadata_copy_multi_cuda,
 )
+from .plan import Plan, bind
 from .trtllm_mha import (
     Q_MODE_CUMSUM,
     Q_MODE_NONE,
@@ -30,6 +31,8 @@ from .trtllm_mha import (
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
 
 __all__ = [
+    "Plan",
+    "bind",
     "FORWARD_MODE_DECODE",
     "FORWARD_MODE_DRAFT_EXTEND",
     "FORWARD_MODE_TARGET_VERIFY",

@@ -31,7 +31,7 @@ def update_trtllm_mha_graph_metadata(
     req_to_token: torch.Tensor,
     cache_seqlens: torch.Tensor,
     cu_seqlens_k: torch.Tensor,
-    page_table: torch.Tensor,
+    page_table: Optional[torch.Tensor] = None,
     bs: int,
     seqlen_offset: int,
     max_seq_pages: int,
@@ -45,6 +45,7 @@ def update_trtllm_mha_graph_metadata(
     q_stride: int = 0,
     q_mode: int = Q_MODE_NONE,
     live_pages_only: bool = False,
+    skip_page_table: bool = False,
 ) -> None:
     """Refresh all CUDA-graph metadata of the TRT-LLM MHA backend in one launch.
 
@@ -75,14 +76,16 @@ def update_trtllm_mha_graph_metadata(
             addressed by ``stride(0)``, inner stride 1.
         cache_seqlens: out, ``[>= bs]`` int32.
         cu_seqlens_k: out, ``[>= bs + 1]`` int32.
-        page_table: out, ``[>= bs, >= max_seq_pages]`` int32, inner stride 1.
+        page_table: out, ``[>= bs, >= max_seq_pages]`` int32, inner stride 1;
+            required unless ``skip_page_table``.
         bs: batch size (rows to write), ``>= 0``.
         seqlen_offset: tokens added to every ``seq_lens`` entry (e.g. draft step).
         max_seq_pages: page-table columns to write, ``>= 0``; needs
             ``(max_seq_pages - 1) * page_size < req_to_token.size(1)``.
         page_size: tokens per KV page, ``>= 1``.
-        swa_mapping: ``[M]`` int64 full-pool slot -> SWA-pool slot; required iff
-            ``swa_page_table`` or ``swa_out_cache_loc`` is given.
+        swa_mapping: ``[M]`` int32/int64 full-pool slot -> SWA-pool slot; required
+            when ``swa_page_table`` or ``swa_out_cache_loc`` is given, accepted and
+            unused otherwise (SGLang 0.5.23 passes it on every call).
         swa_page_table: out, int32, same shape rules as ``page_table``.
         out_cache_loc: ``[n]`` int64 full-pool slots of this step's new tokens.
         swa_out_cache_loc: out, ``[L]`` int64.
@@ -91,6 +94,11 @@ def update_trtllm_mha_graph_metadata(
         q_stride: query tokens per request for ``Q_MODE_STRIDED``, ``>= 0``.
         q_mode: ``Q_MODE_NONE`` (0), ``Q_MODE_CUMSUM`` (1) or ``Q_MODE_STRIDED`` (2).
         live_pages_only: write only each row's live pages.
+        skip_page_table: write only ``cache_seqlens``, ``cu_seqlens_k`` and
+            ``cu_seqlens_q``; ``page_table``, ``swa_page_table`` and
+            ``swa_out_cache_loc`` may be None and are never touched (nor checked),
+            ``req_pool_indices``, ``req_to_token``'s values and the mapping are not
+            read. SGLang 0.5.23's unified memory pool path.
 
     Raises:
         RuntimeError: a wrong dtype, device, rank, size, inner stride, negative
@@ -130,6 +138,7 @@ def update_trtllm_mha_graph_metadata(
             q_stride,
             q_mode,
             live_pages_only,
+            skip_page_table,
         )
     except RuntimeError as err:
         explain_missing_tensor("update_trtllm_mha_graph_metadata", err, locals())

@@ -34,6 +34,7 @@ class PageTableCase:
     min_len: int | None = None  # lengths drawn in [min_len, max_len]; None: -2 * page_size
     max_len: int | None = None  # None: past both the table width and the row
     prefill: int | None = None  # fill the buffers with this instead of poison (e.g. -1)
+    mapping_dtype: torch.dtype = torch.int64  # full_to_swa (SGLang's tests pass int32 too)
 
     def row_len(self) -> int:
         if self.ctx is not None:
@@ -88,7 +89,7 @@ def make_case(c: PageTableCase, gen: torch.Generator, device: str) -> CaseData:
         m = max(1, slot_hi // 2) if c.swa_size is None else c.swa_size
         mapping = torch.randint(-1, 2 * m + 7, (m,), generator=gen, dtype=torch.int64)
         mapping[torch.rand(m, generator=gen) < 0.1] = -1
-        inputs["full_to_swa"] = mapping
+        inputs["full_to_swa"] = mapping.to(c.mapping_dtype)
 
     shape = (c.offset + c.bs + c.pad_rows, c.offset + c.width + c.pad_cols)
     buffers = {}
@@ -139,6 +140,10 @@ EDGE_CASES = {
     "chunk_loop_many_rows": PageTableCase(bs=5000, page_size=1, width=1100, ctx=1100, pool=40,
                                           pad_rows=1, pad_cols=1),
     "no_negative_slots": PageTableCase(negative_slots=False),
+    "full_to_swa_int32": PageTableCase(mapping_dtype=torch.int32),
+    "full_to_swa_int32_size_1": PageTableCase(mapping_dtype=torch.int32, swa_size=1),
+    "full_to_swa_int32_wide": PageTableCase(bs=64, page_size=1, width=5000, ctx=5000, pool=66, min_len=3000,
+                                            max_len=6000, swa_size=700, mapping_dtype=torch.int32),
 }
 
 PAGE_SIZES = (1, 16, 32, 64, 128, 256)

@@ -54,6 +54,10 @@ def random_case(rng: random.Random) -> MetaCase:
         seqlen_offset=rng.choice([0, 1, 2, -3]),
         live_pages_only=rng.random() < 0.5,
         negative_slots=rng.random() < 0.7,
+        mapping_dtype=rng.choice([torch.int32, torch.int64]),
+        skip_page_table=rng.random() < 0.2,
+        tables_given=rng.random() < 0.5,
+        lone_mapping=rng.random() < 0.5,
     )
 
 
@@ -91,15 +95,34 @@ def test_floor_division_of_negative_slots(device):
     assert kw["page_table"].tolist() == [[-1, -32, -33, 31]]  # floor, not trunc
 
 
-def test_opcheck(gen, device):
-    inputs, outputs, scalars = make_case(MetaCase(q_mode=1), gen, device)
-    kwargs = {**inputs, **outputs, **scalars}
-    names = [a.name for a in OP._schema.arguments]
-    torch.library.opcheck(OP, tuple(kwargs[n] for n in names))
+def positional(kwargs: dict) -> tuple:
+    """The schema's positional arguments, defaults where kwargs has none."""
+    return tuple(kwargs[a.name] if a.name in kwargs else a.default_value for a in OP._schema.arguments)
 
 
-def test_torch_compile_fullgraph(gen, device):
-    case = MetaCase(q_mode=2, live_pages_only=True)
+OPCHECK_CASES = {
+    "cumsum": MetaCase(q_mode=1),
+    "skip_tables_none": MetaCase(q_mode=1, skip_page_table=True, tables_given=False),
+    "lone_mapping_int32": MetaCase(swa=False, lone_mapping=True, mapping_dtype=torch.int32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPCHECK_CASES))
+def test_opcheck(name, gen, device):
+    inputs, outputs, scalars = make_case(OPCHECK_CASES[name], gen, device)
+    torch.library.opcheck(OP, positional({**inputs, **outputs, **scalars}))
+
+
+COMPILE_CASES = {
+    "strided_live": MetaCase(q_mode=2, live_pages_only=True),
+    "skip_tables_none": MetaCase(q_mode=1, skip_page_table=True, tables_given=False),
+    "lone_mapping_int32": MetaCase(swa=False, lone_mapping=True, mapping_dtype=torch.int32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPILE_CASES))
+def test_torch_compile_fullgraph(name, gen, device):
+    case = COMPILE_CASES[name]
     inputs, outputs, scalars = make_case(case, gen, device)
     want = run_on_copies(reference.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
 
@@ -133,9 +156,21 @@ def test_fake_cuda_tracing_without_gpu(gen):
     assert all(v is None or v.device.type == "cuda" for v in fake.values())
 
 
+GRAPH_CASES = {
+    "cumsum": MetaCase(bs=17, page_size=16, max_seq_pages=70, q_mode=1, pad_rows=4),
+    "skip_tables_none": MetaCase(bs=17, q_mode=1, skip_page_table=True, tables_given=False),
+    "skip_bs1": MetaCase(bs=1, skip_page_table=True, tables_given=False),
+    "skip_bs300": MetaCase(bs=300, pool=301, q_mode=1, skip_page_table=True),
+    "lone_mapping_int32_live": MetaCase(bs=9, swa=False, lone_mapping=True, mapping_dtype=torch.int32,
+                                        live_pages_only=True),
+    "swa_int32_mapping": MetaCase(bs=9, mapping_dtype=torch.int32, live_pages_only=True),
+}
+
+
 @pytest.mark.gpu
-def test_cuda_graph_capture_and_replay(gen):
-    case = MetaCase(bs=17, page_size=16, max_seq_pages=70, q_mode=1, pad_rows=4)
+@pytest.mark.parametrize("name", sorted(GRAPH_CASES))
+def test_cuda_graph_capture_and_replay(name, gen):
+    case = GRAPH_CASES[name]
     inputs, outputs, scalars = make_case(case, gen, "cuda")
     static_in = {k: (None if v is None else v.clone()) for k, v in inputs.items()}
     static_out = {k: (None if v is None else v.clone()) for k, v in outputs.items()}
@@ -182,3 +217,39 @@ def test_cpu_hostile_value_raises_before_writing(hostile, gen):
     with pytest.raises(RuntimeError, match="sgl_meta.update_trtllm_mha_graph_metadata: .* is outside"):
         sgl_meta.update_trtllm_mha_graph_metadata(**inputs, **outs, **scalars)
     assert_same(outs, outputs, f"hostile {hostile}: outputs must be untouched")
+
+
+def test_skip_page_table_touches_only_seqlens(gen, device):
+    """skip_page_table: tables and swa_out_cache_loc untouched, hostile indices
+    and slots unread (the unified pool passes live buffers it refreshes itself)."""
+    case = MetaCase(skip_page_table=True, q_mode=1, bs=7)
+    inputs, outputs, scalars = make_case(case, gen, device)
+    inputs["req_pool_indices"].fill_(10**6)  # never read
+    inputs["req_to_token"].fill_(2**31 - 1)
+    got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+    for name in ("page_table", "swa_page_table", "swa_out_cache_loc"):
+        assert torch.equal(got[name], outputs[name]), name
+    lens = (inputs["seq_lens"][: case.bs].long() + case.seqlen_offset).to(torch.int32)
+    assert torch.equal(got["cache_seqlens"][: case.bs], lens)
+    assert got["cu_seqlens_k"][: case.bs + 1].tolist() == [0] + torch.cumsum(lens, 0).tolist()
+
+
+def test_page_table_none_needs_skip(gen, device):
+    inputs, outputs, scalars = make_case(MetaCase(swa=False, n_out=None, swa_out_len=None), gen, device)
+    outputs["page_table"] = None
+    with pytest.raises(RuntimeError, match="page_table is required .*unless skip_page_table=True"):
+        sgl_meta.update_trtllm_mha_graph_metadata(**inputs, **outputs, **scalars)
+
+
+def test_sglang_0_5_23_call_shapes(gen, device):
+    """The keyword sets SGLang 0.5.23's _apply_cuda_graph_metadata passes: unified
+    pool (page_table=None, skip_page_table=True, a lone swa_mapping) and static pool."""
+    for unified in (True, False):
+        case = MetaCase(swa=False, lone_mapping=True, n_out=6, swa_out_len=None, live_pages_only=True)
+        inputs, outputs, scalars = make_case(case, gen, device)
+        if unified:
+            outputs.update(page_table=None, swa_page_table=None, swa_out_cache_loc=None)
+        scalars["skip_page_table"] = unified
+        want = run_on_copies(reference.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+        got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+        assert_same(got, want, f"unified={unified}")

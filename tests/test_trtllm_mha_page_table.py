@@ -82,6 +82,7 @@ def random_case(rng: random.Random) -> PageTableCase:
         swa_size=rng.choice([None, 1, 7, 10**6]),
         negative_slots=rng.random() < 0.7,
         prefill=rng.choice([None, None, -1]),
+        mapping_dtype=rng.choice([torch.int32, torch.int64]),
     )
 
 
@@ -210,9 +211,10 @@ def test_fake_cuda_tracing_without_gpu(gen):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("swa", [False, True], ids=["full", "swa"])
+@pytest.mark.parametrize("swa", [False, True, torch.int32], ids=["full", "swa", "swa_int32"])
 def test_cuda_graph_capture_and_replay(swa, gen):
-    case = PageTableCase(bs=17, page_size=16, width=70, pool=23, swa=swa, swa_size=500)
+    dtype = torch.int32 if swa is torch.int32 else torch.int64
+    case = PageTableCase(bs=17, page_size=16, width=70, pool=23, swa=bool(swa), swa_size=500, mapping_dtype=dtype)
     data = make_case(case, gen, "cuda")
     static_in = {k: (None if v is None else v.clone()) for k, v in data.inputs.items()}
     static_buf = {k: (None if v is None else v.clone()) for k, v in data.buffers.items()}

@@ -31,6 +31,10 @@ class MetaCase:
     seqlen_offset: int = 1
     live_pages_only: bool = False
     negative_slots: bool = True
+    mapping_dtype: torch.dtype = torch.int64  # swa_mapping (SGLang passes int32 and int64)
+    skip_page_table: bool = False
+    tables_given: bool = True  # with skip_page_table: page_table / SWA outputs None
+    lone_mapping: bool = False  # swa_mapping given without any SWA output (no swa=...)
 
 
 def make_case(c: MetaCase, gen: torch.Generator, device: str):
@@ -57,7 +61,7 @@ def make_case(c: MetaCase, gen: torch.Generator, device: str):
     if c.swa:
         mapping = torch.randint(-1, swa_m * 2, (swa_m,), generator=gen, dtype=torch.int64)
         mapping[torch.rand(swa_m, generator=gen) < 0.1] = -1
-        inputs["swa_mapping"] = mapping
+        inputs["swa_mapping"] = mapping.to(c.mapping_dtype)
     if c.n_out is not None:
         loc = torch.randint(0, swa_m, (c.n_out,), generator=gen, dtype=torch.int64)
         loc[torch.rand(c.n_out, generator=gen) < 0.2] = -1
@@ -80,6 +84,12 @@ def make_case(c: MetaCase, gen: torch.Generator, device: str):
     outputs = {k: None if v is None else poison_like(v, gen) for k, v in outputs.items()}
     if not c.swa:
         inputs["out_cache_loc"] = None
+        if c.lone_mapping:  # accepted and unused (SGLang 0.5.23 always passes it)
+            mapping = torch.randint(-1, 2 * swa_m, (swa_m,), generator=gen, dtype=torch.int64)
+            inputs["swa_mapping"] = mapping.to(c.mapping_dtype)
+    if c.skip_page_table and not c.tables_given:
+        for name in ("page_table", "swa_page_table", "swa_out_cache_loc"):
+            outputs[name] = None
     scalars = dict(
         bs=c.bs,
         seqlen_offset=c.seqlen_offset,
@@ -89,6 +99,8 @@ def make_case(c: MetaCase, gen: torch.Generator, device: str):
         q_mode=c.q_mode,
         live_pages_only=c.live_pages_only,
     )
+    if c.skip_page_table:
+        scalars["skip_page_table"] = True
     to = lambda d: {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in d.items()}  # noqa: E731
     return to(inputs), to(outputs), scalars
 
@@ -115,4 +127,16 @@ EDGE_CASES = {
     "page_256_wide": MetaCase(bs=3, page_size=256, max_seq_pages=1100, pool=4, extra_cols=0),
     "many_rows": MetaCase(bs=300, page_size=64, max_seq_pages=5, pool=301),
     "no_negative_slots": MetaCase(negative_slots=False),
+    # SPEC 4: what SGLang 0.5.23 passes
+    "mapping_int32": MetaCase(mapping_dtype=torch.int32),
+    "mapping_int32_live": MetaCase(mapping_dtype=torch.int32, live_pages_only=True, bs=9, max_seq_pages=30),
+    "lone_mapping": MetaCase(swa=False, lone_mapping=True),
+    "lone_mapping_int32": MetaCase(swa=False, lone_mapping=True, mapping_dtype=torch.int32),
+    "skip_tables_none": MetaCase(skip_page_table=True, tables_given=False),
+    "skip_tables_given_untouched": MetaCase(skip_page_table=True),
+    "skip_q_cumsum": MetaCase(skip_page_table=True, tables_given=False, q_mode=Q_MODE_CUMSUM, bs=40),
+    "skip_q_strided": MetaCase(skip_page_table=True, q_mode=Q_MODE_STRIDED, bs=300, pool=301),
+    "skip_bs1": MetaCase(skip_page_table=True, tables_given=False, bs=1),
+    "skip_many_rows": MetaCase(skip_page_table=True, tables_given=False, bs=1000, pool=7,
+                               max_seq_pages=2, q_mode=Q_MODE_CUMSUM),
 }

@@ -5,7 +5,10 @@
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/tensor.h>
 
+#include <memory>
+
 #include "common/checks.h"
+#include "common/plan.h"
 
 namespace sgl_meta {
 
@@ -40,13 +43,78 @@ void launch_on_device_of(const ArgChecker& check, const Tensor&, Launch&&) {
 #endif
 
 // Dispatches a validated call: CPU tensors run `cpu()`, CUDA tensors
-// `launch_on_device_of(..., cuda)`.
+// `launch_on_device_of(..., cuda)`. (Ops that cannot be bound: a call while a
+// plan is being recorded raises instead of running.)
 template <typename Cpu, typename Cuda>
 void run_on_device(const ArgChecker& check, const Tensor& t, Cpu&& cpu, Cuda&& cuda) {
+  check.require(!plan_recording(), "this op cannot be bound (sgl_meta.bind)");
   if (t.is_cpu()) {
     cpu();
   } else if (t.is_cuda()) {
     launch_on_device_of(check, t, cuda);
+  } else {
+    check.fail("tensors on ", DeviceOf{t}, " are not supported");
+  }
+}
+
+template <typename P>
+using CpuKernel = void (*)(const P&);
+template <typename P>
+using CudaLauncher = const char* (*)(const P&, void*);
+// Keeps a parameter out of template argument deduction (SGL_CUDA_ONLY(fn) is
+// nullptr in CPU-only builds, from which P cannot be deduced).
+template <typename T>
+struct NonDeduced {
+  using type = T;
+};
+
+// A launch of params `P` saved by a bound call (common/plan.h).
+template <typename P>
+struct SavedLaunchOf final : SavedLaunch {
+  P p;
+  CpuKernel<P> cpu;
+  CudaLauncher<P> cuda;
+  int32_t device;  // -1: CPU
+
+  SavedLaunchOf(const P& params, CpuKernel<P> c, CudaLauncher<P> g, int32_t d)
+      : p(params), cpu(c), cuda(g), device(d) {}
+
+  const char* run() const override {
+    if (device < 0) {
+      cpu(p);  // raises std::runtime_error on hostile device values
+      return nullptr;
+    }
+#ifdef SGL_META_WITH_CUDA
+    torch::stable::accelerator::DeviceGuard guard(device);
+    void* stream = nullptr;
+    if (aoti_torch_get_current_cuda_stream(device, &stream) != AOTI_TORCH_SUCCESS)
+      return "could not get the current CUDA stream";
+    return cuda(p, stream);
+#else
+    return "this build of sgl_meta has no CUDA kernels";
+#endif
+  }
+};
+
+// Dispatches a validated call with plain params `p` to the CPU kernel or the
+// CUDA launcher by `t`'s device; while a plan is being recorded, saves the
+// launch instead of running it (nothing is written). Pass the CUDA launcher
+// as SGL_CUDA_ONLY(fn) so CPU-only builds compile.
+template <typename P>
+void run_on_device(const ArgChecker& check, const Tensor& t, const P& p, CpuKernel<P> cpu,
+                   typename NonDeduced<CudaLauncher<P>>::type cuda) {
+  if (plan_recording()) {
+    check.require(t.is_cpu() || (t.is_cuda() && cuda != nullptr),
+                  t.is_cuda() ? "this build of sgl_meta has no CUDA kernels"
+                              : "tensors on this device are not supported");
+    plan_record(std::make_unique<SavedLaunchOf<P>>(
+        p, cpu, cuda, t.is_cuda() ? static_cast<int32_t>(t.get_device_index()) : -1));
+    return;
+  }
+  if (t.is_cpu()) {
+    cpu(p);
+  } else if (t.is_cuda()) {
+    launch_on_device_of(check, t, [&](void* stream) { return cuda(p, stream); });
   } else {
     check.fail("tensors on ", DeviceOf{t}, " are not supported");
   }

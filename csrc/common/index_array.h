@@ -22,6 +22,16 @@ struct IndexArray {
     return is64 ? static_cast<const int64_t*>(data)[i]
                 : static_cast<int64_t>(static_cast<const int32_t*>(data)[i]);
   }
+  // operator[] through the read-only (non-coherent) cache path on the GPU,
+  // for tables a kernel only reads (slot mappings, page translations).
+  SGL_HD int64_t ldg(int64_t i) const {
+#if defined(__CUDA_ARCH__)
+    return is64 ? __ldg(static_cast<const int64_t*>(data) + i)
+                : static_cast<int64_t>(__ldg(static_cast<const int32_t*>(data) + i));
+#else
+    return (*this)[i];
+#endif
+  }
   SGL_HD bool present() const { return data != nullptr; }
 };
 

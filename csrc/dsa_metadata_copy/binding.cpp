@@ -318,9 +318,8 @@ void run(const ArgChecker& check, const DsaSources& src, const DsaDests* sets,
     const int64_t n = std::min<int64_t>(count - first, kDsaMaxSetsPerLaunch);
     DsaCopyParams p;
     build_params(check, src, sh, sets + first, n, p);
-    run_on_device(
-        check, *src.page_table_1, [&] { fused_metadata_copy_cpu(p); },
-        SGL_CUDA_ONLY([&](void* stream) { return fused_metadata_copy_cuda(p, stream); }));
+    run_on_device(check, *src.page_table_1, p, &fused_metadata_copy_cpu,
+                  SGL_CUDA_ONLY(&fused_metadata_copy_cuda));
   }
 }
 

@@ -58,7 +58,9 @@ void validate(const TrtllmMhaMetadataParams& p) {
 }  // namespace
 
 void update_trtllm_mha_metadata_cpu(const TrtllmMhaMetadataParams& p) {
-  validate(p);
+  // skip_page_table reads no index (the CUDA launch is the scan block alone),
+  // so nothing can be out of range.
+  if (!p.skip_page_table) validate(p);
   // cache_seqlens and the cumulative sums (int32 wrap-around, like the eager
   // int32 cast of torch.cumsum).
   uint32_t k_sum = 0, q_sum = 0;
@@ -76,6 +78,8 @@ void update_trtllm_mha_metadata_cpu(const TrtllmMhaMetadataParams& p) {
       p.cu_seqlens_q[i + 1] = strided_q(p, i + 1);
     }
   }
+
+  if (p.skip_page_table) return;
 
   // Page tables: one gathered slot per page boundary.
   for (int64_t i = 0; i < p.bs; ++i) {

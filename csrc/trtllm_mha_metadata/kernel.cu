@@ -102,7 +102,7 @@ __device__ void page_block(const TrtllmMhaMetadataParams& p, int64_t row,
                        "(row %lld, page %lld) is outside swa_mapping [0, %lld)",
                        slot[k], (long long)row, (long long)c,
                        (long long)p.swa_mapping_size);
-      mapped[k] = load_ro(p.swa_mapping + slot[k]);
+      mapped[k] = p.swa_mapping.ldg(slot[k]);
     }
   }
   int32_t* swa_out = p.swa_page_table + row * p.swa_page_table_stride;
@@ -130,7 +130,7 @@ __device__ void swa_out_block(const TrtllmMhaMetadataParams& p, int64_t block) {
                          "update_trtllm_mha_graph_metadata: out_cache_loc[%lld] = %lld "
                          "is outside swa_mapping [0, %lld)",
                          (long long)i, (long long)loc, (long long)p.swa_mapping_size);
-        v = load_ro(p.swa_mapping + loc);
+        v = p.swa_mapping.ldg(loc);
       }
     }
     p.swa_out_cache_loc[i] = v;
@@ -157,9 +157,12 @@ __global__ void __launch_bounds__(kThreads)
 
 const char* update_trtllm_mha_metadata_cuda(const TrtllmMhaMetadataParams& p,
                                             void* stream) {
-  const int64_t chunks = (p.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock;
-  const int64_t out_blocks =
-      p.swa_out_cache_loc ? (p.swa_out_len + kOutPerBlock - 1) / kOutPerBlock : 0;
+  // skip_page_table: the scan block alone (no page or swa_out blocks).
+  const int64_t chunks =
+      p.skip_page_table ? 0 : (p.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock;
+  const int64_t out_blocks = p.swa_out_cache_loc && !p.skip_page_table
+                                 ? (p.swa_out_len + kOutPerBlock - 1) / kOutPerBlock
+                                 : 0;
   const int64_t blocks = 1 + p.bs * chunks + out_blocks;
   if (blocks > INT32_MAX) return "grid too large (bs * max_seq_pages out of range)";
   update_trtllm_mha_metadata_kernel<<<static_cast<unsigned>(blocks), kThreads, 0,

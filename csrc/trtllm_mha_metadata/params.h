@@ -19,7 +19,7 @@ struct TrtllmMhaMetadataParams {
   const int32_t* req_to_token = nullptr;  // [pool_size, row_stride]
   int64_t req_to_token_stride = 0;        // elements between rows
   int64_t pool_size = 0;                  // req_to_token.size(0)
-  const int64_t* swa_mapping = nullptr;   // [swa_mapping_size] or null
+  IndexArray swa_mapping;                 // [swa_mapping_size] int32/int64, or absent
   int64_t swa_mapping_size = 0;
   const int64_t* out_cache_loc = nullptr;  // [num_out_tokens] or null
   int64_t num_out_tokens = 0;  // min(swa_out_len, out_cache_loc.numel())
@@ -43,6 +43,9 @@ struct TrtllmMhaMetadataParams {
   int64_t q_stride = 0;
   int q_mode = kQModeNone;
   bool live_pages_only = false;
+  // Seqlen metadata only (cache_seqlens, cu_seqlens_k, cu_seqlens_q): no
+  // page table, SWA table or swa_out_cache_loc is written, nothing else read.
+  bool skip_page_table = false;
 };
 
 // cache_seqlens[i] = int32(seq_lens[i] + seqlen_offset); shared so the CPU and

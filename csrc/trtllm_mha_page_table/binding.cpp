@@ -35,7 +35,8 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
                  {DT::kInt32, 2, bs, width, bs_why, "page_table.size(1)"}, dev);
     check.rows_disjoint(*swa_page_table, "swa_page_table", page_table.size(0),
                         page_table.size(1));
-    check.tensor(*full_to_swa, "full_to_swa", {DT::kInt64, 1}, dev);
+    // int32 or int64: SGLang's own tests pass both.
+    check.tensor(*full_to_swa, "full_to_swa", {DT::kIndex, 1}, dev);
     check.require(full_to_swa->size(0) >= 1,
                   "full_to_swa must not be empty (slots are clamped into "
                   "[0, full_to_swa.numel() - 1]), got 0 elements");
@@ -54,7 +55,7 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
   p.page_table = page_table.mutable_data_ptr<int32_t>();
   p.page_table_stride = page_table.stride(0);
   if (swa_page_table) {
-    p.full_to_swa = full_to_swa->const_data_ptr<int64_t>();
+    p.full_to_swa = index_array_of(*full_to_swa);
     p.full_to_swa_size = full_to_swa->size(0);
     p.swa_page_table = swa_page_table->mutable_data_ptr<int32_t>();
     p.swa_page_table_stride = swa_page_table->stride(0);
@@ -67,9 +68,8 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
   p.max_pages = width < row_pages ? width : row_pages;
   p.page = PageDivisor::make(page_size);
 
-  run_on_device(
-      check, dev, [&] { build_trtllm_mha_page_table_cpu(p); },
-      SGL_CUDA_ONLY([&](void* stream) { return build_trtllm_mha_page_table_cuda(p, stream); }));
+  run_on_device(check, dev, p, &build_trtllm_mha_page_table_cpu,
+                SGL_CUDA_ONLY(&build_trtllm_mha_page_table_cuda));
 }
 
 }  // namespace sgl_meta

@@ -56,7 +56,7 @@ __device__ __forceinline__ void gather_chunk(const TrtllmMhaPageTableParams& p,
     for (int k = 0; k < kPagesPerThread; ++k) {
       const int64_t c = c0 + k * kThreads;
       const int64_t at = min_i64(max_i64(slot[k], 0), last);
-      mapped[k] = c < n ? load_ro(p.full_to_swa + at) : 0;
+      mapped[k] = c < n ? p.full_to_swa.ldg(at) : 0;
     }
 #pragma unroll
     for (int k = 0; k < kPagesPerThread; ++k) {

@@ -16,7 +16,7 @@ struct TrtllmMhaPageTableParams {
   const int32_t* req_to_token = nullptr;  // [pool_size, row_len], rows by stride
   int64_t req_to_token_stride = 0;        // elements between rows
   int64_t pool_size = 0;                  // req_to_token.size(0)
-  const int64_t* full_to_swa = nullptr;   // [full_to_swa_size] or null
+  IndexArray full_to_swa;                 // [full_to_swa_size] int32/int64, or absent
   int64_t full_to_swa_size = 0;           // >= 1 when given (the clamp needs it)
 
   // outputs

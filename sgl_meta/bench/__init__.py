@@ -5,7 +5,8 @@ batch sizes), ``trace`` (continuous-batching simulator over a paged KV pool),
 ``workloads/`` (per op: static buffers, fill, fused and reference calls, bytes),
 ``graphs`` (capture), ``timing`` (host, device, bandwidth), ``check`` (fused vs
 reference), ``runner`` (the loop), ``report``/``plot`` (table, JSON, PNG),
-``progress``, ``__main__`` (CLI).
+``progress``, ``__main__`` (CLI). ``upstream/``: the ``--upstream`` mode, SGLang
+0.5.23's own kernels beside ours on the same inputs.
 """
 
 

@@ -1,8 +1,14 @@
 """``python -m sgl_meta.bench``: serving-trace replay benchmark with correctness check.
 
 Exit status: 0 on success, 1 when a fused op's output differs from its eager
-reference (the message names preset, op, step, tensor and first element), 2 on
-bad arguments.
+reference (the message names preset, op, step, tensor and first element) or,
+with ``--upstream``, from SGLang's kernel on what that kernel defines, 2 on bad
+arguments.
+
+``--upstream [auto|PATH]`` adds the side-by-side comparison with SGLang 0.5.23's
+own kernels (``sgl_meta/bench/upstream/``): ``auto`` uses the importable
+``sglang`` package, PATH a site dir holding ``sglang/`` (e.g. a ``pip install
+--target`` dir) or the sglang wheel itself. ``--preset none`` runs only that.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import sys
 
 import torch
 
+from .buckets import capture_batch_sizes
 from .check import BenchMismatch
 from .presets import ALIASES, PRESETS, resolve
 from .report import environment, print_table, write_json
@@ -43,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     names = list(PRESETS) + list(ALIASES)
     p.add_argument("--preset", nargs="+", default=["all"], metavar="NAME",
-                   help=f"model preset(s): {', '.join(names)} (default: all)")
+                   help=f"model preset(s) of the trace replay: {', '.join(names)}, or none (default: all)")
     p.add_argument("--steps", type=int, help=f"measured decode steps per preset (default {GPU_DEFAULTS['steps']} on GPU, {CPU_DEFAULTS['steps']} on CPU)")
     p.add_argument("--warmup", type=int, help=f"unmeasured steps first (default {GPU_DEFAULTS['warmup']} GPU, {CPU_DEFAULTS['warmup']} CPU)")
     p.add_argument("--seed", type=int, default=0, help="trace and poison seed; same seed, same trace (default 0)")
@@ -59,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write results (environment, args, numbers) as JSON")
     p.add_argument("--plot", metavar="PATH", help="write a PNG: host/device us per call vs batch size (needs matplotlib)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--upstream", nargs="?", const="auto", metavar="auto|PATH",
+                   help="also run SGLang 0.5.23's own kernels beside ours on the same inputs (host, device, "
+                   "in-graph launch, cold start, outputs checked): auto = the installed sglang package; PATH = a "
+                   "site dir holding sglang/ or the sglang wheel. Says what is missing (sglang, GPU, triton, "
+                   "tvm-ffi, nvcc) and carries on without those rows")
+    p.add_argument("--cold-start", action=argparse.BooleanOptionalAction, default=True,
+                   help="with --upstream: time the first call over the bucket list with empty compile caches (default on)")
+    p.add_argument("--markdown", metavar="PATH", help="with --upstream: write the side-by-side table as markdown")
     # Self-test of the checker: corrupt one fused output at this step.
     p.add_argument("--corrupt-fused", type=int, metavar="STEP", help=argparse.SUPPRESS)
     # CPU self-test of the graph-mode path: "graphs" that replay the calls eagerly.
@@ -81,10 +96,17 @@ def main(argv=None) -> int:
     max_bs = max(args.buckets) if args.buckets else (defaults["max_bs"] if args.max_bs is None else args.max_bs)
     if steps < 1 or warmup < 0 or max_bs < 1 or args.check_every < 1:
         parser.error("--steps, --max-bs, --check-every must be >= 1 and --warmup >= 0")
-    try:
-        presets = resolve(args.preset)
-    except ValueError as e:
-        parser.error(str(e))
+    if args.preset == ["none"]:
+        if not args.upstream:
+            parser.error("--preset none leaves nothing to run without --upstream")
+        presets = []
+    else:
+        try:
+            presets = resolve(args.preset)
+        except ValueError as e:
+            parser.error(str(e))
+    if args.markdown and not args.upstream:
+        parser.error("--markdown writes the --upstream table; add --upstream")
     if args.plot:
         from .plot import check_available
 
@@ -138,7 +160,45 @@ def main(argv=None) -> int:
             write_json(args.json, doc)
         return 1
     doc["ok"] = True
+    if presets:
+        print_trace_results(doc, notes, args, cuda, bw)
+    if args.upstream:
+        if not run_upstream_section(doc, args, device, max_bs):
+            doc["ok"] = False
+    if args.json:
+        write_json(args.json, doc)
+        print(f"wrote {args.json}", file=sys.stderr)
+    if args.markdown:
+        from .upstream.table import write_markdown
 
+        write_markdown(args.markdown, doc)
+        print(f"wrote {args.markdown}", file=sys.stderr)
+    if args.plot and presets:
+        from .plot import write_plot
+
+        write_plot(args.plot, doc)
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return 0 if doc["ok"] else 1
+
+
+def run_upstream_section(doc: dict, args, device, max_bs: int) -> bool:
+    """The --upstream comparison into ``doc["upstream"]``; False when a check failed."""
+    from .upstream.run import problems, run_upstream
+    from .upstream.table import print_upstream
+
+    buckets = args.buckets or capture_batch_sizes(max_bs, spec=True)
+    up = run_upstream(args.upstream, device, seed=args.seed, buckets=buckets, cold_start=args.cold_start,
+                      flush_l2=args.flush_l2)
+    doc["upstream"] = up
+    print_upstream(up)
+    bad = problems(up)
+    if bad:
+        doc["error"] = "upstream comparison: " + "\n".join(bad)
+        print("\nFAILED: " + doc["error"], file=sys.stderr)
+    return not bad
+
+
+def print_trace_results(doc: dict, notes: list, args, cuda: bool, bw: dict) -> None:
     missing = sorted({op for pr in doc["presets"] for op in pr["ops_not_in_build"]})
     if missing:
         notes.append(f"Not in this build (their lines appear once merged): {', '.join(missing)}.")
@@ -153,17 +213,9 @@ def main(argv=None) -> int:
         notes.append("Emulated graphs (CPU self-test): 'dev' columns are wall times of eager replays of the graph-mode calls.")
     if cuda:
         notes.append("device = CUDA events around one graph replay (one decode step's calls / calls), L2 "
-                     + ("flushed" if args.flush_l2 else "warm") + " before each replay.")
+                     + ("flushed" if args.flush_l2 else "warm") + " before each replay; launch = host time of "
+                     "the graph replay (the step's host cost with the refresh recorded in its graph).")
     print_table(doc, notes)
-    if args.json:
-        write_json(args.json, doc)
-        print(f"wrote {args.json}", file=sys.stderr)
-    if args.plot:
-        from .plot import write_plot
-
-        write_plot(args.plot, doc)
-        print(f"wrote {args.plot}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

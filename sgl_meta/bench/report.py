@@ -95,7 +95,7 @@ def table_rows(doc: dict) -> tuple:
     header = ["preset", "op x calls/step", "impl", "host", "p99"]
     if cuda:
         header += ["dev", "p99"]
-    header += ["host/step"] + (["dev/step"] if cuda else [])
+    header += ["host/step"] + (["dev/step", "launch/step"] if cuda else [])
     # The floor is a DRAM-traffic bound for the GPU; on CPU, caches make it loose
     # (it stays in the JSON).
     header += (["floor"] if cuda else []) + ["gain host" + ("|dev" if cuda else ""), "checked"]
@@ -107,6 +107,7 @@ def table_rows(doc: dict) -> tuple:
         for w in pr["workloads"]:
             h, d = w["host_us_per_call"], w["device_us_per_call"]
             hs, ds = w["host_us_per_step"], w["device_us_per_step"]
+            launch = w["graph_replay_host_us"]  # host cost of a step with its refreshes recorded in the graph
             floor = w["floor_us_per_call"].get("graph" if cuda else "eager")
             gain = _ratio(h["ref"], h["fused"])
             if cuda:
@@ -123,7 +124,7 @@ def table_rows(doc: dict) -> tuple:
                 ]
                 if cuda:
                     row += [_num(d[impl]["median"]), _num(d[impl]["p99"])]
-                row += [_num(hs[impl]["median"])] + ([_num(ds[impl]["median"])] if cuda else [])
+                row += [_num(hs[impl]["median"])] + ([_num(ds[impl]["median"]), _num(launch[impl]["median"])] if cuda else [])
                 if cuda:
                     row += [(_num(floor["median"]) if floor else "-") if first else ""]
                 row += [

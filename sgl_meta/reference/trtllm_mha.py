@@ -22,9 +22,9 @@ def _gather_page_slots(req_to_token, req_pool_indices, bs, max_seq_pages, page_s
 
 
 def _swa_translate(slots: torch.Tensor, swa_mapping: torch.Tensor) -> torch.Tensor:
-    """``swa_mapping[slot]`` with ``-1`` for a negative slot (the sentinel)."""
+    """``swa_mapping[slot]`` (int64) with ``-1`` for a negative slot (the sentinel)."""
     slots = slots.long()
-    mapped = swa_mapping[slots.clamp(min=0)]
+    mapped = swa_mapping[slots.clamp(min=0)].long()
     return torch.where(slots < 0, torch.full_like(mapped, -1), mapped)
 
 
@@ -45,7 +45,7 @@ def update_trtllm_mha_graph_metadata(
     req_to_token: torch.Tensor,
     cache_seqlens: torch.Tensor,
     cu_seqlens_k: torch.Tensor,
-    page_table: torch.Tensor,
+    page_table: Optional[torch.Tensor] = None,
     bs: int,
     seqlen_offset: int,
     max_seq_pages: int,
@@ -59,6 +59,7 @@ def update_trtllm_mha_graph_metadata(
     q_stride: int = 0,
     q_mode: int = Q_MODE_NONE,
     live_pages_only: bool = False,
+    skip_page_table: bool = False,
 ) -> None:
     """Eager reference of :func:`sgl_meta.ops.update_trtllm_mha_graph_metadata`.
 
@@ -67,6 +68,8 @@ def update_trtllm_mha_graph_metadata(
     """
     if bs == 0:
         return
+    if page_table is None and not skip_page_table:
+        raise ValueError("update_trtllm_mha_graph_metadata: page_table is required unless skip_page_table=True")
     lens = (seq_lens[:bs].long() + seqlen_offset).to(torch.int32)
     cache_seqlens[:bs].copy_(lens)
     cu_seqlens_k[:1].zero_()  # (no host scalar copy: stays graph-capturable)
@@ -77,6 +80,8 @@ def update_trtllm_mha_graph_metadata(
     elif q_mode == Q_MODE_STRIDED:
         steps = torch.arange(bs + 1, device=cu_seqlens_q.device, dtype=torch.int64)
         cu_seqlens_q[: bs + 1].copy_((steps * q_stride).to(torch.int32))
+    if skip_page_table:
+        return
 
     cols_per_row = None
     if live_pages_only:
@@ -133,5 +138,5 @@ def build_trtllm_mha_page_table(
     slots = req_to_token[req_pool_indices[:bs].long()[:, None], cols[None, :]]
     _write_columns(page_table, torch.floor_divide(slots.long(), page_size).to(torch.int32), pages)
     if swa_page_table is not None:
-        mapped = full_to_swa[slots.long().clamp(0, full_to_swa.numel() - 1)]
+        mapped = full_to_swa[slots.long().clamp(0, full_to_swa.numel() - 1)].long()
         _write_columns(swa_page_table, torch.floor_divide(mapped, page_size).to(torch.int32), pages)

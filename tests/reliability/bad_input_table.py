@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 import sgl_meta
-from row_kit import Row, alias, all_but, apply, drop, overlapping_rows, set_, to_device
+from row_kit import Row, alias, all_but, apply, both, drop, overlapping_rows, set_, to_device
 
 
 # ---- valid base calls --------------------------------------------------------
@@ -71,7 +71,8 @@ TRTLLM_ROWS = [
     r("cu_seqlens_q int64", apply("cu_seqlens_q", lambda t: t.long()), "cu_seqlens_q " + I32),
     r("page_table int64", apply("page_table", lambda t: t.long()), "page_table " + I32),
     r("swa_page_table uint8", apply("swa_page_table", lambda t: t.to(torch.uint8)), "swa_page_table " + I32, "torch.uint8"),
-    r("swa_mapping int32", apply("swa_mapping", lambda t: t.int()), "swa_mapping " + I64, "torch.int32"),
+    r("swa_mapping float32", apply("swa_mapping", lambda t: t.float()), "swa_mapping " + IDX, "torch.float32"),
+    r("swa_mapping int16", apply("swa_mapping", lambda t: t.short()), "swa_mapping " + IDX, "torch.int16"),
     r("out_cache_loc int32", apply("out_cache_loc", lambda t: t.int()), "out_cache_loc " + I64),
     r("swa_out_cache_loc int32", apply("swa_out_cache_loc", lambda t: t.int()), "swa_out_cache_loc " + I64),
     # ranks
@@ -134,7 +135,8 @@ TRTLLM_ROWS = [
     r("q_mode 2 without cu_seqlens_q", set_(cu_seqlens_q=None, q_mode=2), "cu_seqlens_q is required when q_mode = 2"),
     r("swa table without mapping", set_(swa_mapping=None), "swa_mapping is required"),
     r("swa out without mapping", set_(swa_mapping=None, swa_page_table=None), "swa_mapping is required when swa_page_table or swa_out_cache_loc"),
-    r("mapping without swa outputs", set_(swa_page_table=None, swa_out_cache_loc=None), "swa_mapping was given but neither"),
+    # (a swa_mapping without SWA outputs is accepted and unused since SGLang 0.5.23
+    # passes it on every call: hostile_table.py "lone swa_mapping" must succeed)
     # devices: cpu + meta (meta dispatches to the fake kernel, which must not
     # silently do nothing), cpu + cuda when there is a GPU
     r("page_table on meta", apply("page_table", lambda t: torch.empty_like(t, device="meta")), "page_table", "meta"),
@@ -148,7 +150,17 @@ TRTLLM_ROWS = [
     r("req_to_token list", set_(req_to_token=[[1, 2]]), "'req_to_token'", prefixed=False),
     r("swa_mapping int", set_(swa_mapping=3), "'swa_mapping'", prefixed=False),
     r("req_to_token None", set_(req_to_token=None), "req_to_token", raises=(TypeError,), prefixed=False),
-    r("page_table None", set_(page_table=None), "page_table", raises=(TypeError,), prefixed=False),
+    r("page_table None without skip_page_table", set_(page_table=None),
+      "page_table is required (got None) unless skip_page_table=True"),
+    r("skip_page_table with cache_seqlens int64", both(set_(skip_page_table=True, page_table=None),
+                                                       apply("cache_seqlens", lambda t: t.long())),
+      "cache_seqlens " + I32),
+    r("skip_page_table with cu_seqlens_k short", both(set_(skip_page_table=True),
+                                                      apply("cu_seqlens_k", lambda t: t[:5])),
+      "cu_seqlens_k.size(0) must be >= bs + 1"),
+    r("skip_page_table with cu_seqlens_q is cu_seqlens_k", both(set_(skip_page_table=True),
+                                                                alias("cu_seqlens_q", "cu_seqlens_k")),
+      "cu_seqlens_k and cu_seqlens_q overlap"),
     r("unknown keyword", set_(page_tabel=None), "page_tabel", raises=(TypeError,), prefixed=False),
     r("missing bs", drop("bs"), "'bs'", raises=(TypeError,), prefixed=False),
 ]

@@ -69,6 +69,18 @@ ROWS = [
     ok("int32 min slots are sentinels", apply("req_to_token", lambda t: t.fill_(I32_MIN))),
     ok("mapping -1 everywhere", apply("swa_mapping", lambda t: t.fill_(-1))),
     ok("out_cache_loc -1 everywhere", apply("out_cache_loc", lambda t: t.fill_(-1))),
+    # SPEC 4: a lone swa_mapping is accepted and never read; skip_page_table
+    # reads no request index, slot or mapping
+    ok("lone swa_mapping (accepted, unused)",
+       both(set_(swa_page_table=None, swa_out_cache_loc=None), apply("req_to_token", lambda t: t.fill_(I32_MAX)))),
+    ok("lone int32 swa_mapping", both(set_(swa_page_table=None, swa_out_cache_loc=None),
+                                       apply("swa_mapping", lambda t: t.int()))),
+    ok("skip_page_table reads no index", both(set_(skip_page_table=True, page_table=None, swa_page_table=None,
+                                                   swa_out_cache_loc=None),
+                                              apply("req_pool_indices", lambda t: t.fill_(10**6)),
+                                              apply("req_to_token", lambda t: t.fill_(I32_MAX)))),
+    ok("skip_page_table with tables given", both(set_(skip_page_table=True),
+                                                 apply("out_cache_loc", lambda t: t.fill_(2**40)))),
 ]
 
 

@@ -171,12 +171,18 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         qlens = _index_input(draw, gen, _randint(gen, 0, q_hi, bs, torch.int64), q_dtype)
 
     swa_mapping = None
-    if swa:
+    # SGLang 0.5.23 passes its mapping on every call, SWA outputs or not (a lone
+    # mapping is accepted and unused), as int32 or int64.
+    lone_mapping = not swa and draw(st.booleans())
+    mapping_dtype = draw(st.sampled_from([torch.int64, torch.int64, torch.int32]))
+    if swa or lone_mapping:
         mapped = _randint(gen, 0, 2 * swa_size + 7, swa_size, torch.int64)
         if draw(st.booleans()):  # values past int32 after the page division wrap
             mapped = _randint(gen, -(2**62), 2**62, swa_size, torch.int64)
         mapped = _sprinkle(gen, mapped, draw(st.sampled_from([0.0, 0.1, 0.5])), lambda k: torch.full((k,), -1))
         mapped = _sprinkle(gen, mapped, 0.05, lambda k: _randint(gen, -(2**40), 0, k, torch.int64))
+        if mapping_dtype == torch.int32:
+            mapped = mapped.clamp(I32_MIN, I32_MAX).to(torch.int32)
         swa_mapping = strided(mapped, gen, lead=draw(st.integers(0, 2)), tail=draw(st.integers(0, 2)))
 
     out_len = draw(st.one_of(st.integers(int(need == "out_loc"), 20), st.sampled_from([511, 512, 513, 1025])))
@@ -217,10 +223,20 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         q_mode=q_mode,
         live_pages_only=draw(st.booleans()) or need == "dead_slot",
     )
+    # SPEC 4: seqlen metadata only; the tables and swa_out_cache_loc may be None
+    # (given, they must stay untouched) and no index, slot or mapping is read.
+    skip = need is None and draw(st.integers(0, 5)) == 0
+    if skip:
+        args["skip_page_table"] = True
+        for name in ("page_table", "swa_page_table", "swa_out_cache_loc"):
+            if draw(st.booleans()):
+                args[name] = None
     outputs = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "swa_out_cache_loc",
                "cu_seqlens_q")
     extra = dict(bs=bs, page_size=page_size, max_seq_pages=max_seq_pages, q_mode=q_mode,
-                 swa=(swa_table, swa_out), req_to_token=r2t_layout, lens=len_regime)
+                 swa=(swa_table, swa_out), req_to_token=r2t_layout, lens=len_regime, skip=skip,
+                 mapping=("none" if swa_mapping is None else "lone" if lone_mapping else "used")
+                 + f"/{str(mapping_dtype)[6:]}")
     return Case(args, outputs, note=NAME, extra=extra)
 
 
@@ -236,6 +252,8 @@ def events(case: Case) -> list[str]:
                         else "other"),
         f"req_to_token={e['req_to_token']}",
         f"lens={e['lens']}",
+        f"skip_page_table={e['skip']}",
+        f"swa_mapping={e['mapping']}",
         "max_seq_pages=" + (">1023" if e["max_seq_pages"] > 1023 else "2..12" if e["max_seq_pages"] > 1
                             else str(e["max_seq_pages"])),
     ]

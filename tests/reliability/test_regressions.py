@@ -71,11 +71,20 @@ def test_all_meta_still_traces():
     sgl_meta.update_trtllm_mha_graph_metadata(**kw)
 
 
-@pytest.mark.parametrize("name", ["req_pool_indices", "req_to_token", "cu_seqlens_k", "page_table"])
+@pytest.mark.parametrize("name", ["req_pool_indices", "req_to_token", "cu_seqlens_k"])
 def test_none_for_a_required_tensor_names_it(name):
     """None for a required tensor failed inside torch's stable-ABI boxing with
     "Not yet supported ScalarType 47", naming neither op nor argument."""
     kw = one_row_call([1, 2, 3], 1, 3)
     kw[name] = None
     with pytest.raises(TypeError, match=f"sgl_meta.update_trtllm_mha_graph_metadata: {name} must be a Tensor, got None"):
+        sgl_meta.update_trtllm_mha_graph_metadata(**kw)
+
+
+def test_none_page_table_without_skip_names_it():
+    """page_table is optional in the schema since SPEC 4 (skip_page_table): None
+    without skip_page_table is a named error, never a silent skip."""
+    kw = one_row_call([1, 2, 3], 1, 3)
+    kw["page_table"] = None
+    with pytest.raises(RuntimeError, match="sgl_meta.update_trtllm_mha_graph_metadata: page_table is required"):
         sgl_meta.update_trtllm_mha_graph_metadata(**kw)

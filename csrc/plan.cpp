@@ -1,0 +1,75 @@
+// Bound calls: recording and replay of validated launches (common/plan.h).
+// The C entry points are reached from Python with ctypes (sgl_meta/plan.py);
+// _C stays an empty limited-API module and the ops themselves are reached
+// through the dispatcher as always.
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include "common/plan.h"
+
+namespace sgl_meta {
+namespace {
+
+struct Plan {
+  std::vector<std::unique_ptr<SavedLaunch>> launches;
+};
+
+thread_local Plan* g_recording = nullptr;
+
+void copy_error(const char* what, char* err, size_t err_len) {
+  if (err == nullptr || err_len == 0) return;
+  std::strncpy(err, what, err_len - 1);
+  err[err_len - 1] = '\0';
+}
+
+}  // namespace
+
+bool plan_recording() { return g_recording != nullptr; }
+
+void plan_record(std::unique_ptr<SavedLaunch> launch) {
+  g_recording->launches.push_back(std::move(launch));
+}
+
+}  // namespace sgl_meta
+
+extern "C" {
+
+// Starts recording on this thread (discarding an unfinished recording).
+void sgl_meta_plan_begin() {
+  delete sgl_meta::g_recording;
+  sgl_meta::g_recording = new sgl_meta::Plan();
+}
+
+// Stops recording; returns the plan (free it with sgl_meta_plan_free).
+void* sgl_meta_plan_end() {
+  sgl_meta::Plan* plan = sgl_meta::g_recording;
+  sgl_meta::g_recording = nullptr;
+  return plan;
+}
+
+// Number of launches a plan repeats (0 for a recorded no-op, e.g. bs == 0).
+int64_t sgl_meta_plan_size(void* plan) {
+  return static_cast<int64_t>(static_cast<sgl_meta::Plan*>(plan)->launches.size());
+}
+
+// Repeats the plan's launches; 0 on success, else 1 with the error in `err`.
+int sgl_meta_plan_launch(void* plan, char* err, size_t err_len) {
+  try {
+    for (const auto& launch : static_cast<sgl_meta::Plan*>(plan)->launches) {
+      if (const char* e = launch->run()) {
+        sgl_meta::copy_error(e, err, err_len);
+        return 1;
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    sgl_meta::copy_error(e.what(), err, err_len);
+    return 1;
+  }
+}
+
+void sgl_meta_plan_free(void* plan) { delete static_cast<sgl_meta::Plan*>(plan); }
+
+}  // extern "C"

@@ -1,0 +1,182 @@
+"""One row measured: checks, host time, device time and in-graph launch cost.
+
+For each implementation present (upstream, ours, the eager reference):
+
+1. one eager call (compiles upstream's kernel if the cold start did not), then
+   the checks: ours vs the reference on every element of every output, ours vs
+   upstream on the elements upstream defines (``Row.regions``), and that
+   upstream did write those (not still the poison);
+2. host us: wall time of one direct call (all of the row's calls for one
+   refresh), outside any graph, interleaved by implementation; the queue is
+   drained every few calls (untimed) so a full launch queue never blocks one;
+3. device us: the calls captured in a CUDA graph, replayed under CUDA events
+   behind a spin kernel with L2 flushed first (``timing.DeviceTimer``, as the
+   trace replay); after a re-poison the first replay's outputs are checked too;
+4. launch us: host wall time of ``graph.replay()`` for that graph, i.e. the
+   per-step host cost when the refresh is recorded in the step's graph.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import torch
+
+from .. import graphs as graph_capture
+from ..check import BenchMismatch, compare
+from ..timing import DeviceTimer, stats
+from .fixtures import IMPLS, Row
+
+HOST_ROUNDS = 10
+HOST_PER_ROUND = 32
+DRAIN_EVERY = 8
+DEVICE_REPLAYS = 60
+UNWRITTEN_LIMIT = 0.01  # share of upstream's region still equal to the poison
+
+
+def compare_regions(ours: dict, up: dict, regions: dict, where: str):
+    """Message naming the first element where ours and upstream differ inside
+    upstream's regions, or None."""
+    names = list(regions)
+    if not names:
+        return None
+    flags = torch.stack([(ours[n][regions[n]] != up[n][regions[n]]).any() for n in names]).tolist()
+    bad = [n for n, flag in zip(names, flags) if flag]
+    if not bad:
+        return None
+    lines = [f"{where}: ours differs from upstream on what upstream defines"]
+    for n in bad:
+        inside = torch.zeros_like(ours[n], dtype=torch.bool)
+        inside[regions[n]] = True
+        diff = (inside & (ours[n] != up[n])).nonzero()
+        first = tuple(diff[0].tolist())
+        lines.append(f"  {n}: {diff.shape[0]} of {int(inside.sum())} compared elements differ; first at {first}: "
+                     f"ours {ours[n][first].item()}, upstream {up[n][first].item()}")
+    return "\n".join(lines)
+
+
+def unwritten(up: dict, poison: dict, regions: dict, where: str):
+    """Message when upstream left (much of) a compared region at the poison: a
+    comparison against values nobody wrote proves nothing."""
+    names = list(regions)
+    if not names:
+        return None
+    counts = torch.stack([(up[n][regions[n]] == poison[n][regions[n]]).sum() for n in names]).tolist()
+    sizes = [up[n][regions[n]].numel() for n in names]
+    bad = [f"{n}: {c} of {s}" for n, c, s in zip(names, counts, sizes) if s and c > UNWRITTEN_LIMIT * s]
+    return f"{where}: upstream left elements unwritten in its own regions ({', '.join(bad)})" if bad else None
+
+
+def check_row(row: Row, mode: str) -> list:
+    """Problems found (empty when everything agrees)."""
+    problems = []
+    where = f"{row.name} ({mode})"
+    if "ref" in row.outputs:
+        try:
+            compare(row.outputs["ours"], row.outputs["ref"], where)
+        except BenchMismatch as e:
+            problems.append(str(e))
+    if "upstream" in row.outputs:
+        for msg in (
+            compare_regions(row.outputs["ours"], row.outputs["upstream"], row.regions, where),
+            unwritten(row.outputs["upstream"], row.poison, row.regions, where),
+        ):
+            if msg:
+                problems.append(msg)
+    return problems
+
+
+def _run(calls) -> None:
+    for c in calls:
+        c()
+
+
+def host_times(row: Row, impls) -> dict:
+    samples = {impl: [] for impl in impls}
+    clock = time.perf_counter_ns
+    for r in range(HOST_ROUNDS):
+        for impl in impls if r % 2 == 0 else impls[::-1]:
+            calls = row.calls[impl]
+            for i in range(HOST_PER_ROUND):
+                t0 = clock()
+                for c in calls:
+                    c()
+                samples[impl].append((clock() - t0) / 1e3)
+                if i % DRAIN_EVERY == DRAIN_EVERY - 1:
+                    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+    return samples
+
+
+def measure_row(row: Row, timer: DeviceTimer, pool) -> dict:
+    impls = [i for i in IMPLS if i in row.calls]
+    result = {"case": row.name, "group": row.group, "params": row.params, "note": row.note, "impls": {}, "checks": {}}
+    row.repoison()
+    for impl in impls:
+        _run(row.calls[impl])
+    torch.cuda.synchronize()
+    result["checks"]["eager"] = check_row(row, "eager")
+
+    gc.collect()
+    gc.disable()  # collector pauses out of the host-time tails
+    try:
+        host = host_times(row, impls)
+    finally:
+        gc.enable()
+
+    graphs, capture_errors = {}, {}
+    for impl in impls:
+        try:
+            graphs[impl] = graph_capture.capture(row.calls[impl], pool)
+        except Exception as e:  # name it in the row; the other columns still count
+            capture_errors[impl] = f"{type(e).__name__}: {e}"
+    torch.cuda.synchronize()
+    dev = {impl: [] for impl in graphs}
+    launch = {impl: [] for impl in graphs}
+    if graphs:
+        row.repoison()
+        for g in graphs.values():
+            g.replay()
+        torch.cuda.synchronize()
+        result["checks"]["graph"] = check_row(row, "graph") if set(graphs) == set(impls) else []
+        order = list(graphs)
+        for r in range(DEVICE_REPLAYS):
+            seq = order if r % 2 == 0 else order[::-1]
+            d, h = timer.time_replays([graphs[i] for i in seq])
+            for impl, dv, hv in zip(seq, d, h):
+                dev[impl].append(dv)
+                launch[impl].append(hv)
+    for impl in impls:
+        result["impls"][impl] = {
+            "host_us": stats(host[impl]),
+            "device_us": stats(dev[impl]) if impl in graphs else None,
+            "launch_us": stats(launch[impl]) if impl in graphs else None,
+            "calls": len(row.calls[impl]),
+        }
+    if capture_errors:
+        result["capture_errors"] = capture_errors
+    result["ratio_ours_upstream"] = ratios(result["impls"])
+    result["ok"] = not any(result["checks"].values())
+    del graphs
+    return result
+
+
+def ratios(impls: dict) -> dict:
+    """ours / upstream medians (host, device, launch); None where one is missing."""
+    out = {}
+    for key, col in (("host", "host_us"), ("device", "device_us"), ("launch", "launch_us")):
+        a = (impls.get("ours") or {}).get(col)
+        b = (impls.get("upstream") or {}).get(col)
+        out[key] = a["median"] / b["median"] if a and b and b["median"] > 0 else None
+    return out
+
+
+def first_call_seconds(per_bucket: list, device: torch.device) -> float:
+    """Wall seconds to run every bucket's calls once, then drain the stream."""
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for calls in per_bucket:
+        _run(calls)
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
