@@ -25,18 +25,19 @@ class Skip(Exception):
 
 @dataclass(frozen=True)
 class CudaKernel:
-    """``torch.ops.sgl_meta.<op>`` is registered with a CUDA kernel."""
+    """``torch.ops.sgl_meta.<op>`` is registered with a CUDA kernel (only
+    registered at all, with ``cuda=False``: the forced plugin on a CPU build)."""
 
     op: str
 
-    def missing(self) -> Optional[str]:
+    def missing(self, cuda: bool = True) -> Optional[str]:
         import torch
 
         import sgl_meta  # noqa: F401  (registers torch.ops.sgl_meta.*)
 
         if not hasattr(torch.ops.sgl_meta, self.op):
             return f"torch.ops.sgl_meta.{self.op} is not in this sgl-meta"
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"sgl_meta::{self.op}", "CUDA"):
+        if cuda and not torch._C._dispatch_has_kernel_for_dispatch_key(f"sgl_meta::{self.op}", "CUDA"):
             return f"torch.ops.sgl_meta.{self.op} has no CUDA kernel in this build"
         return None
 
@@ -48,7 +49,7 @@ class Keywords:
     func: str
     names: tuple[str, ...]
 
-    def missing(self) -> Optional[str]:
+    def missing(self, cuda: bool = True) -> Optional[str]:
         params = inspect.signature(load(self.func)).parameters
         absent = [n for n in self.names if n not in params]
         if absent:
@@ -91,8 +92,9 @@ class Hook:
         except (ImportError, AttributeError) as err:
             raise Skip(f"not in this SGLang ({type(err).__name__}: {err})") from None
 
-    def check(self) -> Callable:
+    def check(self, cuda: bool = True) -> Callable:
         """The replacement, if everything it needs is here; else :class:`Skip`.
+        ``cuda=False`` accepts ops without CUDA kernels (the forced plugin).
 
         Order: ours first (cheap, and a row whose drop-in has not landed never
         imports SGLang's module), then the needs, then SGLang's function and its
@@ -100,7 +102,7 @@ class Hook:
         """
         replacement = load(self.replacement)
         for need in self.needs:
-            why = need.missing()
+            why = need.missing(cuda)
             if why:
                 raise Skip(why)
         why = signature_mismatch(self.original(), replacement)

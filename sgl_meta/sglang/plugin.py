@@ -54,10 +54,11 @@ def inactive_reason() -> Optional[str]:
 def plan(hooks: Optional[tuple[Hook, ...]] = None) -> tuple[list[tuple[Hook, object]], list[tuple[Hook, str]]]:
     """Split ``hooks`` (default :data:`HOOKS`) into ``(hook, replacement)`` to
     register and ``(hook, why)`` to skip."""
+    cuda = _mode() != _FORCE
     usable, skipped = [], []
     for hook in HOOKS if hooks is None else hooks:
         try:
-            usable.append((hook, hook.check()))
+            usable.append((hook, hook.check(cuda)))
         except Skip as why:
             skipped.append((hook, str(why)))
         except Exception as err:  # one broken row must not cost the others

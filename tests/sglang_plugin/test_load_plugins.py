@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import sglang_source
+from sgl_meta.sglang.hooks import HOOKS
 from sglang_calls import CURRENT
 
 CHILD = Path(__file__).with_name("load_plugins_child.py")
@@ -29,10 +30,11 @@ OURS = {
     "fused_metadata_copy_multi_cuda": "sgl_meta.sglang.adapters.fused_metadata_copy_multi_cuda",
 }
 RUNS = {
-    "forced": ("before", {"SGL_META_SGLANG_PLUGIN": "force"}),
-    "default": ("after", {}),
-    "ours_off": ("none", {"SGL_META_SGLANG_PLUGIN": "0"}),
-    "not_allowed": ("none", {"SGLANG_PLUGINS": "someone_else"}),
+    "forced": ([str(CHILD), "before"], {"SGL_META_SGLANG_PLUGIN": "force"}),
+    "default": ([str(CHILD), "after"], {}),
+    "ours_off": ([str(CHILD), "none"], {"SGL_META_SGLANG_PLUGIN": "0"}),
+    "not_allowed": ([str(CHILD), "none"], {"SGLANG_PLUGINS": "someone_else"}),
+    "cli": (["-m", "sgl_meta.sglang"], {"SGL_META_SGLANG_PLUGIN": "force", "SGLANG_PLUGINS": "x,sgl_meta"}),
 }
 
 
@@ -52,17 +54,17 @@ def runs():
     if why:
         pytest.skip(why)
     procs = {}
-    for name, (when, extra) in RUNS.items():
+    for name, (argv, extra) in RUNS.items():
         env = {k: v for k, v in os.environ.items() if k not in ("SGL_META_SGLANG_PLUGIN", "SGLANG_PLUGINS")}
         env.update(extra)
         procs[name] = subprocess.Popen(
-            [sys.executable, str(CHILD), when], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
     out = {}
     for name, proc in procs.items():
         stdout, stderr = proc.communicate(timeout=900)
         assert proc.returncode == 0, f"{name}: child failed ({proc.returncode}):\n{stderr[-4000:]}"
-        out[name] = (json.loads(stdout.strip().splitlines()[-1]), stderr)
+        out[name] = (stdout if name == "cli" else json.loads(stdout.strip().splitlines()[-1]), stderr)
     return out
 
 
@@ -82,7 +84,7 @@ def usable(hook) -> bool:
         load(hook.replacement)
     except Skip:
         return False
-    return all(not n.missing() or "CUDA kernel" in n.missing() for n in hook.needs)
+    return all(n.missing(cuda=False) is None for n in hook.needs)
 
 
 def test_forced_plugin_replaces_every_current_target(runs):
@@ -155,3 +157,13 @@ def test_every_target_resolves_in_installed_sglang(runs):
     report, _ = runs["not_allowed"]
     errors = {t: d["error"] for t, d in report["targets"].items() if "error" in d}
     assert not errors, errors
+
+
+def test_cli_lists_every_row(runs):
+    """``python -m sgl_meta.sglang`` says, per row, what the plugin would do."""
+    stdout, _ = runs["cli"]
+    lines = stdout.splitlines()
+    assert len(lines) == len(HOOKS), stdout
+    for hook, line in zip(sorted(HOOKS, key=usable, reverse=True), lines):
+        verb = "replaces" if usable(hook) else "keeps   "
+        assert line.startswith(f"{verb} {hook.target}"), (line, hook.target)

@@ -122,6 +122,7 @@ def test_cuda_kernel_need():
     assert CudaKernel("no_such_op").missing() == "torch.ops.sgl_meta.no_such_op is not in this sgl-meta"
     why = CudaKernel("fused_metadata_copy").missing()
     assert (why is None) == HAS_CUDA_KERNELS, why
+    assert CudaKernel("fused_metadata_copy").missing(cuda=False) is None  # the forced plugin
 
 
 def test_check_order_and_reasons(fake_modules):
