@@ -74,11 +74,17 @@ def load(spec: str) -> Callable:
 
 @dataclass(frozen=True)
 class Hook:
-    """One SGLang function and the sgl-meta callable that replaces it."""
+    """One SGLang function and the sgl-meta callable that replaces it.
+
+    ``kind`` is the ``HookRegistry`` hook type: ``REPLACE`` (ours takes SGLang's
+    arguments) or ``AROUND`` (ours takes SGLang's function first, then its
+    arguments, and may call it for cases it does not cover).
+    """
 
     target: str
     replacement: str
     needs: tuple = ()
+    kind: str = "REPLACE"
 
     @property
     def name(self) -> str:
@@ -105,21 +111,22 @@ class Hook:
             why = need.missing(cuda)
             if why:
                 raise Skip(why)
-        why = signature_mismatch(self.original(), replacement)
+        why = signature_mismatch(self.original(), replacement, around=self.kind == "AROUND")
         if why:
             raise Skip(f"SGLang's signature differs from ours: {why}")
         return replacement
 
 
-def signature_mismatch(original: Callable, replacement: Callable) -> Optional[str]:
+def signature_mismatch(original: Callable, replacement: Callable, around: bool = False) -> Optional[str]:
     """Why ``replacement`` cannot take every call ``original`` can, or None.
 
     Same parameter names, kinds and order, and the same defaults (a changed
     default is a changed contract); extra trailing parameters of ours must have
-    defaults. Guards against hooking a later SGLang whose function changed.
+    defaults. ``around``: ours first takes SGLang's function (an AROUND hook).
+    Guards against hooking a later SGLang whose function changed.
     """
     theirs = list(inspect.signature(original).parameters.values())
-    ours = list(inspect.signature(replacement).parameters.values())
+    ours = list(inspect.signature(replacement).parameters.values())[1 if around else 0:]
     for i, p in enumerate(theirs):
         if i >= len(ours):
             return f"ours lacks parameter {p.name!r}"
@@ -178,14 +185,19 @@ HOOKS: tuple[Hook, ...] = (
     # Unified memory pool read tables (SPEC 6): drop-ins with SGLang's signatures.
     Hook(f"{_KV}.kv_read_table.build_kv_read_table", "sgl_meta.kv_read_table:build_kv_read_table"),
     Hook(f"{_KV}.kv_read_table.build_kv_read_table_packed", "sgl_meta.kv_read_table:build_kv_read_table_packed"),
-    # Speculative decoding in one launch (SPEC 7): methods of the TRT-LLM MHA backends.
+    # Speculative decoding in one launch (SPEC 7): methods of the TRT-LLM MHA
+    # backends, AROUND hooks that keep SGLang's method for what they do not cover.
     Hook(
         f"{_MHA_BACKEND}.TRTLLMHAAttnBackend._write_ragged_verify_graph_metadata",
-        "sgl_meta.sglang.speculative:write_ragged_verify_graph_metadata",
+        "sgl_meta.sglang.trtllm_mha_spec:ragged_verify_write_graph_metadata",
+        (CudaKernel("update_trtllm_mha_graph_metadata"), Keywords(_UPDATE, ("seqlen_offsets",))),
+        kind="AROUND",
     ),
     Hook(
         f"{_MHA_BACKEND}.TRTLLMHAAttnMultiStepDraftBackend.init_forward_metadata_in_graph",
-        "sgl_meta.sglang.speculative:multi_step_draft_init_forward_metadata_in_graph",
+        "sgl_meta.sglang.trtllm_mha_spec:multi_step_draft_init_forward_metadata_in_graph",
+        (CudaKernel("update_trtllm_mha_graph_metadata_multi"),),
+        kind="AROUND",
     ),
 )
 """Every hook the plugin knows, in the order they are considered."""

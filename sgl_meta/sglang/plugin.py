@@ -1,8 +1,9 @@
 """The ``sglang.srt.plugins`` entry point: ``register()``.
 
 SGLang's ``load_plugins()`` calls :func:`register` early in every process
-(server, scheduler workers, engine); it registers one REPLACE hook per usable
-row of :data:`~sgl_meta.sglang.hooks.HOOKS`, and SGLang's ``HookRegistry``
+(server, scheduler workers, engine); it registers one hook (REPLACE, or AROUND
+where ours keeps SGLang's function for what it does not cover) per usable row
+of :data:`~sgl_meta.sglang.hooks.HOOKS`, and SGLang's ``HookRegistry``
 applies them right after (including ``from X import Y`` copies in modules
 already imported). Each call logs exactly one line: what it replaces and what
 it left alone, or why it does nothing.
@@ -79,7 +80,7 @@ def register() -> None:
 
     usable, skipped = plan()
     for hook, replacement in usable:
-        HookRegistry.register(hook.target, replacement, HookType.REPLACE)
+        HookRegistry.register(hook.target, replacement, getattr(HookType, hook.kind))
     replaced = ", ".join(h.name for h, _ in usable) or "nothing"
     line = f"{head}: replaces {replaced}"
     if skipped:

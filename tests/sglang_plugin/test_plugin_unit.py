@@ -76,6 +76,16 @@ def test_signature_mismatch(ours, why):
     assert (got is None) if why is None else (got is not None and why in got), got
 
 
+def around_same(original, a, b, *, c, d=0, e=None):
+    pass
+
+
+def test_signature_mismatch_around():
+    """An AROUND hook takes SGLang's function first, then SGLang's parameters."""
+    assert signature_mismatch(theirs, around_same, around=True) is None
+    assert signature_mismatch(theirs, same, around=True) is not None
+
+
 # ---- load / needs / check -----------------------------------------------------------------
 @pytest.fixture
 def fake_modules(tmp_path, monkeypatch):
@@ -145,6 +155,7 @@ def test_table_rows_are_well_formed():
     assert len(set(targets)) == len(targets), "one row per SGLang target"
     for hook in HOOKS:
         assert hook.target.startswith("sglang.") and hook.replacement.startswith("sgl_meta."), hook
+        assert hook.kind in ("REPLACE", "AROUND"), hook
         module, _, attr = hook.replacement.partition(":")
         assert module and attr, hook.replacement
 
@@ -181,6 +192,7 @@ def registry(monkeypatch):
 
     class HookType:
         REPLACE = "replace"
+        AROUND = "around"
 
     class HookRegistry:
         @classmethod
