@@ -10,7 +10,7 @@ import torch
 import scenarios
 import upstream_model as model
 from sgl_meta.sglang import adapters
-from test_semantics import assert_same_tensors
+from test_semantics import assert_same_tensors, to_device
 
 DSA_PARAMS = list(scenarios.dsa_copy("decode", 0))
 MULTI_PARAMS = list(scenarios.dsa_copy_multi("decode", 0))
@@ -20,11 +20,13 @@ def _seed(gen) -> int:
     return int(torch.randint(0, 2**31, (1,), generator=gen))
 
 
-def run_both(fn_name, build, edit=lambda v: None, keywords=False):
-    """0.5.23's model and our adapter on two equal argument sets, after `edit`."""
+def run_both(fn_name, build, device, edit=lambda v: None, keywords=False):
+    """0.5.23's model (on CPU) and our adapter (on `device`) on equal argument
+    sets, after `edit`."""
     want, got = build(), build()
     edit(want)
     edit(got)
+    got = to_device(got, device)
     for fn, values in ((getattr(model, fn_name), want), (getattr(adapters, fn_name), got)):
         if keywords:
             fn(**values)
@@ -36,7 +38,7 @@ def run_both(fn_name, build, edit=lambda v: None, keywords=False):
 
 # ---- update_trtllm_mha_graph_metadata -----------------------------------------------------
 @pytest.mark.parametrize("ps", [1, 16])
-def test_skip_page_table_still_translates_swa_out_cache_loc(gen, ps):
+def test_skip_page_table_still_translates_swa_out_cache_loc(gen, ps, device):
     """0.5.23 drops the page tables under skip_page_table but still writes
     swa_out_cache_loc when one is given (its call sites never give one)."""
     seed = _seed(gen)
@@ -46,11 +48,11 @@ def test_skip_page_table_still_translates_swa_out_cache_loc(gen, ps):
         v["skip_page_table"] = True
         return v
 
-    got = run_both("update_trtllm_mha_graph_metadata", build, keywords=True)
+    got = run_both("update_trtllm_mha_graph_metadata", build, device, keywords=True)
     assert (got["swa_out_cache_loc"][:9] != 0).any()  # it was written, not left as poison
 
 
-def test_skip_page_table_ignores_given_tables(gen):
+def test_skip_page_table_ignores_given_tables(gen, device):
     """0.5.23 ignores page_table / swa_page_table under skip_page_table, even
     ones our op would reject (here: int64 tables)."""
     seed = _seed(gen)
@@ -62,7 +64,7 @@ def test_skip_page_table_ignores_given_tables(gen):
         v["swa_page_table"] = v["swa_page_table"].long()
         return v
 
-    run_both("update_trtllm_mha_graph_metadata", build, keywords=True)
+    run_both("update_trtllm_mha_graph_metadata", build, device, keywords=True)
 
 
 # ---- fused_metadata_copy_cuda -------------------------------------------------------------
@@ -74,7 +76,7 @@ def _strided(t: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("name", sorted(scenarios.DSA))
-def test_dsa_non_contiguous_sources(gen, name):
+def test_dsa_non_contiguous_sources(gen, name, device):
     """0.5.23 makes sources contiguous; the adapter reads them the same way."""
     seed = _seed(gen)
 
@@ -85,20 +87,20 @@ def test_dsa_non_contiguous_sources(gen, name):
                 v[k] = _strided(v[k])
         assert not v["page_indices_src"].is_contiguous()
 
-    run_both("fused_metadata_copy_cuda", lambda: scenarios.dsa_copy(name, seed), edit)
+    run_both("fused_metadata_copy_cuda", lambda: scenarios.dsa_copy(name, seed), device, edit)
 
 
-def test_dsa_larger_flashmla_metadata_destination(gen):
+def test_dsa_larger_flashmla_metadata_destination(gen, device):
     seed = _seed(gen)
 
     def edit(v):
         v["flashmla_metadata_dst"] = torch.full((6, 8), 77, dtype=torch.int32)
 
-    got = run_both("fused_metadata_copy_cuda", lambda: scenarios.dsa_copy("decode_real_flashmla", seed), edit)
+    got = run_both("fused_metadata_copy_cuda", lambda: scenarios.dsa_copy("decode_real_flashmla", seed), device, edit)
     assert (got["flashmla_metadata_dst"].view(-1)[32:] == 77).all()
 
 
-def test_dsa_unpaired_optionals_follow_their_source(gen):
+def test_dsa_unpaired_optionals_follow_their_source(gen, device):
     """0.5.23 copies the real table iff its source is given and FlashMLA iff
     flashmla_num_splits_src is: a lone destination (or metadata source) is ignored."""
     seed = _seed(gen)
@@ -107,11 +109,11 @@ def test_dsa_unpaired_optionals_follow_their_source(gen):
         v["real_page_table_src"] = None
         v["flashmla_num_splits_src"] = None
 
-    got = run_both("fused_metadata_copy_cuda", lambda: scenarios.dsa_copy("target_verify_real_flashmla", seed), edit)
+    got = run_both("fused_metadata_copy_cuda", lambda: scenarios.dsa_copy("target_verify_real_flashmla", seed), device, edit)
     assert got["real_page_table_dst"] is not None
 
 
-def test_dsa_decode_ignores_seqlens_expanded(gen):
+def test_dsa_decode_ignores_seqlens_expanded(gen, device):
     """DECODE never copies seqlens_expanded; SGLang passes the cache_seqlens
     buffers there (aliasing two destinations), and a missing or odd pair is fine too."""
     seed = _seed(gen)
@@ -120,14 +122,15 @@ def test_dsa_decode_ignores_seqlens_expanded(gen):
         v["seqlens_expanded_src"] = None
         v["seqlens_expanded_dst"] = torch.zeros(3, dtype=torch.int32)
 
-    run_both("fused_metadata_copy_cuda", lambda: scenarios.dsa_copy("decode_real", seed), edit)
+    run_both("fused_metadata_copy_cuda", lambda: scenarios.dsa_copy("decode_real", seed), device, edit)
 
 
 @pytest.mark.parametrize("where", ["cache_seqlens_src", "cache_seqlens_dst"])
-def test_dsa_dtype_error_uses_sglangs_wording(gen, where):
+def test_dsa_dtype_error_uses_sglangs_wording(gen, where, device):
     """What SGLang's own dtype-validation test matches (source and destination)."""
     v = scenarios.dsa_copy("decode", _seed(gen))
     v[where] = v[where].long()
+    v = to_device(v, device)
     with pytest.raises(RuntimeError, match="must have dtype int32") as err:
         adapters.fused_metadata_copy_cuda(*v.values())
     assert str(err.value).startswith(f"sgl_meta.fused_metadata_copy: {where} must have dtype int32 (torch.int32)")
@@ -136,7 +139,7 @@ def test_dsa_dtype_error_uses_sglangs_wording(gen, where):
 
 # ---- fused_metadata_copy_multi_cuda -------------------------------------------------------
 @pytest.mark.parametrize("name", scenarios.DSA_MULTI)
-def test_multi_non_contiguous_sources(gen, name):
+def test_multi_non_contiguous_sources(gen, name, device):
     seed = _seed(gen)
 
     def edit(v):
@@ -144,28 +147,28 @@ def test_multi_non_contiguous_sources(gen, name):
             if v[k] is not None:
                 v[k] = _strided(v[k])
 
-    run_both("fused_metadata_copy_multi_cuda", lambda: scenarios.dsa_copy_multi(name, seed), edit)
+    run_both("fused_metadata_copy_multi_cuda", lambda: scenarios.dsa_copy_multi(name, seed), device, edit)
 
 
-def test_multi_real_table_needs_the_first_destination(gen):
+def test_multi_real_table_needs_the_first_destination(gen, device):
     """0.5.23 copies the real table iff its source and real_page_table_dst0 are given."""
     seed = _seed(gen)
 
     def edit(v):
         v["real_page_table_dst0"] = None
 
-    got = run_both("fused_metadata_copy_multi_cuda", lambda: scenarios.dsa_copy_multi("decode_real", seed), edit)
+    got = run_both("fused_metadata_copy_multi_cuda", lambda: scenarios.dsa_copy_multi("decode_real", seed), device, edit)
     assert got["real_page_table_dst1"] is not None
 
 
-def test_multi_larger_flashmla_metadata_destinations(gen):
+def test_multi_larger_flashmla_metadata_destinations(gen, device):
     seed = _seed(gen)
 
     def edit(v):
         for k in range(3):
             v[f"flashmla_metadata_dst{k}"] = torch.full((5, 8), 55, dtype=torch.int32)
 
-    run_both("fused_metadata_copy_multi_cuda", lambda: scenarios.dsa_copy_multi("decode_real_flashmla", seed), edit)
+    run_both("fused_metadata_copy_multi_cuda", lambda: scenarios.dsa_copy_multi("decode_real_flashmla", seed), device, edit)
 
 
 def test_signatures_are_sglangs_parameter_lists():

@@ -1,6 +1,6 @@
-"""Our replacements, called the way SGLang 0.5.23's call sites call them, on CPU
-tensors, give 0.5.23's results element for element (upstream_model.py), and
-leave every element 0.5.23 leaves alone."""
+"""Our replacements, called the way SGLang 0.5.23's call sites call them, give
+0.5.23's results element for element (upstream_model.py, run on CPU), and leave
+every element 0.5.23 leaves alone: on CPU tensors, and on CUDA tensors (gpu)."""
 
 from __future__ import annotations
 
@@ -29,11 +29,22 @@ def _build(make, name, seed, ps):
     return make(name, seed) if ps is None else make(name, seed, page_size=ps)
 
 
+def to_device(values: dict, device: str) -> dict:
+    """The same arguments on `device`, aliases kept (one copy per tensor)."""
+    moved: dict[int, torch.Tensor] = {}
+    out = {}
+    for k, v in values.items():
+        if isinstance(v, torch.Tensor):
+            v = moved.setdefault(id(v), v.to(device))
+        out[k] = v
+    return out
+
+
 def assert_same_tensors(got: dict, want: dict, context: str) -> None:
     for key, w in want.items():
         if not isinstance(w, torch.Tensor):
             continue
-        g = got[key]
+        g = got[key].cpu()
         if not torch.equal(g, w):
             where = (g != w).nonzero()[0].tolist()
             raise AssertionError(
@@ -55,7 +66,7 @@ def applies(site, signature, values: dict) -> bool:
 
 
 @pytest.mark.parametrize("fn_name,make,name,ps", PARAMS)
-def test_matches_0_5_23_at_every_call_site(fn_name, make, name, ps, gen):
+def test_matches_0_5_23_at_every_call_site(fn_name, make, name, ps, gen, device):
     require_sglang()
     hook = hook_named(fn_name)
     ours = replacement_or_skip(hook)
@@ -68,7 +79,7 @@ def test_matches_0_5_23_at_every_call_site(fn_name, make, name, ps, gen):
     usable = [s for s in found if applies(s, signature, values)]
     assert usable, f"scenario {name} matches none of SGLang's calls: {[str(s) for s in found]}"
     for site in usable:
-        want, got = _build(make, name, seed, ps), _build(make, name, seed, ps)
+        want, got = _build(make, name, seed, ps), to_device(_build(make, name, seed, ps), device)
         call_as(site, signature, model, want)
         call_as(site, signature, ours, got)
         assert_same_tensors(got, want, f"{site}, scenario {name}")
