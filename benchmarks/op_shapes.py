@@ -7,7 +7,9 @@ the dispatch cost a server pays per replay), device us per call (CUDA events
 around replays of a graph holding several calls on rotating input sets, so L2
 does not serve repeated gathers), and the memory floor: bytes that must move
 (strided page-boundary gathers count a whole 32-byte sector each) over the
-measured device-to-device copy bandwidth. GPU only.
+measured device-to-device copy bandwidth. The KV read-table cases also time
+the bare gather of the same pages (``sgl_meta.bench.bare_gather``, the
+ceiling) on the same inputs. GPU only.
 """
 
 from __future__ import annotations
@@ -175,6 +177,116 @@ def dsa_copy_case(bs, mode, k_sets=None, sets=16, topk=2048, max_ctx=163840, pag
     return out, nbytes
 
 
+def kv_read_case(bs, pages, page_size, form, max_len=None, delta=0, zero_tail=False, sets=8):
+    """A unified pool: req_to_token holds scattered virtual ids, v2p maps them to
+    shuffled physical pages (5% freed, -1); uniform random lengths in [1, max_len]."""
+    dev = "cuda"
+    ctx = pages * page_size
+    rows = bs * sets
+    vpages = rows * pages + 1
+    perm = torch.randperm(vpages - 1, device=dev, dtype=torch.int64) + 1
+    tok = torch.arange(ctx, device=dev) % page_size
+    req_to_token = (perm.view(rows, pages).repeat_interleave(page_size, 1) * page_size + tok).to(torch.int32)
+    v2p = torch.randperm(vpages, device=dev, dtype=torch.int64)
+    v2p[torch.rand(vpages, device=dev) < 0.05] = -1
+    hi = (max_len or ctx) - delta
+    kwargs, live, live_tokens = [], 0.0, 0.0
+    lens_sets = [torch.randint(1, hi + 1, (bs,), device=dev, dtype=torch.int32) for _ in range(sets)]
+    if form == "table":
+        out = torch.empty(bs, pages, dtype=torch.int32, device=dev)
+    else:
+        cap = max(int(lens.sum()) for lens in lens_sets) + bs * delta
+        out = torch.empty(cap, dtype=torch.int32, device=dev)
+    for s, lens in enumerate(lens_sets):
+        kw = dict(req_to_token=req_to_token, req_pool_indices=torch.arange(s * bs, (s + 1) * bs, device=dev,
+                                                                           dtype=torch.int32),
+                  seq_lens=lens, out=out, page_size=page_size, v2p=v2p, seq_len_delta=delta)
+        n = lens.long() + delta
+        live += float(((n + page_size - 1) // page_size).clamp(max=pages).sum()) / sets
+        if form == "table":
+            kw.update(max_pages=pages, zero_tail=zero_tail)
+        else:
+            kw["indptr"] = torch.cat([n.new_zeros(1), n.cumsum(0)]).to(torch.int32)
+            live_tokens += float(n.sum()) / sets
+        kwargs.append(kw)
+    if form == "table":
+        nbytes = live * (2 * GATHER + 4) + bs * 8 + (bs * pages * 4 if zero_tail else 0)
+    else:
+        nbytes = live * 2 * GATHER + live_tokens * 4 + bs * 12
+    return kwargs, nbytes
+
+
+def _bare_gather(form):
+    from sgl_meta.bench import bare_gather
+
+    if form == "table":
+        return lambda zero_tail=False, **kw: bare_gather.page_table(**kw)
+    return bare_gather.token_stream
+
+
+def dsa_gen_case(bs, mode, k_sets, sets=8, width=163840, topk=2048, page_size=64, draft=4):
+    """fused_dsa_metadata at DeepSeek-V3.2 MTP shapes: token table 163,840 wide,
+    real table / 64, top-k 2048; lengths log-normal like the trace simulator's
+    (median ~1,400 tokens, heavy tail), distinct req_to_token rows per input set.
+    Floor: live tokens read once, written K times (x draft rows in verify)."""
+    dev, i32 = "cuda", dict(dtype=torch.int32, device="cuda")
+    g = torch.Generator().manual_seed(bs * 31 + mode * 7 + k_sets)
+    rows = bs if mode == 0 else bs * draft
+    real_w = -(-width // page_size)
+    req_to_token = torch.randint(0, 1 << 26, (bs * sets, width), generator=g, dtype=torch.int32).to(dev)
+
+    def out(*shape):
+        return [torch.randint(0, 1 << 20, shape, generator=g, dtype=torch.int32).to(dev) for _ in range(k_sets)]
+
+    dst = dict(cache_seqlens=out(bs), cu_seqlens_k=out(bs + 1), dsa_cache_seqlens=out(rows),
+               dsa_cu_seqlens_k=out(rows + 1), page_table_1=out(rows, width), real_page_table=out(rows, real_w))
+    if mode:
+        dst.update(seqlens_expanded=out(rows), paged_mqa_ctx_lens_2d=out(bs, draft))
+    kwargs, live_tokens, live_pages = [], 0, 0
+    for s in range(sets):
+        lens = (torch.empty(bs).log_normal_(7.25, 1.3, generator=g)).clamp(1, width - draft).long()
+        cache = lens + (draft if mode else 0)
+        live_tokens += int(cache.clamp(max=width).sum()) / sets
+        live_pages += int(((cache.clamp(max=width) + page_size - 1) // page_size).sum()) / sets
+        kwargs.append(dict(seq_lens=lens.to(dev), req_pool_indices=torch.arange(s * bs, (s + 1) * bs, device=dev),
+                           req_to_token=req_to_token, forward_mode=mode, bs=bs, max_seqlen_k=width,
+                           dsa_index_topk=topk, page_size=page_size, next_n=draft if mode else None, **dst))
+    per_row = draft if mode else 1
+    nbytes = 4 * live_tokens + k_sets * per_row * 4 * (live_tokens + live_pages) + bs * 12 + k_sets * 4 * (2 * bs + 2 * rows + 2)
+    return kwargs, nbytes
+
+
+def _gen_then_copy(gen, copy):
+    """SGLang 0.5.23's MTP replay: generator into staging (K = 1), then K full-width copies."""
+    def run(*, seq_lens, req_pool_indices, req_to_token, bs, max_seqlen_k, dsa_index_topk, page_size, stage, **dst):
+        pages = -(-max_seqlen_k // page_size)
+        gen(seq_lens, req_pool_indices, req_to_token, stage["cache_seqlens"], stage["cu_seqlens_k"],
+            stage["page_table_1"], stage["dsa_cache_seqlens"], stage["dsa_cu_seqlens_k"], stage["real_page_table"],
+            bs, max_seqlen_k, dsa_index_topk, page_size)
+        copy(cache_seqlens_src=stage["cache_seqlens"], cu_seqlens_k_src=stage["cu_seqlens_k"],
+             page_indices_src=stage["page_table_1"], dsa_cache_seqlens_src=stage["dsa_cache_seqlens"],
+             dsa_cu_seqlens_k_src=stage["dsa_cu_seqlens_k"], real_page_table_src=stage["real_page_table"][:, :pages],
+             **{f"{k}_dst": v for k, v in dst.items()}, bs=bs, max_len=max_seqlen_k, seqlens_expanded_size=bs)
+    return run
+
+
+def dsa_gen_then_copy_case(bs, k_sets, **kw):
+    """dsa_gen_case's decode calls, done the upstream way (same floor: the bytes the refresh must move)."""
+    kwargs, nbytes = dsa_gen_case(bs, 0, k_sets, **kw)
+    w = kwargs[0]["page_table_1"][0].shape[1]
+    stage = dict(cache_seqlens=torch.empty(bs, dtype=torch.int32, device="cuda"),
+                 cu_seqlens_k=torch.empty(bs + 1, dtype=torch.int32, device="cuda"),
+                 page_table_1=torch.zeros(bs, w, dtype=torch.int32, device="cuda"),
+                 dsa_cache_seqlens=torch.empty(bs, dtype=torch.int32, device="cuda"),
+                 dsa_cu_seqlens_k=torch.empty(bs + 1, dtype=torch.int32, device="cuda"),
+                 real_page_table=torch.zeros(bs, -(-w // 64), dtype=torch.int32, device="cuda"))
+    for k in kwargs:
+        for drop in ("forward_mode", "next_n"):
+            k.pop(drop)
+        k["stage"] = stage
+    return kwargs, nbytes
+
+
 CASES = {
     "update_trtllm_mha_graph_metadata bs256x2048p64": (trtllm_metadata_case, (256, 2048, 64, False, False)),
     "update_trtllm_mha_graph_metadata bs256x2048p64 swa": (trtllm_metadata_case, (256, 2048, 64, True, False)),
@@ -189,6 +301,21 @@ CASES = {
     "fused_metadata_copy decode bs1": (dsa_copy_case, (1, 0)),
     "fused_metadata_copy_multi decode bs256 K=3": (dsa_copy_case, (256, 0, 3)),
     "fused_metadata_copy_multi verify bs64x4 K=3": (dsa_copy_case, (64, 1, 3)),
+    "kv_read_page_table bs256x2048p64 verify+4": (kv_read_case, (256, 2048, 64, "table", None, 4)),
+    "kv_read_page_table bs256x2048p64 ctx<=8k": (kv_read_case, (256, 2048, 64, "table", 8192)),
+    "kv_read_page_table bs256x8192p16 ctx<=8k": (kv_read_case, (256, 8192, 16, "table", 8192)),
+    "kv_read_page_table bs1x2048p64": (kv_read_case, (1, 2048, 64, "table")),
+    "kv_read_page_table bs256x2048p64 zero_tail": (kv_read_case, (256, 2048, 64, "table", 8192, 0, True)),
+    "kv_read_token_stream bs256x2048p64 ctx<=8k": (kv_read_case, (256, 2048, 64, "stream", 8192)),
+    "kv_read_token_stream bs32x2048p64": (kv_read_case, (32, 2048, 64, "stream")),
+    "kv_read_token_stream bs256x8192p16 ctx<=8k": (kv_read_case, (256, 8192, 16, "stream", 8192)),
+    # SPEC 5: DSA MTP metadata generated into K graphs (163,840-token width).
+    "fused_dsa_metadata decode bs64 K=3": (dsa_gen_case, (64, 0, 3)),
+    "dsa_gen_then_copy decode bs64 K=3": (dsa_gen_then_copy_case, (64, 3)),
+    "fused_dsa_metadata decode bs256 K=3": (dsa_gen_case, (256, 0, 3)),
+    "fused_dsa_metadata decode bs1 K=3": (dsa_gen_case, (1, 0, 3)),
+    "fused_dsa_metadata decode bs64 K=5": (dsa_gen_case, (64, 0, 5)),
+    "fused_dsa_metadata verify bs64x4 K=1": (dsa_gen_case, (64, 1, 1)),
 }
 OPS = {
     "update_trtllm_mha_graph_metadata": (sgl_meta.update_trtllm_mha_graph_metadata,
@@ -197,6 +324,18 @@ OPS = {
                                     reference.build_trtllm_mha_page_table),
     "fused_metadata_copy": (sgl_meta.fused_metadata_copy, reference.fused_metadata_copy),
     "fused_metadata_copy_multi": (sgl_meta.fused_metadata_copy_multi, reference.fused_metadata_copy_multi),
+    "kv_read_page_table": (sgl_meta.kv_read_page_table, reference.kv_read_page_table),
+    "fused_dsa_metadata": (sgl_meta.fused_dsa_metadata, reference.fused_dsa_metadata),
+    # the upstream way (our drop-in generator, our copy op) vs its eager equivalent
+    "dsa_gen_then_copy": (_gen_then_copy(sgl_meta.fused_dsa_decode_metadata, sgl_meta.fused_metadata_copy_multi),
+                          _gen_then_copy(reference.fused_dsa_decode_metadata, reference.fused_metadata_copy_multi)),
+    "kv_read_page_table": (sgl_meta.kv_read_page_table, reference.kv_read_page_table),
+    "kv_read_token_stream": (sgl_meta.kv_read_token_stream, reference.kv_read_token_stream),
+}
+# A third column: the bare gather of the same pages (not for zero_tail, which it does not do).
+BASELINES = {
+    "kv_read_page_table": lambda: _bare_gather("table"),
+    "kv_read_token_stream": lambda: _bare_gather("stream"),
 }
 
 
@@ -208,10 +347,14 @@ def main():
     bw = copy_bandwidth()
     rows = []
     for name, (make, params) in CASES.items():
-        fused, ref = OPS[name.split()[0]]
+        op = name.split()[0]
+        fused, ref = OPS[op]
         kwargs, nbytes = make(*params)
         r = dict(case=name, floor_us=nbytes / bw * 1e6, bytes=nbytes)
-        for label, fn in (("fused", fused), ("eager", ref)):
+        impls = [("fused", fused), ("eager", ref)]
+        if op in BASELINES and "zero_tail" not in name:
+            impls.append(("gather", BASELINES[op]()))
+        for label, fn in impls:
             r[f"{label}_host_med_us"], r[f"{label}_host_p99_us"] = host_us(lambda: fn(**kwargs[0]))
             r[f"{label}_dev_us"] = device_us([lambda k=k: fn(**k) for k in kwargs])
         rows.append(r)
@@ -221,10 +364,14 @@ def main():
         with open(args.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows), f, indent=1)
     print(f"\n{meta}")
-    print(f"{'case':46s} {'host us fused/eager':>20s} {'p99 fused':>9s} {'dev us fused/eager':>19s} {'floor us':>8s}")
+    print(f"{'case':46s} {'host us fused/eager':>20s} {'p99 fused':>9s} {'dev us fused/eager':>19s} {'floor us':>8s}"
+          f" {'gather us':>9s} {'fused/gather':>12s}")
     for r in rows:
+        gather = (f" {r['gather_dev_us']:9.2f} {r['fused_dev_us'] / r['gather_dev_us']:11.2f}x"
+                  if "gather_dev_us" in r else "")
         print(f"{r['case']:46s} {r['fused_host_med_us']:8.1f} / {r['eager_host_med_us']:8.1f} "
-              f"{r['fused_host_p99_us']:9.1f} {r['fused_dev_us']:8.2f} / {r['eager_dev_us']:8.2f} {r['floor_us']:8.2f}")
+              f"{r['fused_host_p99_us']:9.1f} {r['fused_dev_us']:8.2f} / {r['eager_dev_us']:8.2f} {r['floor_us']:8.2f}"
+              + gather)
 
 
 if __name__ == "__main__":

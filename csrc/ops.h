@@ -53,4 +53,31 @@ void fused_metadata_copy_multi(
     std::vector<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
     int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size);
 
+// KV read tables (unified memory pool, block tables, token streams): one
+// gather-and-translate, as a page table or as a CSR token stream.
+void kv_read_page_table(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
+                        Tensor out, int64_t page_size, int64_t max_pages,
+                        std::optional<Tensor> v2p, std::optional<Tensor> kv_start_idx,
+                        int64_t seq_len_delta, bool zero_tail);
+
+void kv_read_token_stream(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
+                          Tensor indptr, Tensor out, int64_t page_size,
+                          std::optional<Tensor> v2p, std::optional<Tensor> kv_start_idx,
+                          int64_t seq_len_delta);
+
+// fused_dsa_metadata: DSA replay metadata generated from the raw batch into K
+// destination sets (tensor lists of length K; an unused optional field's list
+// is empty).
+void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_token,
+                        std::optional<Tensor> extend_seq_lens,
+                        std::vector<Tensor> cache_seqlens, std::vector<Tensor> cu_seqlens_k,
+                        std::vector<Tensor> seqlens_expanded,
+                        std::vector<Tensor> dsa_cache_seqlens,
+                        std::vector<Tensor> dsa_cu_seqlens_k, std::vector<Tensor> page_table_1,
+                        std::vector<Tensor> real_page_table,
+                        std::vector<Tensor> paged_mqa_ctx_lens_2d, int64_t forward_mode,
+                        int64_t bs, int64_t max_seqlen_k, int64_t dsa_index_topk,
+                        int64_t page_size, int64_t next_n, int64_t total_len,
+                        bool static_extend_len);
+
 }  // namespace sgl_meta

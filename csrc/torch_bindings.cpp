@@ -53,6 +53,28 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(g!)[] real_page_table_dst, Tensor(h!)[] flashmla_num_splits_dst, "
       "Tensor(i!)[] flashmla_metadata_dst, int forward_mode, int bs, int max_len, "
       "int max_seqlen_k, int seqlens_expanded_size) -> ()");
+  // KV read tables (SPEC 6): bs = req_pool_indices.numel(); v2p int64.
+  m.def(
+      "kv_read_page_table("
+      "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor(a!) out, "
+      "int page_size, int max_pages, Tensor? v2p=None, Tensor? kv_start_idx=None, "
+      "int seq_len_delta=0, bool zero_tail=False) -> ()");
+  m.def(
+      "kv_read_token_stream("
+      "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor indptr, "
+      "Tensor(a!) out, int page_size, Tensor? v2p=None, Tensor? kv_start_idx=None, "
+      "int seq_len_delta=0) -> ()");
+  // DSA metadata generation (SPEC 5): the replay metadata computed from the raw
+  // batch straight into K destination sets (lists as in the multi copy).
+  m.def(
+      "fused_dsa_metadata("
+      "Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_token, "
+      "Tensor? extend_seq_lens, Tensor(a!)[] cache_seqlens, Tensor(b!)[] cu_seqlens_k, "
+      "Tensor(c!)[] seqlens_expanded, Tensor(d!)[] dsa_cache_seqlens, "
+      "Tensor(e!)[] dsa_cu_seqlens_k, Tensor(f!)[] page_table_1, "
+      "Tensor(g!)[] real_page_table, Tensor(h!)[] paged_mqa_ctx_lens_2d, "
+      "int forward_mode, int bs, int max_seqlen_k, int dsa_index_topk, int page_size, "
+      "int next_n, int total_len, bool static_extend_len) -> ()");
 }
 
 #define SGL_META_IMPL_ALL(m)                                       \
@@ -62,7 +84,10 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
          TORCH_BOX(&sgl_meta::build_trtllm_mha_page_table));       \
   m.impl("fused_metadata_copy", TORCH_BOX(&sgl_meta::fused_metadata_copy)); \
   m.impl("fused_metadata_copy_multi",                              \
-         TORCH_BOX(&sgl_meta::fused_metadata_copy_multi));
+         TORCH_BOX(&sgl_meta::fused_metadata_copy_multi));         \
+  m.impl("kv_read_page_table", TORCH_BOX(&sgl_meta::kv_read_page_table)); \
+  m.impl("kv_read_token_stream", TORCH_BOX(&sgl_meta::kv_read_token_stream)); \
+  m.impl("fused_dsa_metadata", TORCH_BOX(&sgl_meta::fused_dsa_metadata));
 
 STABLE_TORCH_LIBRARY_IMPL(sgl_meta, CPU, m) { SGL_META_IMPL_ALL(m) }
 

@@ -125,6 +125,63 @@ def _dsa_copy_sets(gen, k_sets):
     return inputs, outputs, scalars
 
 
+def _kv_read_common(gen):
+    """A unified pool: virtual ids with -1 slots, a shuffled v2p with a freed (-1) row."""
+    bs, page_size, pool, context = 3, 4, 4, 22
+
+    def ints(low, high, shape, dtype):
+        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+
+    v2p = torch.randperm(24, generator=gen)[:12]
+    v2p[5] = -1
+    inputs = dict(
+        req_to_token=ints(-1, 12 * page_size, (pool, context), torch.int32),
+        req_pool_indices=ints(0, pool, (bs,), torch.int64),
+        seq_lens=ints(0, context + 6, (bs,), torch.int32),
+        v2p=v2p,
+        kv_start_idx=ints(0, 5, (bs,), torch.int64),
+    )
+    return inputs, bs, page_size, context
+
+
+def _kv_read_page_table_example(gen):
+    """Rows widened by seq_len_delta (some past max_pages), zero_tail, windows."""
+    inputs, bs, page_size, _ = _kv_read_common(gen)
+    outputs = dict(out=_poison((bs + 1, 8), torch.int32, gen))
+    return inputs, outputs, dict(page_size=page_size, max_pages=6, seq_len_delta=2, zero_tail=True)
+
+
+def _kv_read_token_stream_example(gen):
+    """CSR rows with gaps at an odd offset, int64 ids."""
+    inputs, bs, page_size, context = _kv_read_common(gen)
+    inputs["indptr"] = torch.arange(bs + 1, dtype=torch.int32) * (context + 1) + 1
+    outputs = dict(out=_poison(((context + 1) * bs + 3,), torch.int64, gen))
+    return inputs, outputs, dict(page_size=page_size)
+
+
+def _dsa_gen_example(gen):
+    """DSA target-verify metadata generated into K = 2 sets, every optional output,
+    lengths short, zero and past the width (live prefixes only)."""
+    bs, draft, width, page_size, pool = 3, 2, 9, 4, 4
+    rows = bs * draft
+
+    def ints(low, high, shape, dtype=torch.int32):
+        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+
+    inputs = dict(
+        seq_lens=torch.tensor([0, 5, 30], dtype=torch.int64),
+        req_pool_indices=ints(0, pool, (bs,), torch.int64),
+        req_to_token=ints(-3, 1 << 20, (pool, width + 2)),
+    )
+    shapes = dict(cache_seqlens=(bs,), cu_seqlens_k=(bs + 1,), seqlens_expanded=(rows,),
+                  dsa_cache_seqlens=(rows,), dsa_cu_seqlens_k=(rows + 1,), page_table_1=(rows + 1, width + 1),
+                  real_page_table=(rows, 3), paged_mqa_ctx_lens_2d=(bs, draft))
+    outputs = {k: [_poison(v, torch.int32, gen) for _ in range(2)] for k, v in shapes.items()}
+    scalars = dict(forward_mode=sgl_meta.FORWARD_MODE_TARGET_VERIFY, bs=bs, max_seqlen_k=width,
+                   dsa_index_topk=6, page_size=page_size, next_n=draft)
+    return inputs, outputs, scalars
+
+
 # op name -> fn(generator) -> (input tensors, poisoned output tensors -- or lists
 # of them for a multi-destination op --, scalars), all on CPU. Add one per new op.
 EXAMPLES = {
@@ -132,6 +189,9 @@ EXAMPLES = {
     "build_trtllm_mha_page_table": _page_table_example,
     "fused_metadata_copy": lambda gen: _dsa_copy_sets(gen, None),
     "fused_metadata_copy_multi": lambda gen: _dsa_copy_sets(gen, 2),
+    "kv_read_page_table": _kv_read_page_table_example,
+    "kv_read_token_stream": _kv_read_token_stream_example,
+    "fused_dsa_metadata": _dsa_gen_example,
 }
 
 

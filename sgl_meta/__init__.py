@@ -19,6 +19,18 @@ from .dsa_copy import (
     fused_metadata_copy_multi,
     fused_metadata_copy_multi_cuda,
 )
+from .dsa_metadata import (
+    fused_dsa_decode_metadata,
+    fused_dsa_draft_extend_metadata,
+    fused_dsa_metadata,
+    fused_dsa_target_verify_metadata,
+)
+from .kv_read_table import (
+    build_kv_read_table,
+    build_kv_read_table_packed,
+    kv_read_page_table,
+    kv_read_token_stream,
+)
 from .plan import Plan, bind
 from .trtllm_mha import (
     Q_MODE_CUMSUM,
@@ -39,10 +51,18 @@ __all__ = [
     "Q_MODE_CUMSUM",
     "Q_MODE_NONE",
     "Q_MODE_STRIDED",
+    "build_kv_read_table",
+    "build_kv_read_table_packed",
     "build_trtllm_mha_page_table",
+    "fused_dsa_decode_metadata",
+    "fused_dsa_draft_extend_metadata",
+    "fused_dsa_metadata",
+    "fused_dsa_target_verify_metadata",
     "fused_metadata_copy",
     "fused_metadata_copy_cuda",
     "fused_metadata_copy_multi",
     "fused_metadata_copy_multi_cuda",
+    "kv_read_page_table",
+    "kv_read_token_stream",
     "update_trtllm_mha_graph_metadata",
 ]

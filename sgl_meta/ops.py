@@ -1,7 +1,7 @@
 """All public wrappers in one namespace (kept for ``from sgl_meta.ops import ...``).
 
 The wrappers live one file per op family: :mod:`sgl_meta.trtllm_mha`,
-:mod:`sgl_meta.dsa_copy`.
+:mod:`sgl_meta.dsa_copy`, :mod:`sgl_meta.dsa_metadata`, :mod:`sgl_meta.kv_read_table`.
 """
 
 from .dsa_copy import (  # noqa: F401
@@ -12,6 +12,18 @@ from .dsa_copy import (  # noqa: F401
     fused_metadata_copy_cuda,
     fused_metadata_copy_multi,
     fused_metadata_copy_multi_cuda,
+)
+from .dsa_metadata import (  # noqa: F401
+    fused_dsa_decode_metadata,
+    fused_dsa_draft_extend_metadata,
+    fused_dsa_metadata,
+    fused_dsa_target_verify_metadata,
+)
+from .kv_read_table import (  # noqa: F401
+    build_kv_read_table,
+    build_kv_read_table_packed,
+    kv_read_page_table,
+    kv_read_token_stream,
 )
 from .trtllm_mha import (  # noqa: F401
     Q_MODE_CUMSUM,

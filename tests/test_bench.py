@@ -84,11 +84,12 @@ def test_emulated_graphs_all_workloads(tmp_path):
     mha = ["update_trtllm_mha_graph_metadata", "build_trtllm_mha_page_table"]
     assert ops == {
         "gpt-oss-120b": mha,
+        "gpt-oss-120b-unified": mha + ["kv_read_page_table", "kv_read_token_stream"],
         "llama-3.1-8b-p16": mha,
         "llama-3.1-8b-p64": mha,
-        "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"],
+        "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"] + ["fused_dsa_metadata"] * 9,
     }
-    dsa = doc["presets"][3]["workloads"]
+    dsa = doc["presets"][4]["workloads"]
     assert dsa[0]["refreshes"] == ["target_verify", "draft_extend"]
     for p in doc["presets"]:
         for w in p["workloads"]:
@@ -114,12 +115,15 @@ def test_cuda_graph_path(tmp_path):
     doc = json.loads(path.read_text())
     assert doc["graph_mode"] == "cuda" and doc["environment"]["gpu"]
     for p in doc["presets"]:
-        assert p["graphs_captured"] == 2 * len(p["buckets"]) * len(p["workloads"])
+        assert p["graphs_captured"] == len(p["buckets"]) * sum(len(w["impls"]) for w in p["workloads"])
         for w in p["workloads"]:
-            for impl in ("fused", "ref"):
+            for impl in w["impls"]:
                 assert w["device_us_per_call"][impl]["median"] > 0
                 assert w["graph_replay_host_us"][impl]["median"] > 0
             assert w["steps_checked"] == 10
+    unified = {w["op"]: w for w in doc["presets"][1]["workloads"]}
+    for op in ("kv_read_page_table", "kv_read_token_stream"):  # the NVRTC bare gather ran and matched
+        assert unified[op]["impls"] == ["fused", "ref", "gather"], unified[op]["notes"]
     assert main([*args, "--preset", "gpt-oss-120b", "--corrupt-fused", "4"]) == 1
 
 
@@ -181,8 +185,139 @@ def test_trace_is_reproducible_and_consistent(spec):
     assert a.page_contiguity() < 0.2  # pages are scattered, not handed out in runs
 
 
+def test_unified_pool_workloads_and_baseline(tmp_path):
+    """Unified preset: the read-table workloads with the bare-gather baseline
+    (checked against the reference in graph mode, rows in the table), a
+    corrupted fused output still fails."""
+    code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b-unified", "--emulate-graphs", "--steps", "4")
+    assert code == 0
+    ws = {w["op"]: w for w in doc["presets"][0]["workloads"]}
+    table, stream = ws["kv_read_page_table"], ws["kv_read_token_stream"]
+    names = ["draft_decode_0", "draft_decode_1", "target_verify", "draft_extend"]
+    assert table["refreshes"] == [f"{n}.{k}" for n in names for k in ("full", "swa")]
+    for w in (table, stream):
+        assert w["impls"] == ["fused", "ref", "gather"] and w["steps_checked"] == 5
+        assert w["device_us_per_call"]["gather"]["median"] > 0
+    from sgl_meta.bench.report import table_rows
+
+    _, groups = table_rows(doc)
+    assert any(r[2] == "gather" and r[-2].startswith("fused/gather ") for g in groups for r in g)
+    code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b-unified", "--emulate-graphs", "--corrupt-fused", "2")
+    assert code == 1
+
+
+def test_unified_pool_upstream_slot(tmp_path, monkeypatch):
+    """--upstream puts SGLang's builders beside ours in the read-table workloads
+    (upstream's exact signatures), checked against the reference; stood in here
+    by the drop-in references, which take the same keywords."""
+    import types
+
+    from sgl_meta.bench.workloads import kv_read
+
+    calls = []
+
+    def fake(**kw):
+        calls.append(sorted(kw))
+        return (reference.build_kv_read_table_packed if "indptr" in kw else reference.build_kv_read_table)(**kw)
+
+    up = types.SimpleNamespace(build_kv_read_table=fake, build_kv_read_table_packed=fake)
+    monkeypatch.setattr(kv_read, "upstream_kernels", lambda spec, device: (up, ""))
+    code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b-unified", "--emulate-graphs", "--steps", "3",
+                         "--upstream", "auto", "--no-cold-start")
+    ws = {w["op"]: w for w in doc["presets"][0]["workloads"]}
+    for op in ("kv_read_page_table", "kv_read_token_stream"):
+        assert ws[op]["impls"] == ["fused", "ref", "gather", "upstream"]
+        assert ws[op]["device_us_per_call"]["upstream"]["median"] > 0
+    table = ["max_pages", "out", "page_size", "req_pool_indices", "req_to_token", "seq_len_delta", "seq_lens", "v2p",
+             "zero_tail"]
+    packed = ["indptr", "kv_start_idx", "max_tokens", "out", "page_size", "req_pool_indices", "req_to_token",
+              "seq_lens", "v2p"]
+    assert table in calls and packed in calls
+    assert code == 0 and doc["ok"] is True  # (the upstream section's own rows skip: no sglang here)
+
+
+def test_unified_pool_compaction_moves_pages_not_req_to_token():
+    """v2p binds every live virtual page to its own physical page below the
+    watermark, unbinds freed ones (-1), and compaction changes v2p between steps
+    while req_to_token rows of running requests stay as they were."""
+    p = PRESETS["gpt-oss-120b-unified"].with_overrides(context_len=4096, kv_pool_tokens=200_000)
+    trace = ServingTrace(p, spec=True, max_bs=24, total_steps=150, seed=5, device=torch.device("cpu"))
+    pool = trace.unified
+    moved_steps = 0
+    prev_v2p, prev_rows = None, {}
+    for _ in range(150):
+        step = trace.next_step()
+        v2p = trace.v2p.clone()
+        rows = step.req_pool_indices.astype(np.int64)
+        live = np.concatenate([trace._pages[r, : trace._n_pages[r]] for r in rows])
+        phys = v2p[torch.from_numpy(live)]
+        assert bool((phys > 0).all()) and phys.unique().numel() == live.size  # bound, one to one
+        assert int(phys.max()) < pool.watermark
+        bound = (v2p >= 0).sum().item() - 1  # minus the padding page
+        assert bound == live.size and int(v2p[0]) == 0
+        # SWA: pages in the window are bound, evicted ones read -1.
+        swa = trace.swa_v2p[torch.from_numpy(live)]
+        assert bool(((swa > 0) | (swa == -1)).all())
+        if prev_v2p is not None:
+            kept = [r for r in rows if r in prev_rows]
+            for r in kept:  # req_to_token of a running request is never rewritten
+                n = prev_rows[r].numel()
+                assert torch.equal(trace.req_to_token[r, :n], prev_rows[r])
+            still = torch.from_numpy(live)
+            if bool((prev_v2p[still] != v2p[still]).any()):
+                moved_steps += 1
+        prev_v2p = v2p
+        prev_rows = {int(r): trace.req_to_token[r, : int(c)].clone() for r, c in zip(rows, step.committed)}
+    assert pool.moved > 0 and moved_steps > 0, "compaction never moved a live page"
+
+
 def test_trace_depends_on_seed():
     a, b = _trace(1, False, "llama-3.1-8b-p16"), _trace(2, False, "llama-3.1-8b-p16")
     steps_a = [a.next_step().seq_lens.tolist() for _ in range(30)]
     steps_b = [b.next_step().seq_lens.tolist() for _ in range(30)]
     assert steps_a != steps_b
+
+
+def test_dsa_generation_lines(tmp_path):
+    """deepseek-v3.2 with MTP: generator + K copies, the generating op and eager,
+    K = 1, 2, 3, 5, in one run; every line checked against its reference."""
+    code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "4")
+    assert code == 0
+    lines = {w["label"]: w for w in doc["presets"][0]["workloads"]}
+    for k in (1, 2, 3, 5):
+        for label in (f"dsa gen K={k}", f"dsa gen+copy K={k}"):
+            assert lines[label]["steps_checked"] == 5 and lines[label]["refreshes"] == [f"draft_decode_x{k}"]
+            assert lines[label]["floor_us_per_call"]["graph"]["median"] > 0
+    assert lines["dsa gen verify/extend"]["refreshes"] == ["target_verify", "draft_extend"]
+    # The same floor (the bytes the refresh must move) for both ways of doing it.
+    assert lines["dsa gen K=3"]["bytes_per_step"] == lines["dsa gen+copy K=3"]["bytes_per_step"]
+
+
+def test_dsa_generator_is_pluggable_and_checked(tmp_path):
+    """An upstream generator slots into the gen+copy lines; one that writes a
+    wrong value is caught by the per-step check."""
+    from sgl_meta.bench.workloads import dsa_gen
+
+    saved = dict(dsa_gen.GENERATOR)
+    calls = []
+
+    def counting(*args):
+        calls.append(args[9])  # bs
+        saved["fused"](*args)
+
+    def wrong(*args):
+        saved["fused"](*args)
+        args[3][:1].add_(1)  # cache_seqlens[0]
+
+    try:
+        dsa_gen.use_generator(fused=counting, label="counted gen")
+        code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "3")
+        assert code == 0 and calls
+        labels = [w["label"] for w in doc["presets"][0]["workloads"]]
+        assert "dsa counted gen+copy K=3" in labels
+        dsa_gen.use_generator(fused=wrong)
+        code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "3")
+        assert code == 1 and "fused_dsa_metadata" in doc["error"] and "cache_seqlens" in doc["error"]
+    finally:
+        dsa_gen.GENERATOR.clear()
+        dsa_gen.GENERATOR.update(saved)

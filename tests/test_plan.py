@@ -69,6 +69,37 @@ def test_dsa_multi_plan(name, gen, device):
         assert_same(got, exp, f"dsa multi plan ({name})")
 
 
+@pytest.mark.parametrize("form", ["table", "stream"])
+def test_kv_read_plans_follow_new_values(form, gen, device):
+    """Bound read tables (general op and drop-in) re-translate each call: new
+    lengths and rows, and a v2p changed in place (a compaction)."""
+    from kv_read_table_cases import KvCase, make_case as make_kv_case
+
+    case = KvCase(form=form, bs=6, kv_start="none", max_pages=12, ctx=12 * 16, row_pad=0)
+    data = make_kv_case(case, gen, device)
+    op = sgl_meta.kv_read_page_table if form == "table" else sgl_meta.kv_read_token_stream
+    ref = reference.kv_read_page_table if form == "table" else reference.kv_read_token_stream
+    buf = data.buffer.clone()
+    kw = data.kwargs(buf)
+    plans = [sgl_meta.bind(op, **kw)]
+    dropin = {k: v for k, v in kw.items() if k not in ("kv_start_idx", "seq_len_delta" if form == "stream" else "")}
+    if form == "table":
+        plans.append(sgl_meta.bind(sgl_meta.build_kv_read_table, **dropin))
+    else:
+        plans.append(sgl_meta.bind(sgl_meta.build_kv_read_table_packed, **dropin, max_tokens=buf.numel()))
+    assert torch.equal(buf, data.buffer), "bind() must not write"
+    for plan in plans:
+        assert plan.num_launches == 1
+        for step in range(3):
+            plan()
+            want = data.buffer.clone() if step == 0 else want
+            ref(**data.kwargs(want))
+            assert torch.equal(buf.cpu(), want.cpu()), f"{form} plan, step {step}"
+            v2p = data.inputs["v2p"]
+            v2p.copy_(v2p[torch.randperm(v2p.numel(), generator=gen).to(v2p.device)])
+        buf.copy_(data.buffer)
+
+
 def test_bs0_plan_is_a_noop(gen, device):
     inputs, outputs, scalars = make_mha_case(MetaCase(bs=0), gen, device)
     before = _clone(outputs)

@@ -123,7 +123,7 @@ def main(argv=None) -> int:
         buckets=args.buckets, check_every=args.check_every, spec=args.spec,
         context_len=args.context_len, flush_l2=args.flush_l2, device=device,
         progress=not args.no_progress, corrupt_fused=args.corrupt_fused,
-        emulate_graphs=args.emulate_graphs,
+        emulate_graphs=args.emulate_graphs, upstream=args.upstream,
     )
     env = environment(device)
     bw = copy_bandwidth(device)
@@ -199,6 +199,9 @@ def run_upstream_section(doc: dict, args, device, max_bs: int) -> bool:
 
 
 def print_trace_results(doc: dict, notes: list, args, cuda: bool, bw: dict) -> None:
+    for pr in doc["presets"]:
+        for w in pr["workloads"]:
+            notes += [f"{pr['preset']} / {w['label']}: {n}" for n in w.get("notes", ())]
     missing = sorted({op for pr in doc["presets"] for op in pr["ops_not_in_build"]})
     if missing:
         notes.append(f"Not in this build (their lines appear once merged): {', '.join(missing)}.")

@@ -39,6 +39,8 @@ def write_plot(path: str, doc: dict) -> None:
             ax = axes[row][1]
             ax.plot(x, [b["device_us_per_call"]["fused"] for b in per], "o-", ms=3, label="sgl_meta (fused)")
             ax.plot(x, [b["device_us_per_call"]["ref"] for b in per], "s--", ms=3, label="eager reference")
+            for impl in w.get("impls", ())[2:]:  # baselines (e.g. the bare gather)
+                ax.plot(x, [b["device_us_per_call"][impl] for b in per], "^-.", ms=3, label=impl)
             ax.plot(x, [b["floor_us_per_call"] for b in per], ":", color="gray", label="bytes floor")
             ax.set_title(f"{pr['preset']}: {w['op']} - device (graph replay)", fontsize=9)
         for ax in axes[row]:

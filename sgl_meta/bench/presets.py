@@ -34,7 +34,13 @@ class Preset:
         spec_steps: draft steps per decode step (EAGLE / MTP ``num_steps``).
         spec_draft_tokens: tokens verified per request (``num_draft_tokens``).
         dsa_topk: DSA indexer top-k (DeepSeek sparse attention), else None.
+        unified_pool: SGLang's unified memory pool: ``req_to_token`` holds
+            virtual ids, read tables translate them through ``v2p``, and pages
+            move between steps (compaction); the KV read-table workloads run.
         flashmla_sched_shape: FlashMLA tile-scheduler metadata shape (int32).
+        mtp_sets: DSA with MTP: the numbers K of draft graphs whose metadata one
+            replay refreshes, each compared as generator + K copies vs one
+            generating launch (``sgl_meta.bench.workloads.dsa_gen``).
         sources: where the numbers come from.
     """
 
@@ -50,6 +56,8 @@ class Preset:
     spec_draft_tokens: int = 4
     dsa_topk: Optional[int] = None
     flashmla_sched_shape: tuple = (66, 8)
+    unified_pool: bool = False
+    mtp_sets: tuple = ()
     sources: str = ""
 
     @property
@@ -83,6 +91,22 @@ PRESETS = {
             "--speculative-num-draft-tokens 4",
         ),
         Preset(
+            name="gpt-oss-120b-unified",
+            model="openai/gpt-oss-120b",
+            backend=BACKEND_TRTLLM_MHA,
+            page_size=64,
+            context_len=131072,
+            kv_pool_tokens=1_500_000,
+            swa_window=128,
+            spec=True,
+            spec_steps=3,
+            spec_draft_tokens=4,
+            unified_pool=True,
+            sources="gpt-oss-120b above, on SGLang 0.5.23's unified memory pool (hybrid SWA: "
+            "UnifiedSWAAllocator, full and sliding-window v2p page tables, eager compaction; "
+            "KVIndexTranslator builds the read tables with build_kv_read_table[_packed])",
+        ),
+        Preset(
             name="llama-3.1-8b-p16",
             model="meta-llama/Llama-3.1-8B-Instruct",
             backend=BACKEND_TRTLLM_MHA,
@@ -114,6 +138,7 @@ PRESETS = {
             spec_draft_tokens=4,
             dsa_topk=2048,
             flashmla_sched_shape=(66, 8),  # 132 SMs / 2 partitions on H100/H200
+            mtp_sets=(1, 2, 3, 5),  # draft backends refreshed per replay (3 = the copy-multi kernel's)
             sources="config.json: index_topk=2048, max_position_embeddings=163840; "
             "SGLang DSA backend: page 64, MTP --speculative-num-steps 3 "
             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4; "

@@ -7,9 +7,10 @@ Per decode step, for each workload:
 2. eager: the fused calls and the reference calls are issued one by one and
    their host time taken (the order alternates every step);
 3. check (every ``check_every`` steps): fused vs reference outputs, eager;
-4. CUDA only: the bucket's two graphs (fused, reference; captured on first use)
-   (captured for every bucket before the loop) are replayed under CUDA events,
-   then checked the same way.
+4. CUDA only: the bucket's graphs (fused, reference and the workload's
+   baselines, captured for every bucket before the loop) are replayed under
+   CUDA events, then checked the same way (baselines in ``checked_baselines``
+   against the reference as well).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .presets import Preset
 from .progress import make_bar
 from .timing import DeviceTimer, WallTimer, host_call_times, stats
 from .trace import ServingTrace
-from .workloads import IMPLS, REGISTRY, BenchContext
+from .workloads import REGISTRY, BenchContext
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Options:
     progress: bool
     corrupt_fused: Optional[int] = None
     emulate_graphs: bool = False  # CPU: run the graph-mode path with eager "graphs"
+    upstream: Optional[str] = None  # --upstream spec (workloads with an upstream slot use it)
 
 
 class Record:
@@ -57,11 +59,13 @@ class Record:
         self.op = workload.op
         self.label = workload.label
         self.refreshes = list(workload.refreshes)
+        self.impls = workload.impls
+        self.notes = list(getattr(workload, "notes", ()))
         self.bucket: list = []
         self.bs: list = []
-        self.host = {impl: [] for impl in IMPLS}  # per step: per-call us
-        self.dev = {impl: [] for impl in IMPLS}  # per step: graph replay us
-        self.replay_host = {impl: [] for impl in IMPLS}
+        self.host = {impl: [] for impl in self.impls}  # per step: per-call us
+        self.dev = {impl: [] for impl in self.impls}  # per step: graph replay us
+        self.replay_host = {impl: [] for impl in self.impls}
         self.bytes = {"eager": [], "graph": []}
         self.checked = 0
 
@@ -79,7 +83,8 @@ def run_preset(preset: Preset, opts: Options, bandwidth: float) -> dict:
         preset, spec=spec, max_bs=buckets[-1], total_steps=total, seed=opts.seed, device=opts.device
     )
     ctx = BenchContext(
-        preset=preset, spec=spec, device=opts.device, max_bs=buckets[-1], trace=trace, seed=opts.seed, graphs=use_graphs
+        preset=preset, spec=spec, device=opts.device, max_bs=buckets[-1], trace=trace, seed=opts.seed, graphs=use_graphs,
+        upstream=opts.upstream,
     )
     classes = [c for c in REGISTRY if c.applies(ctx)]
     result = {
@@ -115,7 +120,7 @@ def run_preset(preset: Preset, opts: Options, bandwidth: float) -> dict:
         bar = make_bar(len(buckets) * len(workloads), f"{preset.name} capture", opts.progress)
         for bucket in buckets:
             for wi, w in enumerate(workloads):
-                for impl in IMPLS:
+                for impl in w.impls:
                     graphs[(wi, bucket, impl)] = _capture(w, impl, bucket, cuda, pool)
                 bar.update(1)
         bar.close()
@@ -135,25 +140,27 @@ def run_preset(preset: Preset, opts: Options, bandwidth: float) -> dict:
             for wi, (w, rec) in enumerate(zip(workloads, records)):
                 where = f"{preset.name} / {w.op} / step {t} (bs {step.bs}, bucket {bucket})"
                 w.fill(step, bucket)
-                calls = {impl: w.calls(impl, step.bs, step) for impl in IMPLS}
-                order = IMPLS if t % 2 == 0 else IMPLS[::-1]
+                calls = {impl: w.calls(impl, step.bs, step) for impl in w.impls}
+                order = w.impls if t % 2 == 0 else w.impls[::-1]
                 host = {impl: host_call_times(calls[impl]) for impl in order}
                 if sabotage and wi == 0:
                     corrupt(w.outputs("fused", "eager"))
                 if check:
                     compare(w.outputs("fused", "eager"), w.outputs("ref", "eager"), f"{where}, eager")
                 if use_graphs:
-                    dev, replay_host = timer.time_replays([graphs[(wi, bucket, impl)] for impl in IMPLS])
+                    dev, replay_host = timer.time_replays([graphs[(wi, bucket, impl)] for impl in w.impls])
                     if sabotage and wi == 0:
                         corrupt(w.outputs("fused", "graph"))
                     if check:
                         compare(w.outputs("fused", "graph"), w.outputs("ref", "graph"), f"{where}, graph")
+                        for impl in w.checked_baselines:
+                            compare(w.outputs(impl, "graph"), w.outputs("ref", "graph"), f"{where}, graph, {impl}")
                 rec.checked += check
                 if not measure:
                     continue
                 rec.bucket.append(bucket)
                 rec.bs.append(step.bs)
-                for i, impl in enumerate(IMPLS):
+                for i, impl in enumerate(w.impls):
                     rec.host[impl].append(host[impl])
                     if use_graphs:
                         rec.dev[impl].append(dev[i])
@@ -189,21 +196,24 @@ def _capture(w, impl: str, bucket: int, cuda: bool, pool):
 def summarize(rec: Record, bandwidth: float, graphs: bool) -> dict:
     """Aggregate one workload's records (per call and per step, and per bucket)."""
     calls = len(rec.refreshes)
-    host = {impl: np.asarray(rec.host[impl], dtype=np.float64).reshape(-1, calls) for impl in IMPLS}
-    dev = {impl: np.asarray(rec.dev[impl], dtype=np.float64) for impl in IMPLS}
+    impls = rec.impls
+    host = {impl: np.asarray(rec.host[impl], dtype=np.float64).reshape(-1, calls) for impl in impls}
+    dev = {impl: np.asarray(rec.dev[impl], dtype=np.float64) for impl in impls}
     floor = {m: np.asarray(b, dtype=np.float64) / bandwidth * 1e6 for m, b in rec.bytes.items()}
     out = {
         "op": rec.op,
         "label": rec.label,
         "refreshes": rec.refreshes,
+        "impls": list(impls),
+        "notes": rec.notes,
         "calls_per_step": calls,
         "steps_measured": len(rec.bucket),
         "steps_checked": rec.checked,
-        "host_us_per_call": {impl: stats(host[impl].reshape(-1)) for impl in IMPLS},
-        "host_us_per_step": {impl: stats(host[impl].sum(axis=1)) for impl in IMPLS},
-        "device_us_per_call": {impl: stats(dev[impl] / calls) for impl in IMPLS} if graphs else None,
-        "device_us_per_step": {impl: stats(dev[impl]) for impl in IMPLS} if graphs else None,
-        "graph_replay_host_us": {impl: stats(rec.replay_host[impl]) for impl in IMPLS} if graphs else None,
+        "host_us_per_call": {impl: stats(host[impl].reshape(-1)) for impl in impls},
+        "host_us_per_step": {impl: stats(host[impl].sum(axis=1)) for impl in impls},
+        "device_us_per_call": {impl: stats(dev[impl] / calls) for impl in impls} if graphs else None,
+        "device_us_per_step": {impl: stats(dev[impl]) for impl in impls} if graphs else None,
+        "graph_replay_host_us": {impl: stats(rec.replay_host[impl]) for impl in impls} if graphs else None,
         "bytes_per_step": {m: stats(b) for m, b in rec.bytes.items() if b},
         "floor_us_per_call": {m: stats(f / calls) for m, f in floor.items() if f.size},
         "per_bucket": [],
@@ -215,10 +225,10 @@ def summarize(rec: Record, bandwidth: float, graphs: bool) -> dict:
             "bucket": int(b),
             "steps": int(sel.sum()),
             "bs_mean": float(np.asarray(rec.bs)[sel].mean()),
-            "host_us_per_call": {impl: float(np.median(host[impl][sel])) for impl in IMPLS},
+            "host_us_per_call": {impl: float(np.median(host[impl][sel])) for impl in impls},
         }
         if graphs:
-            row["device_us_per_call"] = {impl: float(np.median(dev[impl][sel])) / calls for impl in IMPLS}
+            row["device_us_per_call"] = {impl: float(np.median(dev[impl][sel])) / calls for impl in impls}
             row["floor_us_per_call"] = float(np.median(floor["graph"][sel])) / calls
         else:
             row["floor_us_per_call"] = float(np.median(floor["eager"][sel])) / calls

@@ -21,7 +21,11 @@ leave them in:
   (their mapping entries set back to 0, SGLang's ``free_swa``);
 * with speculative decoding each step writes ``num_draft_tokens`` slots per
   request and commits 1..``num_draft_tokens`` of them (acceptance per draft
-  token ``accept_rate``).
+  token ``accept_rate``);
+* with a unified pool (``preset.unified_pool``) the page ids are virtual:
+  ``v2p`` (and ``swa_v2p``) bind them to physical pages and change every step
+  a request finishes (compaction moves pages), while ``req_to_token`` does not
+  (``unified_pool.py``).
 
 Host-side bookkeeping is numpy; only the per-step deltas go to the device.
 """
@@ -37,6 +41,7 @@ import numpy as np
 import torch
 
 from .presets import Preset
+from .unified_pool import UnifiedPool
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,8 @@ class ServingTrace:
         req_to_token: int32 ``[2 * max_bs + 1, context_len]``.
         full_to_swa: int64 ``[pool_tokens + page_size + 1]`` (SGLang's size; the
             last entry is -1), or None without a sliding window.
+        v2p, swa_v2p: int64 ``[num_pages]`` virtual -> physical (SWA) page tables
+            of a unified pool, else None.
     """
 
     def __init__(
@@ -213,6 +220,10 @@ class ServingTrace:
             self.swa_pool = PagedAllocator(max_bs * self._swa_per_req + 1, self.rng)
             self._swa = np.zeros((self.rows, max_pages), dtype=np.int64)  # 0 = not backed
             self._swa_lo = np.zeros(self.rows, dtype=np.int64)  # first still-backed page
+
+        self.unified = (
+            UnifiedPool(self.pool.num_pages, device, swa=bool(self.window)) if preset.unified_pool else None
+        )
 
         self._queue: collections.deque = collections.deque()  # (prompt, output)
         self._running: list = []  # rows, in batch order
@@ -313,6 +324,8 @@ class ServingTrace:
         idx = (full[:, None] * self.ps + self._offsets).reshape(-1)
         val = np.where(swa[:, None] > 0, swa[:, None] * self.ps + self._offsets, 0).reshape(-1)
         self.full_to_swa[torch.from_numpy(idx).to(self.device)] = torch.from_numpy(val).to(self.device)
+        if self.unified is not None:
+            self.unified.update_swa(full, swa)
         self._pending_map = []
 
     # -- the step ------------------------------------------------------------
@@ -370,6 +383,10 @@ class ServingTrace:
             v = torch.from_numpy(slots.reshape(-1).astype(np.int32)).to(self.device)
             self.req_to_token.index_put_((r, c), v)
 
+        if self.unified is not None:
+            live = [self._pages[r, : self._n_pages[r]] for r in rows]
+            self.unified.update(np.concatenate(live) if live else np.zeros(0, dtype=np.int64))
+
         seq_lens = L if self.spec else L + 1
         step = Step(
             index=t,
@@ -384,6 +401,14 @@ class ServingTrace:
         self._last = step
         self._index += 1
         return step
+
+    @property
+    def v2p(self) -> Optional[torch.Tensor]:
+        return None if self.unified is None else self.unified.v2p
+
+    @property
+    def swa_v2p(self) -> Optional[torch.Tensor]:
+        return None if self.unified is None else self.unified.swa_v2p
 
     def page_contiguity(self) -> float:
         """Fraction of consecutive page pairs inside running requests that are

@@ -39,10 +39,12 @@ BASES: dict[str, Callable] = {"update_trtllm_mha_graph_metadata": _trtllm_base}
 def _register_optional_bases():
     # Strategy modules of ops built on other branches add their base calls
     # here (they import nothing from sgl_meta that may be missing).
+    import st_dsa_metadata
     import st_dsa_metadata_copy
+    import st_kv_read_table
     import st_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy):
+    for module in (st_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
         BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
 
 
@@ -169,10 +171,12 @@ ROWS: list[Row] = list(TRTLLM_ROWS)
 
 
 def _register_optional_rows():
+    import st_dsa_metadata
     import st_dsa_metadata_copy
+    import st_kv_read_table
     import st_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy):
+    for module in (st_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
         ROWS.extend(getattr(module, "BAD_INPUT_ROWS", []))
 
 

@@ -85,10 +85,12 @@ ROWS = [
 
 
 def _register_optional_rows():
+    import st_dsa_metadata
     import st_dsa_metadata_copy
+    import st_kv_read_table
     import st_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy):
+    for module in (st_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
         ROWS.extend(getattr(module, "HOSTILE_ROWS", []))
 
 

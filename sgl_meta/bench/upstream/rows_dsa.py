@@ -15,8 +15,9 @@ lengths): its Triton generator into freshly allocated staging buffers (as its
 full static width (``fused_metadata_copy_multi_cuda`` for the first three when
 K >= 3, ``fused_metadata_copy_cuda`` for each other one, as its multi-step
 backend does). No FlashMLA in these rows (it needs FlashMLA itself). Ours:
-``sgl_meta.fused_dsa_*_metadata`` (the drop-ins with upstream's generator
-signatures) writing each graph's buffers directly, once per graph. Upstream
+``sgl_meta.fused_dsa_metadata`` writing every graph's buffers directly in one
+launch (the drop-ins with upstream's generator signatures are its K = 1
+form). Upstream
 defines the live prefix of each page row (the generator writes whole 128-column
 blocks from ``req_to_token``; what the copy carries past them is the staging
 buffer's garbage): compared are columns ``< kv length`` and real-table pages
@@ -55,6 +56,7 @@ SCHED = (66, 8)
 K_MAX = 5
 COPY, COPY_MULTI = "fused_metadata_copy_cuda", "fused_metadata_copy_multi_cuda"
 GEN = {0: "fused_dsa_decode_metadata", 1: "fused_dsa_target_verify_metadata"}
+GEN_K = "fused_dsa_metadata"  # ours: K graphs in one launch
 SET_FIELDS = (
     "cache_seqlens", "cu_seqlens_k", "page_table_1", "dsa_cache_seqlens",
     "dsa_cu_seqlens_k", "real_page_table", "flashmla_num_splits", "flashmla_metadata",
@@ -273,33 +275,29 @@ def upstream_dsa_step(up, f: GenFixture, *, mode: int, bs: int, graphs: int):
     return step
 
 
-def generator_calls(fn, f: GenFixture, impl: str, *, mode: int, bs: int, graphs: int) -> list:
-    """One drop-in generator call per graph, each writing that graph's buffers."""
+def k_set_call(fn, f: GenFixture, impl: str, *, mode: int, bs: int, graphs: int):
+    """One ``fused_dsa_metadata`` call writing all K graphs' buffers (SPEC 5)."""
     q = 1 if mode == 0 else NEXT_N
-    rows = bs * q
-    common = dict(seq_lens=f.lens[:bs], req_pool_indices=f.req_pool_indices[:bs], req_to_token=f.req_to_token,
-                  bs=bs, dsa_index_topk=TOPK, physical_page_size=PAGE_SIZE)
-    calls = []
-    for k in range(graphs):
-        d = f.dst(impl, k, bs, rows)
-        if mode == 0:
-            del d["seqlens_expanded"]
-            calls.append(functools.partial(fn, **common, **d, max_len=CONTEXT))
-        else:
-            calls.append(functools.partial(fn, **common, **d, max_seqlen_k=CONTEXT, next_n=NEXT_N))
-    return calls
+    sets = [f.dst(impl, k, bs, bs * q) for k in range(graphs)]
+    fields = ["cache_seqlens", "cu_seqlens_k", "page_table_1", "dsa_cache_seqlens", "dsa_cu_seqlens_k",
+              "real_page_table"] + (["seqlens_expanded"] if mode else [])
+    return functools.partial(
+        fn, seq_lens=f.lens[:bs], req_pool_indices=f.req_pool_indices[:bs], req_to_token=f.req_to_token,
+        **{nm: [d[nm] for d in sets] for nm in fields}, forward_mode=mode, bs=bs, max_seqlen_k=CONTEXT,
+        dsa_index_topk=TOPK, page_size=PAGE_SIZE, next_n=NEXT_N if mode else None)
 
 
 def build_generate(ctx, up, *, mode: int, bs: int, graphs: int, name: str) -> Row:
     f = _gen_fixture(ctx)
     q = 1 if mode == 0 else NEXT_N
     rows = bs * q
+    # Ours: the K-set op, one launch for every graph.
     calls = {
         "upstream": [upstream_dsa_step(up, f, mode=mode, bs=bs, graphs=graphs)],
-        "ours": generator_calls(getattr(sgl_meta, GEN[mode]), f, "ours", mode=mode, bs=bs, graphs=graphs),
+        "ours": [k_set_call(sgl_meta.fused_dsa_metadata, f, "ours", mode=mode, bs=bs, graphs=graphs)],
     }
-    if hasattr(reference, GEN[mode]):
-        calls["ref"] = generator_calls(getattr(reference, GEN[mode]), f, "ref", mode=mode, bs=bs, graphs=graphs)
+    if hasattr(reference, GEN_K):
+        calls["ref"] = [k_set_call(reference.fused_dsa_metadata, f, "ref", mode=mode, bs=bs, graphs=graphs)]
     kv = f.lens[:bs].to(torch.int64) + (0 if mode == 0 else NEXT_N)
     kv_rows = kv.repeat_interleave(q)
     pt_mask = prefix_mask(live_cols(kv_rows, 1, CONTEXT), (f.n, CONTEXT))
@@ -337,7 +335,7 @@ def _gen_spec(mode, bs, graphs) -> RowSpec:
     else:
         name = f"DSA generate verify bs{bs} x {NEXT_N}, K={graphs}"
     need = (GEN[mode], COPY, COPY_MULTI) if graphs >= 3 else (GEN[mode], COPY)
-    return RowSpec(name=name, group="dsa generate", families=(TRITON, JIT), ours=(GEN[mode],), upstream=need,
+    return RowSpec(name=name, group="dsa generate", families=(TRITON, JIT), ours=(GEN_K,), upstream=need,
                    build=lambda ctx, up: build_generate(ctx, up, mode=mode, bs=bs, graphs=graphs, name=name))
 
 

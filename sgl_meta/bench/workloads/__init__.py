@@ -3,8 +3,11 @@
 
 from .base import IMPLS, BenchContext, Workload
 from .dsa import DsaMetadataCopy, DsaMetadataCopyMulti
+from .dsa_gen import WORKLOADS as DSA_GEN_WORKLOADS
+from .kv_read import KvReadPageTable, KvReadTokenStream
 from .trtllm_mha import TrtllmMhaMetadata, TrtllmMhaPageTable
 
-REGISTRY = (TrtllmMhaMetadata, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti)
+REGISTRY = (TrtllmMhaMetadata, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti, *DSA_GEN_WORKLOADS,
+            KvReadPageTable, KvReadTokenStream)
 
 __all__ = ["IMPLS", "REGISTRY", "BenchContext", "Workload"]

@@ -15,6 +15,12 @@ eager reference on the same inputs. It owns
 
 Adding an op: subclass, set ``op``/``backend``, implement the five methods,
 append the class to ``workloads.REGISTRY``.
+
+Baselines: a workload may time more implementations beside the two
+(``baselines``, e.g. ``"gather"``, the bare gather of the same pages, or an
+upstream kernel slotted in on the same inputs). Each gets its own output set
+(same starting poison) and graphs, and its own rows in the table; those in
+``checked_baselines`` must match the reference in graph mode too.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class BenchContext:
     trace: ServingTrace
     seed: int
     graphs: bool  # CUDA: also keep graph-mode output sets
+    upstream: Optional[str] = None  # --upstream spec: workloads that can time SGLang's kernel beside ours
 
     @property
     def modes(self) -> tuple:
@@ -83,6 +90,13 @@ class Workload:
     # -- to implement -------------------------------------------------------
 
     refreshes: tuple = ()  # names of the calls one step makes, in order
+    baselines: tuple = ()  # extra implementations timed beside IMPLS (see the module docstring)
+    checked_baselines: tuple = ()  # baselines whose graph-mode outputs must equal the reference's
+
+    @property
+    def impls(self) -> tuple:
+        """Every implementation this workload times: IMPLS, then its baselines."""
+        return IMPLS + tuple(self.baselines)
 
     def fill(self, step: Step, bucket: int) -> None:
         """Write ``step``'s inputs into the static buffers, rows ``bs..bucket`` padded."""
@@ -108,11 +122,12 @@ class Workload:
 
     def _make_outputs(self, shapes: dict) -> None:
         """Allocate every (impl, mode) output set from ``{name: (shape, dtype)}``;
-        the fused and reference sets of a mode start from identical poison."""
+        all sets of a mode (fused, reference, baselines) start from identical poison."""
         for mode in self.ctx.modes:
             fused = {name: self._poison(shape, dtype) for name, (shape, dtype) in shapes.items()}
             self.out[("fused", mode)] = fused
-            self.out[("ref", mode)] = {k: v.clone() for k, v in fused.items()}
+            for impl in self.impls[1:]:
+                self.out[(impl, mode)] = {k: v.clone() for k, v in fused.items()}
 
     def _poison(self, shape, dtype) -> torch.Tensor:
         info = torch.iinfo(dtype)

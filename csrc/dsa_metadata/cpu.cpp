@@ -1,0 +1,140 @@
+// fused_dsa_metadata: CPU kernel. Same values as the CUDA kernel (the shared
+// arithmetic is in params.h); hostile device values raise before anything is
+// written instead of tripping a device assert.
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "dsa_metadata/params.h"
+
+namespace sgl_meta {
+namespace {
+
+[[noreturn]] void fail_index(const char* name, int64_t i, int64_t v, const char* why) {
+  std::ostringstream msg;
+  msg << "sgl_meta.fused_dsa_metadata: " << name << "[" << i << "] = " << v << " " << why;
+  throw std::runtime_error(msg.str());
+}
+
+// Every value the call reads as an index or a length that could send a read
+// or a write out of bounds, checked up front.
+void validate(const DsaGenParams& p) {
+  if (p.writes_pages()) {
+    for (int64_t r = 0; r < p.bs; ++r) {
+      const int64_t req = p.req_pool_indices[r];
+      if (req < 0 || req >= p.pool_size) {
+        std::ostringstream why;
+        why << "is outside [0, req_to_token.size(0) = " << p.pool_size << ")";
+        fail_index("req_pool_indices", r, req, why.str().c_str());
+      }
+    }
+  }
+  if (p.mode == kDsaGenDraftExtend && p.n > 0) {
+    const int64_t count = p.static_extend ? 1 : p.bs;
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t e = p.extend_seq_lens[i];
+      if (e < 0) fail_index("extend_seq_lens", i, e, "is negative");
+    }
+  }
+}
+
+// Request r's page rows: [begin, begin + count) of the expanded rows.
+struct Rows {
+  int64_t begin, count;
+};
+
+}  // namespace
+
+void fused_dsa_metadata_cpu(const DsaGenParams& p) {
+  validate(p);
+  const int n_sets = p.num_sets;
+  for (int s = 0; s < n_sets; ++s) {
+    p.set[s].cu_seqlens_k[0] = 0;
+    p.set[s].dsa_cu_seqlens_k[0] = 0;
+  }
+  if (p.bs == 0) return;
+
+  // Per request: cache_seqlens, cu_seqlens_k (and the verify ctx lens).
+  uint32_t cu = 0;
+  for (int64_t r = 0; r < p.bs; ++r) {
+    const int32_t c = cache_len(p, to_i32(p.seq_lens[r]));
+    cu += static_cast<uint32_t>(c);
+    for (int s = 0; s < n_sets; ++s) {
+      const DsaGenSet& d = p.set[s];
+      d.cache_seqlens[r] = c;
+      d.cu_seqlens_k[r + 1] = static_cast<int32_t>(cu);
+      if (d.paged_mqa_ctx_lens)
+        for (int64_t j = 0; j < p.next_n; ++j)
+          d.paged_mqa_ctx_lens[r * d.paged_mqa_ctx_lens_stride + j] = c;
+    }
+  }
+
+  // Per expanded row: seqlens_expanded, dsa_cache_seqlens, dsa_cu_seqlens_k.
+  uint32_t dsa_cu = 0;
+  auto emit = [&](int64_t e, int32_t len) {
+    const int32_t dsa = min_i32(len, p.topk);
+    dsa_cu += static_cast<uint32_t>(dsa);
+    for (int s = 0; s < n_sets; ++s) {
+      const DsaGenSet& d = p.set[s];
+      if (d.seqlens_expanded) d.seqlens_expanded[e] = len;
+      d.dsa_cache_seqlens[e] = dsa;
+      d.dsa_cu_seqlens_k[e + 1] = static_cast<int32_t>(dsa_cu);
+    }
+  };
+  std::vector<Rows> rows(static_cast<size_t>(p.bs));
+  if (p.mode == kDsaGenDecode) {
+    for (int64_t r = 0; r < p.bs; ++r) {
+      emit(r, to_i32(p.seq_lens[r]));
+      rows[r] = {r, 1};
+    }
+  } else if (p.mode == kDsaGenTargetVerify) {
+    for (int64_t r = 0; r < p.bs; ++r) {
+      const int32_t seq = to_i32(p.seq_lens[r]);
+      for (int64_t j = 0; j < p.next_n; ++j) emit(r * p.next_n + j, add_i32(seq, j + 1));
+      rows[r] = {r * p.next_n, p.next_n};
+    }
+  } else {
+    int64_t start = 0;  // <= n
+    for (int64_t r = 0; r < p.bs; ++r) {
+      if (p.n == 0) {  // total_len == 0: extend_seq_lens is not read
+        rows[r] = {0, 0};
+        continue;
+      }
+      const int32_t seq = to_i32(p.seq_lens[r]);
+      const int64_t ext = p.extend_seq_lens[p.static_extend ? 0 : r];
+      const int64_t count = min_i64(extend_len(p, r), p.n - start);
+      for (int64_t j = 0; j < count; ++j) emit(start + j, draft_extend_len(seq, ext, j));
+      rows[r] = {start, count};
+      start += count;
+    }
+    // Rows no request covers (total_len past the extend lengths' sum) take
+    // request 0's length, as upstream's scan defaults them.
+    const int32_t seq0 = to_i32(p.seq_lens[0]);
+    for (int64_t e = start; e < p.n; ++e) emit(e, draft_extend_len(seq0, 1, 0));
+  }
+
+  if (!p.writes_pages()) return;
+  const int64_t ps = p.page.page_size;
+  for (int64_t r = 0; r < p.bs; ++r) {
+    const int64_t len = live_len(p, cache_len(p, to_i32(p.seq_lens[r])));
+    if (len == 0 || rows[r].count == 0) continue;
+    const int32_t* src = p.req_to_token + p.req_pool_indices[r] * p.req_to_token_stride;
+    const int64_t pages = p.real_page_table ? p.page.ceil_div(len) : 0;
+    for (int s = 0; s < n_sets; ++s) {
+      const DsaGenSet& d = p.set[s];
+      for (int64_t row = rows[r].begin; row < rows[r].begin + rows[r].count; ++row) {
+        if (p.page_table_1)  // memmove: an output may (wrongly) view req_to_token
+          std::memmove(d.page_table_1 + row * d.page_table_1_stride, src,
+                      static_cast<size_t>(len) * sizeof(int32_t));
+        if (p.real_page_table) {
+          int32_t* out = d.real_page_table + row * d.real_page_table_stride;
+          for (int64_t q = 0; q < pages; ++q)
+            out[q] = static_cast<int32_t>(p.page.div(src[q * ps]));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace sgl_meta

@@ -1,0 +1,104 @@
+// kv_read_page_table / kv_read_token_stream: torch bindings (checks, params,
+// dispatch).
+#include <climits>
+
+#include "common/cuda_launch.h"
+#include "common/index_tensor.h"
+#include "kv_read_table/params.h"
+#include "ops.h"
+
+namespace sgl_meta {
+namespace {
+
+using DT = Expect::DType;
+
+// Checks shared by both forms; fills everything of the source but bs-derived
+// sizes of the outputs. `bs` = req_pool_indices.numel().
+KvReadSource checked_source(const ArgChecker& check, const Tensor& req_to_token,
+                            const Tensor& req_pool_indices, const Tensor& seq_lens,
+                            int64_t page_size, const std::optional<Tensor>& v2p,
+                            const std::optional<Tensor>& kv_start_idx, int64_t seq_len_delta) {
+  check.require(page_size >= 1, "page_size must be >= 1, got ", page_size);
+  check.in_range(seq_len_delta, INT32_MIN, INT32_MAX, "seq_len_delta",
+                 "a token count added to every seq_lens value");
+  const Tensor& dev = req_to_token;
+  check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
+  check.tensor(req_pool_indices, "req_pool_indices", {DT::kIndex, 1}, dev);
+  const int64_t bs = req_pool_indices.size(0);
+  const char* bs_why = "req_pool_indices.numel()";
+  check.tensor(seq_lens, "seq_lens", {DT::kIndex, 1, bs, 0, bs_why}, dev);
+  check.optional_tensor(kv_start_idx, "kv_start_idx", {DT::kIndex, 1, bs, 0, bs_why}, dev);
+  check.optional_tensor(v2p, "v2p", {DT::kInt64, 1}, dev);
+
+  KvReadSource s;
+  s.req_to_token = req_to_token.const_data_ptr<int32_t>();
+  s.req_to_token_stride = req_to_token.stride(0);
+  s.pool_size = req_to_token.size(0);
+  s.row_len = req_to_token.size(1);
+  s.req_pool_indices = index_array_of(req_pool_indices);
+  s.seq_lens = index_array_of(seq_lens);
+  if (kv_start_idx) s.kv_start_idx = index_array_of(*kv_start_idx);
+  if (v2p) {
+    s.translate = true;
+    s.v2p = v2p->const_data_ptr<int64_t>();
+    s.v2p_size = v2p->size(0);
+  }
+  s.bs = bs;
+  s.seq_len_delta = seq_len_delta;
+  s.page_size = page_size;
+  s.div = KvDivisor::make(page_size);
+  return s;
+}
+
+}  // namespace
+
+void kv_read_page_table(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
+                        Tensor out, int64_t page_size, int64_t max_pages,
+                        std::optional<Tensor> v2p, std::optional<Tensor> kv_start_idx,
+                        int64_t seq_len_delta, bool zero_tail) {
+  const ArgChecker check("kv_read_page_table");
+  check.non_negative(max_pages, "max_pages");
+  KvReadPageTableParams p;
+  p.src = checked_source(check, req_to_token, req_pool_indices, seq_lens, page_size, v2p,
+                         kv_start_idx, seq_len_delta);
+  const int64_t bs = p.src.bs;
+  check.tensor(out, "out",
+               {DT::kInt32, 2, bs, max_pages, "req_pool_indices.numel()", "max_pages"},
+               req_to_token);
+  check.rows_disjoint(out, "out", bs, max_pages);
+  if (bs == 0) return;  // documented no-op
+
+  p.out = out.mutable_data_ptr<int32_t>();
+  p.out_stride = out.stride(0);
+  p.max_pages = max_pages;
+  p.zero_tail = zero_tail;
+  run_on_device(check, req_to_token, p, &kv_read_page_table_cpu,
+                SGL_CUDA_ONLY(&kv_read_page_table_cuda));
+}
+
+void kv_read_token_stream(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
+                          Tensor indptr, Tensor out, int64_t page_size,
+                          std::optional<Tensor> v2p, std::optional<Tensor> kv_start_idx,
+                          int64_t seq_len_delta) {
+  const ArgChecker check("kv_read_token_stream");
+  KvReadTokenStreamParams p;
+  p.src = checked_source(check, req_to_token, req_pool_indices, seq_lens, page_size, v2p,
+                         kv_start_idx, seq_len_delta);
+  const int64_t bs = p.src.bs;
+  check.tensor(indptr, "indptr", {DT::kIndex, 1, bs + 1, 0, "req_pool_indices.numel() + 1"},
+               req_to_token);
+  check.tensor(out, "out", {DT::kIndex, 1}, req_to_token);
+  if (bs == 0) return;  // documented no-op
+
+  p.indptr = index_array_of(indptr);
+  p.out = out.mutable_data_ptr();
+  p.out64 = out.scalar_type() == ScalarType::Long;
+  p.out_size = out.size(0);
+  p.out_max = p.out64 ? INT64_MAX : INT32_MAX;
+  // Ids of a page reach entry * page_size + page_size - 1.
+  p.max_entry = page_size - 1 > p.out_max ? -1 : (p.out_max - (page_size - 1)) / page_size;
+  run_on_device(check, req_to_token, p, &kv_read_token_stream_cpu,
+                SGL_CUDA_ONLY(&kv_read_token_stream_cuda));
+}
+
+}  // namespace sgl_meta

@@ -1,0 +1,432 @@
+// kv_read_page_table / kv_read_token_stream: the CUDA kernels (no torch headers).
+//
+// Both grids are sized from host-known shapes only (bs and a static cap: the
+// table width, or the req_to_token row), never from device lengths: nothing is
+// synchronised and a CUDA graph replays them with any new lengths. Each block
+// reads its row's scalars, checks them, and leaves after a few loads when its
+// share of the row lies past the row's live length, so short rows cost little
+// however wide the cap.
+//
+// Cost model. Every page costs one scattered int32 read of req_to_token (its
+// first slot; page boundaries are page_size * 4 bytes apart) and, with v2p,
+// one more scattered int64 read that depends on the first: two DRAM latencies
+// in a chain, each a separate 64-byte DRAM access. The kernels are bound by
+// how many such chains are in flight, so every thread (page table) or lane
+// (token stream) issues all its first-level loads, then all its second-level
+// loads, before it uses any of them.
+//
+// Page table: 128-thread blocks, 512 columns per block step, 4 per thread,
+// strided by 128 so a warp's stores cover 32 consecutive columns.
+// Token stream: one warp per chunk of 32 pages: lane j gathers and translates
+// page j of the chunk, then the warp writes the chunk's ids (page_size per
+// page, contiguous in out) with 16-byte vector stores, each id taking its
+// page's entry from the owning lane by a shuffle.
+#include <climits>
+#include <type_traits>
+
+#include "common/cuda_utils.cuh"
+#include "kv_read_table/params.h"
+
+namespace sgl_meta {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kColsPerThread = 4;
+constexpr int64_t kColsPerBlock = kThreads * kColsPerThread;
+constexpr int kWarps = kThreads / 32;
+constexpr int64_t kPagesPerChunk = 32;  // token stream: one page per lane
+// Past this many blocks (about two waves of 128-thread blocks on an H100/H200)
+// a block loops over several steps of its row instead of the grid growing.
+constexpr int64_t kMaxBlocks = 4096;
+constexpr unsigned kFullMask = 0xffffffffu;
+// Token stream: a chunk of 32 pages spans 32 * page_size positions; up to this
+// page size they (plus a vector's overhang) fit int32.
+constexpr int64_t kSmallPage = (INT32_MAX - 1024) / kPagesPerChunk;
+
+#define PAGE_OP "kv_read_page_table"
+#define STREAM_OP "kv_read_token_stream"
+
+// Failure paths, out of line and each followed by a return: a call that the
+// hot code survives would keep every value live across it (callee-saved
+// registers, stack) and cost the common path occupancy; one after which the
+// thread only returns keeps nothing. They run only once a check has failed
+// (the named flags are false), print the value and trip the assert.
+template <bool kStream>
+__device__ __noinline__ void fail_row(const KvReadSource& s, uint32_t row, int64_t req,
+                                      int64_t start) {
+  const bool req_pool_indices_in_range = req >= 0 && req < s.pool_size;
+  const bool kv_start_idx_non_negative = start >= 0;
+  if (kStream) {
+    SGL_DEVICE_CHECK(req_pool_indices_in_range,
+                     STREAM_OP ": req_pool_indices[%u] = %lld is outside [0, "
+                               "req_to_token.size(0) = %lld)",
+                     row, (long long)req, (long long)s.pool_size);
+    SGL_DEVICE_CHECK(kv_start_idx_non_negative, STREAM_OP ": kv_start_idx[%u] = %lld is negative",
+                     row, (long long)start);
+  } else {
+    SGL_DEVICE_CHECK(req_pool_indices_in_range,
+                     PAGE_OP ": req_pool_indices[%u] = %lld is outside [0, "
+                             "req_to_token.size(0) = %lld)",
+                     row, (long long)req, (long long)s.pool_size);
+    SGL_DEVICE_CHECK(kv_start_idx_non_negative, PAGE_OP ": kv_start_idx[%u] = %lld is negative",
+                     row, (long long)start);
+  }
+}
+
+template <bool kStream>
+__device__ __noinline__ void fail_v2p(const KvReadSource& s, int64_t req, int64_t col,
+                                      int32_t slot, int64_t vpage, uint32_t row) {
+  const bool virtual_page_inside_v2p = vpage < s.v2p_size;
+  if (kStream) {
+    SGL_DEVICE_CHECK(virtual_page_inside_v2p,
+                     STREAM_OP ": req_to_token[%lld, %lld] = %d (row %u) reads virtual page "
+                               "%lld, outside v2p (v2p.numel() = %lld)",
+                     (long long)req, (long long)col, slot, row, (long long)vpage,
+                     (long long)s.v2p_size);
+  } else {
+    SGL_DEVICE_CHECK(virtual_page_inside_v2p,
+                     PAGE_OP ": req_to_token[%lld, %lld] = %d (row %u) reads virtual page "
+                             "%lld, outside v2p (v2p.numel() = %lld)",
+                     (long long)req, (long long)col, slot, row, (long long)vpage,
+                     (long long)s.v2p_size);
+  }
+}
+
+// ---- page table ---------------------------------------------------------------
+
+// Column `c` of row `row` failed a check: find out which and report it.
+__device__ __noinline__ void fail_page_column(const KvReadPageTableParams& p, uint32_t row,
+                                              int64_t req, int64_t start, int64_t c) {
+  const KvReadSource& s = p.src;
+  const int64_t col = start + c * s.page_size;
+  const int32_t slot = s.req_to_token[req * s.req_to_token_stride + col];
+  const int64_t vpage = virtual_page(s, slot);
+  if (vpage >= s.v2p_size) {
+    fail_v2p<false>(s, req, col, slot, vpage, row);
+    return;
+  }
+  const int64_t entry = max_i64(s.v2p[vpage], 0);
+  const bool v2p_entry_fits_int32_out = entry <= INT32_MAX;
+  SGL_DEVICE_CHECK(v2p_entry_fits_int32_out,
+                   PAGE_OP ": v2p[%lld] = %lld does not fit the int32 out (row %u, column %lld)",
+                   (long long)vpage, (long long)entry, row, (long long)c);
+}
+
+// One 512-column step of a row: columns [begin, begin + 512) below `limit`;
+// those below `n` get their entry, the rest (zero_tail) the sink 0. Returns
+// the first column that failed a check (its virtual page outside v2p: never
+// loaded; or an entry past int32), else -1.
+__device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
+                                             const int32_t* row_in, int32_t* out,
+                                             int64_t begin, int64_t n, int64_t limit) {
+  const KvReadSource& s = p.src;
+  const int64_t c0 = begin + threadIdx.x;
+  const int64_t step = s.page_size;
+  int32_t slot[kColsPerThread];
+#pragma unroll
+  for (int k = 0; k < kColsPerThread; ++k) {
+    const int64_t c = c0 + k * kThreads;
+    slot[k] = c < n ? load_ro(row_in + c * step) : 0;
+  }
+  int64_t entry[kColsPerThread];
+#pragma unroll
+  for (int k = 0; k < kColsPerThread; ++k) entry[k] = virtual_page(s, slot[k]);
+  int bad = -1;
+  if (s.translate) {
+    // Second-level gather, issued for all columns before any is used.
+#pragma unroll
+    for (int k = kColsPerThread - 1; k >= 0; --k) {
+      const bool live = c0 + k * kThreads < n;
+      const bool inside = entry[k] < s.v2p_size;
+      if (live && !inside) bad = k;
+      entry[k] = live && inside ? max_i64(load_ro(s.v2p + entry[k]), 0) : 0;
+    }
+#pragma unroll
+    for (int k = kColsPerThread - 1; k >= 0; --k)
+      if (entry[k] > INT32_MAX && (bad < 0 || k < bad)) bad = k;
+    if (bad >= 0) return c0 + bad * kThreads;
+  }
+#pragma unroll
+  for (int k = 0; k < kColsPerThread; ++k) {
+    const int64_t c = c0 + k * kThreads;
+    if (c < n)
+      out[c] = static_cast<int32_t>(entry[k]);
+    else if (c < limit)
+      out[c] = 0;
+  }
+  return -1;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    kv_read_page_table_kernel(const __grid_constant__ KvReadPageTableParams p,
+                              uint32_t blocks_per_row) {
+  const KvReadSource& s = p.src;
+  const uint32_t row = blockIdx.x / blocks_per_row;
+  const uint32_t first_step = blockIdx.x - row * blocks_per_row;
+  // Row scalars, loaded before any is used (one latency, not three). Every
+  // block checks them, live or not, so a bad index fails whatever the
+  // lengths (the CPU kernel checks every row too).
+  const int64_t req = s.req_pool_indices[row];
+  const int64_t seq = s.seq_lens[row];
+  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  if (req < 0 || req >= s.pool_size || start < 0) {
+    fail_row<false>(s, row, req, start);
+    return;
+  }
+  const int64_t n = live_columns(p, seq, start);
+  const int64_t limit = p.zero_tail ? p.max_pages : n;
+  int64_t begin = first_step * kColsPerBlock;
+  if (begin >= limit) return;  // past the row's live columns: nothing to do
+
+  const int32_t* row_in = s.req_to_token + req * s.req_to_token_stride + start;
+  int32_t* out = p.out + row * p.out_stride;
+  const int64_t stride = static_cast<int64_t>(blocks_per_row) * kColsPerBlock;
+  for (; begin < limit; begin += stride) {
+    const int64_t bad = page_step(p, row_in, out, begin, n, limit);
+    if (bad >= 0) {
+      fail_page_column(p, row, req, start, bad);
+      return;
+    }
+  }
+}
+
+// ---- token stream ---------------------------------------------------------------
+
+template <typename T>
+struct Vec;  // 16 bytes of T
+template <>
+struct Vec<int32_t> {
+  static constexpr int kN = 4;
+  using type = int4;
+};
+template <>
+struct Vec<int64_t> {
+  static constexpr int kN = 2;
+  using type = longlong2;
+};
+
+__device__ __noinline__ void fail_csr(const KvReadTokenStreamParams& p, uint32_t row, int64_t lo,
+                                      int64_t hi, int64_t n) {
+  const bool indptr_non_decreasing = lo >= 0 && hi >= lo;
+  SGL_DEVICE_CHECK(indptr_non_decreasing,
+                   STREAM_OP ": indptr must be non-negative and non-decreasing, got "
+                             "indptr[%u] = %lld, indptr[%u] = %lld",
+                   row, (long long)lo, row + 1, (long long)hi);
+  const bool indptr_row_holds_tokens = n == 0 || (n <= hi - lo && lo <= p.out_size - n);
+  SGL_DEVICE_CHECK(indptr_row_holds_tokens,
+                   STREAM_OP ": row %u holds %lld tokens but indptr gives it [%lld, %lld) "
+                             "in out of %lld elements",
+                   row, (long long)n, (long long)lo, (long long)hi, (long long)p.out_size);
+}
+
+// entry * page_size + off <= out_max, without overflow and without a divide.
+__device__ __forceinline__ bool id_fits(int64_t entry, int64_t page_size, int64_t off,
+                                        int64_t out_max) {
+  if (off > out_max) return false;
+  const auto e = static_cast<unsigned long long>(entry);
+  const auto ps = static_cast<unsigned long long>(page_size);
+  return __umul64hi(e, ps) == 0 &&
+         e * ps <= static_cast<unsigned long long>(out_max - off);
+}
+
+// Page `pg` of row `row` failed a check: its virtual page lies outside v2p, or
+// an id of it (entry * page_size + off_max at most) does not fit out.
+__device__ __noinline__ void fail_stream_page(const KvReadTokenStreamParams& p, uint32_t row,
+                                              int64_t req, int64_t pg, int32_t slot,
+                                              int64_t entry, int64_t off_max) {
+  const KvReadSource& s = p.src;
+  const int64_t vpage = virtual_page(s, slot);
+  if (s.translate && vpage >= s.v2p_size) {
+    fail_v2p<true>(s, req, pg * s.page_size, slot, vpage, row);
+    return;
+  }
+  const bool token_id_fits_out = id_fits(entry, s.page_size, off_max, p.out_max);
+  SGL_DEVICE_CHECK(token_id_fits_out,
+                   STREAM_OP ": page entry %lld of row %u: %lld * page_size + %lld does not "
+                             "fit out (%s)",
+                   (long long)entry, row, (long long)entry, (long long)off_max,
+                   p.out64 ? "int64" : "int32");
+}
+
+// Writes one chunk's ids: in-chunk offsets rel in [rel_begin, rel_end)
+// (position pg0 * page_size + rel) go to out[e_chunk0 + rel]. The id of rel is
+// (the entry of page rel / page_size) * page_size + rel % page_size, the entry
+// times page_size (`base`) taken from the lane that gathered that page by a
+// shuffle. 16-byte vector stores where a whole vector lies inside the range,
+// element stores at its two ends. Every lane runs the same trips (the
+// shuffles need the full warp).
+//
+// kSmall: offsets fit int32 (32 * page_size does), so the loop runs on 32-bit
+// offsets with the divide-free FastDivU32, and int32 ids shuffle one word.
+template <typename OutT, bool kSmall>
+__device__ __forceinline__ void write_chunk(OutT* out, int64_t align, int64_t e_chunk0,
+                                            int64_t rel_begin, int64_t rel_end, int64_t base,
+                                            const KvReadSource& s, int lane) {
+  constexpr int V = Vec<OutT>::kN;
+  using VecT = typename Vec<OutT>::type;
+  using Off = typename std::conditional<kSmall, int32_t, int64_t>::type;
+  // Narrow ids shuffle one 32-bit word: an id that fits out has a base that does.
+  using Base = typename std::conditional<kSmall && sizeof(OutT) == 4, int32_t, long long>::type;
+  const Base my_base = static_cast<Base>(base);
+  // First vector-aligned offset at or below rel_begin: out[e] starts a vector
+  // iff (e + align) % V == 0.
+  const Off first = static_cast<Off>(rel_begin - (e_chunk0 + rel_begin + align) % V);
+  const Off end = static_cast<Off>(rel_end);
+  const Off lo = static_cast<Off>(rel_begin);
+  for (Off vb = first; vb < end; vb += 32 * V) {  // warp-uniform trips
+    const Off r0 = vb + lane * V;
+    OutT vals[V];
+    bool all_in = true;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const Off r = r0 + k;
+      const bool in = r >= lo && r < end;
+      all_in &= in;
+      Off q;
+      if (kSmall)
+        q = in ? static_cast<Off>(s.div.fast.div(static_cast<uint32_t>(r))) : 0;
+      else
+        q = in ? s.div.div(r) : 0;
+      const Base b = __shfl_sync(kFullMask, my_base, static_cast<int>(q));
+      vals[k] = static_cast<OutT>(b + (r - q * static_cast<Off>(s.page_size)));
+    }
+    OutT* const dst = out + (e_chunk0 + r0);
+    if (all_in) {
+      VecT v;
+      OutT* lanes = reinterpret_cast<OutT*>(&v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) lanes[k] = vals[k];
+      *reinterpret_cast<VecT*>(dst) = v;
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if (r0 + k >= lo && r0 + k < end) dst[k] = vals[k];
+    }
+  }
+}
+
+// kSmall: page_size <= kSmallPage, so every in-chunk offset fits 32-bit math
+// and the divide-free FastDivU32. The 64-bit path is a kernel of its own: as a
+// branch it would set the register count of the common one.
+template <typename OutT, bool kSmall>
+__global__ void __launch_bounds__(kThreads)
+    kv_read_token_stream_kernel(const __grid_constant__ KvReadTokenStreamParams p,
+                                uint32_t blocks_per_row) {
+  constexpr int V = Vec<OutT>::kN;
+  const KvReadSource& s = p.src;
+  const uint32_t row = blockIdx.x / blocks_per_row;
+  const uint32_t blk = blockIdx.x - row * blocks_per_row;
+  // Row scalars (see the page-table kernel), and the row's CSR slot: every
+  // block of the row checks that [lo, lo + n) lies inside [lo, hi) and inside
+  // out, with 0 <= lo <= hi (so no two rows overlap).
+  const int64_t lo = p.indptr[row];
+  const int64_t hi = p.indptr[row + 1];
+  const int64_t req = s.req_pool_indices[row];
+  const int64_t seq = s.seq_lens[row];
+  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  if (req < 0 || req >= s.pool_size || start < 0) {
+    fail_row<true>(s, row, req, start);
+    return;
+  }
+  const int64_t n = live_tokens(s, seq, start);
+  if (lo < 0 || hi < lo || (n > 0 && (n > hi - lo || lo > p.out_size - n))) {
+    fail_csr(p, row, lo, hi, n);
+    return;
+  }
+  if (n == 0) return;
+
+  const int64_t ps = s.page_size;
+  const int64_t first_page = s.div.div(start);
+  const int64_t last_page = s.div.div(start + n - 1);
+  const int64_t chunks = (last_page - first_page) / kPagesPerChunk + 1;
+  const int lane = threadIdx.x & 31;
+  int64_t ch = static_cast<int64_t>(blk) * kWarps + (threadIdx.x >> 5);
+  if (ch >= chunks) return;  // whole warps leave together: the shuffles stay full-warp
+
+  const int32_t* row_in = s.req_to_token + req * s.req_to_token_stride;
+  OutT* out = static_cast<OutT*>(p.out);
+  // Element e of out starts a 16-byte vector iff (e + align) % V == 0.
+  const int64_t align = static_cast<int64_t>((reinterpret_cast<uintptr_t>(out) / sizeof(OutT)) % V);
+  const int64_t chunk_stride = static_cast<int64_t>(blocks_per_row) * kWarps;
+  for (; ch < chunks; ch += chunk_stride) {
+    const int64_t pg0 = first_page + ch * kPagesPerChunk;
+    const int64_t pg_last = min_i64(pg0 + kPagesPerChunk - 1, last_page);
+    // Lane j: page pg0 + j. Both gathers before any use; a virtual page
+    // outside v2p is never loaded.
+    const int64_t pg = pg0 + lane;
+    const bool have = pg <= pg_last;
+    const int32_t slot = have ? load_ro(row_in + pg * ps) : 0;
+    int64_t entry = virtual_page(s, slot);
+    const bool outside = s.translate && have && entry >= s.v2p_size;
+    if (s.translate) entry = have && !outside ? max_i64(load_ro(s.v2p + entry), 0) : 0;
+    // The largest in-page offset this row uses of page pg.
+    const int64_t off_max = pg == last_page ? start + n - 1 - pg * ps : ps - 1;
+    const bool bad =
+        have && (outside || (entry > p.max_entry && !id_fits(entry, ps, off_max, p.out_max)));
+    if (__any_sync(kFullMask, bad)) {  // warp-uniform: no lane is left at a shuffle
+      if (bad) fail_stream_page(p, row, req, pg, slot, entry, off_max);
+      return;
+    }
+
+    // This chunk's ids: positions [pos_begin, pos_end) -> out[lo + pos - start];
+    // position pos is rel = pos - pg0 * page_size into the chunk.
+    const int64_t chunk_pos = pg0 * ps;
+    const int64_t pos_begin = max_i64(start, chunk_pos);
+    const int64_t pos_end = pg_last == last_page ? start + n : (pg_last + 1) * ps;
+    const int64_t e_chunk0 = lo + (chunk_pos - start);  // out index of rel 0
+    write_chunk<OutT, kSmall>(out, align, e_chunk0, pos_begin - chunk_pos, pos_end - chunk_pos,
+                              entry * ps, s, lane);
+  }
+}
+
+// Blocks per row: enough for the static cap `units` (each block covering
+// `per_block` of them), but no more than keeps the grid near kMaxBlocks.
+int64_t blocks_per_row(int64_t units, int64_t per_block, int64_t bs) {
+  const int64_t needed = units > 0 ? (units + per_block - 1) / per_block : 1;
+  const int64_t spread = (kMaxBlocks + bs - 1) / bs;  // >= 1
+  return needed < spread ? needed : spread;
+}
+
+}  // namespace
+
+const char* kv_read_page_table_cuda(const KvReadPageTableParams& p, void* stream) {
+  // At least one block per row even when no column can be written, so every
+  // request index is still checked. Without zero_tail no row writes past the
+  // columns whose first token lies in the req_to_token row.
+  const int64_t row_cols = p.src.div.page.ceil_div(p.src.row_len);
+  const int64_t cols = p.zero_tail ? p.max_pages : min_i64(p.max_pages, row_cols);
+  const int64_t per_row = blocks_per_row(cols, kColsPerBlock, p.src.bs);
+  const int64_t blocks = p.src.bs * per_row;
+  if (blocks > INT32_MAX) return "grid too large (req_pool_indices.numel() out of range)";
+  kv_read_page_table_kernel<<<static_cast<unsigned>(blocks), kThreads, 0,
+                              static_cast<cudaStream_t>(stream)>>>(
+      p, static_cast<uint32_t>(per_row));
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+const char* kv_read_token_stream_cuda(const KvReadTokenStreamParams& p, void* stream) {
+  // A window spans at most ceil(row_len / page_size) + 1 pages (an unaligned
+  // start adds one); each warp takes 32 of them per step.
+  const int64_t pages = p.src.div.page.ceil_div(p.src.row_len) + 1;
+  const int64_t chunks = (pages + kPagesPerChunk - 1) / kPagesPerChunk;
+  const int64_t per_row = blocks_per_row(chunks, kWarps, p.src.bs);
+  const int64_t blocks = p.src.bs * per_row;
+  if (blocks > INT32_MAX) return "grid too large (req_pool_indices.numel() out of range)";
+  const auto s = static_cast<cudaStream_t>(stream);
+  const auto grid = static_cast<unsigned>(blocks);
+  const auto bpr = static_cast<uint32_t>(per_row);
+  const bool small = p.src.page_size <= kSmallPage;
+  if (p.out64 && small)
+    kv_read_token_stream_kernel<int64_t, true><<<grid, kThreads, 0, s>>>(p, bpr);
+  else if (p.out64)
+    kv_read_token_stream_kernel<int64_t, false><<<grid, kThreads, 0, s>>>(p, bpr);
+  else if (small)
+    kv_read_token_stream_kernel<int32_t, true><<<grid, kThreads, 0, s>>>(p, bpr);
+  else
+    kv_read_token_stream_kernel<int32_t, false><<<grid, kThreads, 0, s>>>(p, bpr);
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+}  // namespace sgl_meta

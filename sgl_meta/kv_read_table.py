@@ -1,0 +1,301 @@
+"""KV read tables: the unified memory pool's gather-and-translate, in the graph.
+
+Keyword wrappers over ``torch.ops.sgl_meta.kv_read_page_table`` and
+``torch.ops.sgl_meta.kv_read_token_stream``, plus drop-ins with the exact
+signatures of SGLang 0.5.23's Triton builders
+(``sglang/kernels/ops/kvcache/kv_read_table.py``: ``build_kv_read_table``,
+``build_kv_read_table_packed``).
+
+One formula, two output forms. For row ``b < bs`` (``bs =
+req_pool_indices.numel()``), ``req = req_pool_indices[b]``, ``start =
+kv_start_idx[b]`` (0 without it)::
+
+    vpage(slot) = 0 if slot < 0 else slot // page_size   # a negative slot reads the sink page 0
+    entry(slot) = max(v2p[vpage(slot)], 0) if v2p is given else vpage(slot)
+
+* page table:   ``out[b, c] = entry(req_to_token[req, start + c * page_size])``
+* token stream: ``out[indptr[b] + i] = entry(req_to_token[req, first slot of
+  pos's page]) * page_size + pos % page_size`` with ``pos = start + i``
+
+Work is bounded by the device-side lengths (no host sync): the launch grid
+depends on ``bs`` and static shapes only, so a captured CUDA graph replays
+with any new lengths, request rows and ``v2p`` contents.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ._common import explain_missing_tensor
+
+_kv_read_page_table = torch.ops.sgl_meta.kv_read_page_table.default
+_kv_read_token_stream = torch.ops.sgl_meta.kv_read_token_stream.default
+
+
+def kv_read_page_table(
+    *,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    out: torch.Tensor,
+    page_size: int,
+    max_pages: int,
+    v2p: Optional[torch.Tensor] = None,
+    kv_start_idx: Optional[torch.Tensor] = None,
+    seq_len_delta: int = 0,
+    zero_tail: bool = False,
+) -> None:
+    """Fill a page table (block table) of each request's KV pages, translated.
+
+    Covers SGLang 0.5.23's ``build_kv_read_table`` (the unified pool's read
+    table, ``sglang/kernels/ops/kvcache/kv_read_table.py``, caller
+    ``KVIndexTranslator.build_iteration_table``) and, with ``kv_start_idx`` and
+    no ``v2p``, ``create_flashmla_kv_indices_triton`` (the FlashMLA / TRT-LLM MLA
+    block table, ``sglang/kernels/ops/attention/kv_indices.py``). For row
+    ``b < bs = req_pool_indices.numel()`` and column ``c < n_b``::
+
+        slot = req_to_token[req_pool_indices[b], start_b + c * page_size]
+        vpage = 0 if slot < 0 else slot // page_size
+        out[b, c] = max(v2p[vpage], 0) if v2p is not None else vpage
+
+    with ``start_b = kv_start_idx[b]`` (0 without it) and ``n_b = min(ceil(max(
+    seq_lens[b] + seq_len_delta, 0) / page_size), max_pages, ceil((
+    req_to_token.size(1) - start_b) / page_size))``: the live prefix, cut at the
+    table width and at the ``req_to_token`` row (no slot past the row is read).
+    With ``zero_tail`` columns ``n_b <= c < max_pages`` of rows ``b < bs`` get 0
+    (the sink page, for a fresh ``torch.empty`` table); without it they keep
+    their values. Rows ``>= bs`` and columns ``>= max_pages`` are never written.
+    ``bs == 0`` is a no-op.
+
+    Args:
+        req_to_token: ``[pool_size, max_context_len]`` int32 token ids (virtual
+            ids in a unified pool); rows by ``stride(0)``, inner stride 1.
+        req_pool_indices: ``[bs]`` int32/int64, row of each request; sets ``bs``.
+        seq_lens: ``[>= bs]`` int32/int64 KV length in tokens.
+        out: ``[>= bs, >= max_pages]`` int32 page table; rows by ``stride(0)``
+            (``stride(0) >= max_pages``), inner stride 1.
+        page_size: tokens per page, ``>= 1``.
+        max_pages: columns a row may hold, ``>= 0``.
+        v2p: ``[num_pages]`` int64 virtual -> physical page table; a ``-1`` (freed)
+            entry reads as page 0. None: no translation (entries are the pages
+            themselves, e.g. a static pool's block table).
+        kv_start_idx: ``[>= bs]`` int32/int64 first token of each row's window
+            (``>= 0``); None: 0.
+        seq_len_delta: tokens added to every ``seq_lens`` value (a target verify
+            reads its draft tokens back: ``num_draft_tokens``), in int32 range.
+        zero_tail: write 0 past each row's live prefix up to ``max_pages``.
+
+    Raises:
+        RuntimeError: wrong dtype, device, rank, size, inner stride, overlapping
+            ``out`` rows, ``page_size < 1``, ``max_pages < 0``, ``seq_len_delta``
+            outside int32 (message names the op and the argument). Hostile device
+            values: a ``req_pool_indices[b]`` outside ``req_to_token`` (checked
+            for every row, whatever its length), a negative ``kv_start_idx[b]``,
+            a virtual page outside ``v2p``, or a ``v2p`` entry past int32 raise on
+            CPU (nothing written) and trip a device-side assert naming the op and
+            argument on CUDA.
+        TypeError: ``None`` for a required tensor.
+
+    1-D tensors must be contiguous. Never allocates, never synchronises: safe
+    inside CUDA-graph capture. Writes do not bump autograd version counters.
+    """
+    try:  # (free on the success path; see explain_missing_tensor)
+        _kv_read_page_table(
+            req_to_token,
+            req_pool_indices,
+            seq_lens,
+            out,
+            page_size,
+            max_pages,
+            v2p,
+            kv_start_idx,
+            seq_len_delta,
+            zero_tail,
+        )
+    except RuntimeError as err:
+        explain_missing_tensor("kv_read_page_table", err, locals())
+        raise
+
+
+def kv_read_token_stream(
+    *,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    indptr: torch.Tensor,
+    out: torch.Tensor,
+    page_size: int,
+    v2p: Optional[torch.Tensor] = None,
+    kv_start_idx: Optional[torch.Tensor] = None,
+    seq_len_delta: int = 0,
+) -> None:
+    """Fill a CSR token stream (FlashInfer-style ``kv_indices``), translated.
+
+    Covers SGLang 0.5.23's ``build_kv_read_table_packed`` (the unified pool's
+    per-token read stream, caller ``KVIndexTranslator.pack_read_stream``) and,
+    without ``v2p``, ``create_flashinfer_kv_indices_triton`` over a
+    page-aligned pool (``sglang/kernels/ops/attention/kv_indices.py``). For row
+    ``b < bs = req_pool_indices.numel()`` and token ``i < n_b``, ``pos =
+    start_b + i``::
+
+        p = pos // page_size
+        slot = req_to_token[req_pool_indices[b], p * page_size]   # the page's first slot
+        entry = max(v2p[vpage], 0) if v2p is not None else vpage  # vpage = 0 if slot < 0 else slot // page_size
+        out[indptr[b] + i] = entry * page_size + pos % page_size
+
+    with ``start_b = kv_start_idx[b]`` (0 without it) and ``n_b = min(max(
+    seq_lens[b] + seq_len_delta, 0), req_to_token.size(1) - start_b)`` (no
+    position past the ``req_to_token`` row is read). Only a page's first slot is
+    translated; the offset inside the page is kept. Nothing else is written.
+    ``bs == 0`` is a no-op.
+
+    Args:
+        req_to_token: ``[pool_size, max_context_len]`` int32 token ids; rows by
+            ``stride(0)``, inner stride 1.
+        req_pool_indices: ``[bs]`` int32/int64, row of each request; sets ``bs``.
+        seq_lens: ``[>= bs]`` int32/int64 tokens of each row's window.
+        indptr: ``[>= bs + 1]`` int32/int64 CSR row starts in ``out``:
+            non-negative, non-decreasing, and each live row must fit
+            (``indptr[b] + n_b <= min(indptr[b + 1], out.numel())``).
+        out: ``[capacity]`` int32 or int64 token ids, contiguous.
+        page_size: tokens per page, ``>= 1``.
+        v2p: ``[num_pages]`` int64 virtual -> physical page table (``-1``: page 0);
+            None: no translation.
+        kv_start_idx: ``[>= bs]`` int32/int64 first token of each row's window
+            (``>= 0``); it moves where a row reads, not where it lands.
+        seq_len_delta: tokens added to every ``seq_lens`` value, in int32 range.
+
+    Raises:
+        RuntimeError: as :func:`kv_read_page_table` (host checks, and on CPU /
+            as a device-side assert on CUDA the hostile values), plus an
+            ``indptr`` that decreases, is negative or gives a live row less room
+            than it needs, and an id that does not fit ``out``'s dtype.
+        TypeError: ``None`` for a required tensor.
+    """
+    try:  # (free on the success path; see explain_missing_tensor)
+        _kv_read_token_stream(
+            req_to_token,
+            req_pool_indices,
+            seq_lens,
+            indptr,
+            out,
+            page_size,
+            v2p,
+            kv_start_idx,
+            seq_len_delta,
+        )
+    except RuntimeError as err:
+        explain_missing_tensor("kv_read_token_stream", err, locals())
+        raise
+
+
+# --- Drop-ins: SGLang 0.5.23's exact signatures (keyword-only, return `out`) ---
+
+_PAGE_TABLE_REQUIRED = ("req_to_token", "req_pool_indices", "seq_lens", "out")
+_STREAM_REQUIRED = ("req_to_token", "req_pool_indices", "seq_lens", "indptr", "out")
+
+
+def _is_tensor(x) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def _ints(*xs) -> bool:
+    """Python (or, under torch.compile, symbolic) ints: the drop-ins' own
+    checks only run on those; anything else goes to the op's named error."""
+    return all(isinstance(x, (int, torch.SymInt)) and not isinstance(x, bool) for x in xs)
+
+
+def _as_dropin_error(err: Exception, inner: str, outer: str, args: dict, required: tuple):
+    """Error path only: name the function the caller called (``outer``), not the
+    op it forwards to, and a required tensor passed as None."""
+    for name in required:
+        if args.get(name) is None:
+            return TypeError(f"sgl_meta.{outer}: {name} must be a Tensor, got None")
+    prefix = f"sgl_meta.{inner}: "
+    msg = str(err)
+    if msg.startswith(prefix):
+        msg = msg[len(prefix):]
+    return type(err)(f"sgl_meta.{outer}: {msg}")
+
+
+def build_kv_read_table(
+    *,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    v2p: torch.Tensor,
+    page_size: int,
+    max_pages: int,
+    out: torch.Tensor,
+    seq_len_delta: int = 0,
+    zero_tail: bool = False,
+) -> torch.Tensor:
+    """Drop-in for ``sglang.kernels.ops.kvcache.kv_read_table.build_kv_read_table``.
+
+    Same keyword-only arguments, returns ``out`` (filled in place). Behaves as
+    :func:`kv_read_page_table`, in one launch on CUDA and CPU alike (upstream
+    loops over rows in Python on CPU). Like upstream it requires ``(max_pages -
+    1) * page_size < req_to_token.size(1)`` (ValueError here, an AssertionError
+    there) and returns without writing when ``bs`` or ``max_pages`` is 0.
+    ``v2p=None`` is accepted and means no translation. Errors name
+    ``build_kv_read_table``.
+    """
+    op = "build_kv_read_table"
+    if _is_tensor(req_to_token) and req_to_token.dim() == 2 and _ints(page_size, max_pages) and max_pages > 0:
+        if (max_pages - 1) * page_size >= req_to_token.shape[1]:
+            raise ValueError(
+                f"sgl_meta.{op}: max_pages = {max_pages} x page_size = {page_size} exceeds "
+                f"the req_to_token width {req_to_token.shape[1]}"
+            )
+    if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_pages == 0):
+        return out
+    try:
+        _kv_read_page_table(
+            req_to_token, req_pool_indices, seq_lens, out, page_size, max_pages, v2p, None,
+            seq_len_delta, zero_tail,
+        )
+    except (RuntimeError, TypeError) as err:
+        raise _as_dropin_error(err, "kv_read_page_table", op, locals(), _PAGE_TABLE_REQUIRED) from err
+    return out
+
+
+def build_kv_read_table_packed(
+    *,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    v2p: torch.Tensor,
+    indptr: torch.Tensor,
+    page_size: int,
+    max_tokens: int,
+    out: torch.Tensor,
+    kv_start_idx: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """Drop-in for ``sglang.kernels.ops.kvcache.kv_read_table.build_kv_read_table_packed``.
+
+    Same keyword-only arguments, returns ``out`` (filled in place). Behaves as
+    :func:`kv_read_token_stream` over ``out[:max_tokens]``: the capacity the
+    caller vouches for bounds the writes (upstream only asserts it). Like
+    upstream it needs ``out`` 1-D with ``out.numel() >= max_tokens``
+    (ValueError) and returns without writing when ``bs`` or ``max_tokens`` is 0.
+    ``v2p=None`` is accepted and means no translation. Errors name
+    ``build_kv_read_table_packed``.
+    """
+    op = "build_kv_read_table_packed"
+    if not _ints(max_tokens):
+        raise TypeError(f"sgl_meta.{op}: max_tokens must be an int, got {type(max_tokens).__name__}")
+    if _is_tensor(out) and (out.dim() != 1 or out.numel() < max_tokens or max_tokens < 0):
+        raise ValueError(f"sgl_meta.{op}: out {tuple(out.shape)} cannot hold max_tokens = {max_tokens}")
+    if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_tokens == 0):
+        return out
+    target = out[:max_tokens] if _is_tensor(out) and out.numel() != max_tokens else out
+    try:
+        _kv_read_token_stream(
+            req_to_token, req_pool_indices, seq_lens, indptr, target, page_size, v2p,
+            kv_start_idx, 0,
+        )
+    except (RuntimeError, TypeError) as err:
+        raise _as_dropin_error(err, "kv_read_token_stream", op, locals(), _STREAM_REQUIRED) from err
+    return out
