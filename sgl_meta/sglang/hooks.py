@@ -88,8 +88,9 @@ class Hook:
 
     @property
     def name(self) -> str:
-        """The target without the ``sglang.`` package prefix (for log lines)."""
-        return self.target.removeprefix("sglang.")
+        """The target's function name, ``Class.method`` for a method (log lines)."""
+        parts = self.target.split(".")
+        return ".".join(parts[-2:]) if parts[-2][:1].isupper() else parts[-1]
 
     def original(self) -> Callable:
         """SGLang's function (imports its module); :class:`Skip` when absent."""
@@ -173,18 +174,32 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("fused_metadata_copy_multi"),),
     ),
     # DSA metadata generators (SPEC 5): drop-ins with SGLang's signatures.
-    Hook(f"{_ATTN}.dsa.metadata.fused_dsa_decode_metadata", "sgl_meta.dsa_metadata:fused_dsa_decode_metadata"),
+    Hook(
+        f"{_ATTN}.dsa.metadata.fused_dsa_decode_metadata",
+        "sgl_meta.dsa_metadata:fused_dsa_decode_metadata",
+        (CudaKernel("fused_dsa_metadata"),),
+    ),
     Hook(
         f"{_ATTN}.dsa.metadata.fused_dsa_target_verify_metadata",
         "sgl_meta.dsa_metadata:fused_dsa_target_verify_metadata",
+        (CudaKernel("fused_dsa_metadata"),),
     ),
     Hook(
         f"{_ATTN}.dsa.metadata.fused_dsa_draft_extend_metadata",
         "sgl_meta.dsa_metadata:fused_dsa_draft_extend_metadata",
+        (CudaKernel("fused_dsa_metadata"),),
     ),
     # Unified memory pool read tables (SPEC 6): drop-ins with SGLang's signatures.
-    Hook(f"{_KV}.kv_read_table.build_kv_read_table", "sgl_meta.kv_read_table:build_kv_read_table"),
-    Hook(f"{_KV}.kv_read_table.build_kv_read_table_packed", "sgl_meta.kv_read_table:build_kv_read_table_packed"),
+    Hook(
+        f"{_KV}.kv_read_table.build_kv_read_table",
+        "sgl_meta.kv_read_table:build_kv_read_table",
+        (CudaKernel("kv_read_page_table"),),
+    ),
+    Hook(
+        f"{_KV}.kv_read_table.build_kv_read_table_packed",
+        "sgl_meta.kv_read_table:build_kv_read_table_packed",
+        (CudaKernel("kv_read_token_stream"),),
+    ),
     # Speculative decoding in one launch (SPEC 7): methods of the TRT-LLM MHA
     # backends, AROUND hooks that keep SGLang's method for what they do not cover.
     Hook(

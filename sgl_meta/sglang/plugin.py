@@ -82,11 +82,11 @@ def register() -> None:
     for hook, replacement in usable:
         HookRegistry.register(hook.target, replacement, getattr(HookType, hook.kind))
     replaced = ", ".join(h.name for h, _ in usable) or "nothing"
-    line = f"{head}: replaces {replaced}"
+    line = f"{head}: replaces SGLang's {replaced}"
     if skipped:
         by_reason: dict[str, list[str]] = {}
         for hook, why in skipped:
-            by_reason.setdefault(why, []).append(hook.target.rsplit(".", 1)[-1])
+            by_reason.setdefault(why, []).append(hook.name)
         line += "; not hooked: " + "; ".join(f"{', '.join(n)} ({w})" for w, n in by_reason.items())
     announce(line)
 

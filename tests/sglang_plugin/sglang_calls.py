@@ -12,7 +12,7 @@ import sglang_source
 from sgl_meta.sglang.hooks import HOOKS, Hook, Skip, load
 
 CURRENT = HOOKS[:4]
-"""Rows whose sgl-meta side exists today (the TRT-LLM MHA and DSA copy ops)."""
+"""The rows of the first release (the TRT-LLM MHA and DSA copy ops): always usable."""
 
 
 def hook_named(name: str) -> Hook:

@@ -221,7 +221,7 @@ def test_register_registers_usable_rows_and_says_so_once(fake_modules, registry,
     assert registry == [("plug_upstream.f", f, "replace")]
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith("sgl-meta ") and "SGLang plugin: replaces plug_upstream.f; not hooked: " in lines[0]
+    assert lines[0].startswith("sgl-meta ") and "SGLang plugin: replaces SGLang's f; not hooked: " in lines[0]
     assert "f2 (not in this SGLang" in lines[0] and "f3 (sgl_meta.not_yet is not in this sgl-meta)" in lines[0]
 
 
