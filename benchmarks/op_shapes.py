@@ -127,6 +127,38 @@ def trtllm_metadata_case(bs, pages, page_size, swa, live_pages_only, sets=8):
     return kwargs, nbytes
 
 
+def trtllm_ragged_case(bs, pages, page_size, swa, sets=8):
+    """Ragged target verify (SPEC 7): per-row verify lengths 1..4 as seqlen_offsets
+    and qlens (q_mode CUMSUM), live pages; compare with the uniform `live` case."""
+    kwargs, nbytes = trtllm_metadata_case(bs, pages, page_size, swa, True, sets)
+    cu_q = torch.empty(bs + 1, dtype=torch.int32, device="cuda")
+    for k in kwargs:
+        verify = torch.randint(1, 5, (bs,), device="cuda", dtype=torch.int32)
+        k.update(seqlen_offset=0, seqlen_offsets=verify, qlens=verify, q_mode=sgl_meta.Q_MODE_CUMSUM, cu_seqlens_q=cu_q)
+    return kwargs, nbytes + bs * 8
+
+
+def trtllm_multi_case(bs, pages, page_size, swa, k_sets, sets=8):
+    """Multi-step draft (SPEC 7): K - 1 = k_sets destination sets with offsets
+    1..k_sets in one launch; the floor gathers each live page once and writes
+    it k_sets times."""
+    kwargs, _ = trtllm_metadata_case(bs, pages, page_size, swa, True, sets)
+    i32 = dict(dtype=torch.int32, device="cuda")
+    dst = [dict(cache_seqlens=torch.empty(bs, **i32), cu_seqlens_k=torch.empty(bs + 1, **i32),
+                page_table=torch.empty(bs, pages, **i32),
+                swa_page_table=torch.empty(bs, pages, **i32) if swa else None,
+                swa_out_cache_loc=torch.empty(bs, dtype=torch.int64, device="cuda") if swa else None)
+           for _ in range(k_sets)]
+    live = 0.0
+    for k in kwargs:
+        for name in dst[0]:
+            k[name] = None if dst[0][name] is None else [d[name] for d in dst]
+        k["seqlen_offset"] = list(range(1, k_sets + 1))
+        live += float(((k["seq_lens"].float() + k_sets) / page_size).ceil().clamp(max=pages).sum()) / sets
+    per_page = GATHER + 4 * k_sets + ((GATHER + 4 * k_sets) if swa else 0)
+    return kwargs, live * per_page + bs * (8 + 8 * k_sets)
+
+
 def page_table_case(bs, pages, page_size, swa, sets=8):
     """build_trtllm_mha_page_table with uniform random lengths in [1, pages * page_size]."""
     kwargs, _ = trtllm_metadata_case(bs, pages, page_size, swa, False, sets)
@@ -291,6 +323,11 @@ CASES = {
     "update_trtllm_mha_graph_metadata bs256x2048p64": (trtllm_metadata_case, (256, 2048, 64, False, False)),
     "update_trtllm_mha_graph_metadata bs256x2048p64 swa": (trtllm_metadata_case, (256, 2048, 64, True, False)),
     "update_trtllm_mha_graph_metadata bs256x2048p64 live": (trtllm_metadata_case, (256, 2048, 64, False, True)),
+    "update_trtllm_mha_graph_metadata bs256x2048p64 swa live": (trtllm_metadata_case, (256, 2048, 64, True, True)),
+    "update_trtllm_mha_graph_metadata bs256x2048p64 ragged verify": (trtllm_ragged_case, (256, 2048, 64, False)),
+    "update_trtllm_mha_graph_metadata bs256x2048p64 ragged verify swa": (trtllm_ragged_case, (256, 2048, 64, True)),
+    "update_trtllm_mha_graph_metadata_multi bs256x2048p64 K-1=3": (trtllm_multi_case, (256, 2048, 64, False, 3)),
+    "update_trtllm_mha_graph_metadata_multi bs256x2048p64 K-1=3 swa": (trtllm_multi_case, (256, 2048, 64, True, 3)),
     "update_trtllm_mha_graph_metadata bs1x2048p64": (trtllm_metadata_case, (1, 2048, 64, False, False)),
     "update_trtllm_mha_graph_metadata bs32x8192p16": (trtllm_metadata_case, (32, 8192, 16, False, False)),
     "build_trtllm_mha_page_table bs256x2048p64": (page_table_case, (256, 2048, 64, False)),
@@ -320,6 +357,8 @@ CASES = {
 OPS = {
     "update_trtllm_mha_graph_metadata": (sgl_meta.update_trtllm_mha_graph_metadata,
                                          reference.update_trtllm_mha_graph_metadata),
+    "update_trtllm_mha_graph_metadata_multi": (sgl_meta.update_trtllm_mha_graph_metadata_multi,
+                                               reference.update_trtllm_mha_graph_metadata_multi),
     "build_trtllm_mha_page_table": (sgl_meta.build_trtllm_mha_page_table,
                                     reference.build_trtllm_mha_page_table),
     "fused_metadata_copy": (sgl_meta.fused_metadata_copy, reference.fused_metadata_copy),

@@ -18,7 +18,23 @@ void update_trtllm_mha_graph_metadata(
     std::optional<Tensor> swa_mapping, std::optional<Tensor> swa_page_table,
     std::optional<Tensor> out_cache_loc, std::optional<Tensor> swa_out_cache_loc,
     std::optional<Tensor> cu_seqlens_q, std::optional<Tensor> qlens, int64_t q_stride,
-    int64_t q_mode, bool live_pages_only, bool skip_page_table);
+    int64_t q_mode, bool live_pages_only, bool skip_page_table,
+    std::optional<Tensor> seqlen_offsets, std::optional<Tensor> v2p,
+    std::optional<Tensor> swa_v2p);
+
+// K >= 1 destination sets as tensor lists (an unused optional field's list is
+// empty), one seqlen_offset per set: the multi-step draft backend's K - 1
+// steps in one launch (each live page gathered once).
+void update_trtllm_mha_graph_metadata_multi(
+    Tensor req_pool_indices, Tensor seq_lens, Tensor req_to_token,
+    std::vector<Tensor> cache_seqlens, std::vector<Tensor> cu_seqlens_k,
+    std::vector<Tensor> page_table, std::vector<Tensor> swa_page_table,
+    std::vector<Tensor> swa_out_cache_loc, std::vector<Tensor> cu_seqlens_q, int64_t bs,
+    std::vector<int64_t> seqlen_offset, int64_t max_seq_pages, int64_t page_size,
+    std::optional<Tensor> swa_mapping, std::optional<Tensor> out_cache_loc,
+    std::optional<Tensor> qlens, int64_t q_stride, int64_t q_mode, bool live_pages_only,
+    bool skip_page_table, std::optional<Tensor> seqlen_offsets, std::optional<Tensor> v2p,
+    std::optional<Tensor> swa_v2p);
 
 void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
                                  Tensor cache_seqlens, Tensor page_table,

@@ -18,7 +18,20 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor? swa_mapping=None, Tensor(d!)? swa_page_table=None, "
       "Tensor? out_cache_loc=None, Tensor(e!)? swa_out_cache_loc=None, "
       "Tensor(f!)? cu_seqlens_q=None, Tensor? qlens=None, int q_stride=0, "
-      "int q_mode=0, bool live_pages_only=False, bool skip_page_table=False) -> ()");
+      "int q_mode=0, bool live_pages_only=False, bool skip_page_table=False, "
+      "Tensor? seqlen_offsets=None, Tensor? v2p=None, Tensor? swa_v2p=None) -> ()");
+  // The same update into K >= 1 destination sets (multi-step draft backends):
+  // one seqlen_offset per set; an unused optional field passes an empty list.
+  m.def(
+      "update_trtllm_mha_graph_metadata_multi("
+      "Tensor req_pool_indices, Tensor seq_lens, Tensor req_to_token, "
+      "Tensor(a!)[] cache_seqlens, Tensor(b!)[] cu_seqlens_k, Tensor(c!)[] page_table, "
+      "Tensor(d!)[] swa_page_table, Tensor(e!)[] swa_out_cache_loc, "
+      "Tensor(f!)[] cu_seqlens_q, int bs, int[] seqlen_offset, int max_seq_pages, "
+      "int page_size, Tensor? swa_mapping=None, Tensor? out_cache_loc=None, "
+      "Tensor? qlens=None, int q_stride=0, int q_mode=0, bool live_pages_only=False, "
+      "bool skip_page_table=False, Tensor? seqlen_offsets=None, Tensor? v2p=None, "
+      "Tensor? swa_v2p=None) -> ()");
   m.def(
       "build_trtllm_mha_page_table("
       "Tensor req_to_token, Tensor req_pool_indices, Tensor cache_seqlens, "
@@ -84,7 +97,9 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
          TORCH_BOX(&sgl_meta::build_trtllm_mha_page_table));       \
   m.impl("fused_metadata_copy", TORCH_BOX(&sgl_meta::fused_metadata_copy)); \
   m.impl("fused_metadata_copy_multi",                              \
-         TORCH_BOX(&sgl_meta::fused_metadata_copy_multi));         \
+         TORCH_BOX(&sgl_meta::fused_metadata_copy_multi));            \
+  m.impl("update_trtllm_mha_graph_metadata_multi",                 \
+         TORCH_BOX(&sgl_meta::update_trtllm_mha_graph_metadata_multi)); \
   m.impl("kv_read_page_table", TORCH_BOX(&sgl_meta::kv_read_page_table)); \
   m.impl("kv_read_token_stream", TORCH_BOX(&sgl_meta::kv_read_token_stream)); \
   m.impl("fused_dsa_metadata", TORCH_BOX(&sgl_meta::fused_dsa_metadata));

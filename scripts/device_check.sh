@@ -7,7 +7,7 @@
 # + abi3 build. Logs and JSON go to $OUT (or ./device-out). The short tables
 # are printed last.
 #
-#   bash scripts/device_check.sh [tests] [wheel] [micro] [bench] [upstream] [sanitize]   (default: tests micro bench)
+#   bash scripts/device_check.sh [tests] [wheel] [micro] [small] [bench] [upstream] [sanitize]   (default: tests micro bench)
 #
 # `wheel` installs the carried dist/*.whl (built by scripts/check_wheel.py) into
 # this machine's Python and runs the smoke test and the whole test suite against
@@ -51,6 +51,9 @@ for step in "${steps[@]}"; do
         cd /tmp && env -u PYTHONPATH '"$PY"' -I '"$PWD"'/scripts/wheel_smoke.py --expect-cuda
         cd /tmp && env -u PYTHONPATH '"$PY"' -m pytest /tmp/wheel-tests -q -p no:cacheprovider -x' ;;
     micro) run micro "$PY" benchmarks/op_shapes.py --json "$OUT/op_shapes.json" ;;
+    small)  # SMALL_ARGS="--upstream" adds SGLang 0.5.23's kernels (installed sglang)
+      read -r -a small_args <<< "${SMALL_ARGS:-}"
+      run small "$PY" benchmarks/small_sizes.py --json "$OUT/small_sizes.json" "${small_args[@]}" ;;
     bench) run bench "$PY" -m sgl_meta.bench --json "$OUT/bench.json" --plot "$OUT/bench.png" ;;
     upstream) run upstream bash scripts/upstream_bench.sh "$OUT" ;;
     sanitize) run sanitize bash scripts/sanitize.sh ;;

@@ -79,6 +79,14 @@ def _trtllm_mha_example(gen):
     return inputs, outputs, scalars
 
 
+def _trtllm_mha_multi_example(gen):
+    """The decode example fanned out to three draft steps (offsets 1, 2, 3)."""
+    inputs, outputs, scalars = _trtllm_mha_example(gen)
+    sets = [outputs] + [{k: _poison(v.shape, v.dtype, gen) for k, v in outputs.items()} for _ in range(2)]
+    outputs = {k: [s[k] for s in sets] for k in outputs}
+    return inputs, outputs, {**scalars, "seqlen_offset": [1, 2, 3], "live_pages_only": True}
+
+
 def _page_table_example(gen):
     """Rows of mixed lengths (some past the table width), SWA table wider than bs x W."""
     bs, page_size, width, pool = 3, 4, 4, 4
@@ -192,6 +200,7 @@ EXAMPLES = {
     "kv_read_page_table": _kv_read_page_table_example,
     "kv_read_token_stream": _kv_read_token_stream_example,
     "fused_dsa_metadata": _dsa_gen_example,
+    "update_trtllm_mha_graph_metadata_multi": _trtllm_mha_multi_example,
 }
 
 

@@ -38,6 +38,7 @@ from .trtllm_mha import (
     Q_MODE_STRIDED,
     build_trtllm_mha_page_table,
     update_trtllm_mha_graph_metadata,
+    update_trtllm_mha_graph_metadata_multi,
 )
 
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
@@ -65,4 +66,5 @@ __all__ = [
     "kv_read_page_table",
     "kv_read_token_stream",
     "update_trtllm_mha_graph_metadata",
+    "update_trtllm_mha_graph_metadata_multi",
 ]

@@ -17,6 +17,7 @@ OPS_RETURNING_NOTHING = (
     "sgl_meta::build_trtllm_mha_page_table",
     "sgl_meta::fused_metadata_copy",
     "sgl_meta::fused_metadata_copy_multi",
+    "sgl_meta::update_trtllm_mha_graph_metadata_multi",
     "sgl_meta::kv_read_page_table",
     "sgl_meta::kv_read_token_stream",
     "sgl_meta::fused_dsa_metadata",

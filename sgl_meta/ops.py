@@ -31,4 +31,5 @@ from .trtllm_mha import (  # noqa: F401
     Q_MODE_STRIDED,
     build_trtllm_mha_page_table,
     update_trtllm_mha_graph_metadata,
+    update_trtllm_mha_graph_metadata_multi,
 )

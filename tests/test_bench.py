@@ -82,13 +82,16 @@ def test_emulated_graphs_all_workloads(tmp_path):
     assert code == 0 and doc["graph_mode"] == "emulated"
     ops = {p["preset"]: [w["op"] for w in p["workloads"]] for p in doc["presets"]}
     mha = ["update_trtllm_mha_graph_metadata", "build_trtllm_mha_page_table"]
+    mha_eagle = ["update_trtllm_mha_graph_metadata", "update_trtllm_mha_graph_metadata_multi", "build_trtllm_mha_page_table"]
     assert ops == {
-        "gpt-oss-120b": mha,
-        "gpt-oss-120b-unified": mha + ["kv_read_page_table", "kv_read_token_stream"],
+        "gpt-oss-120b": mha_eagle,
+        "gpt-oss-120b-unified": mha_eagle + ["kv_read_page_table", "kv_read_token_stream"],
         "llama-3.1-8b-p16": mha,
         "llama-3.1-8b-p64": mha,
         "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"] + ["fused_dsa_metadata"] * 9,
     }
+    eagle = doc["presets"][0]["workloads"][1]  # the draft steps in one launch
+    assert eagle["refreshes"] == ["draft_decode_0..1", "target_verify", "draft_extend"]
     dsa = doc["presets"][4]["workloads"]
     assert dsa[0]["refreshes"] == ["target_verify", "draft_extend"]
     for p in doc["presets"]:

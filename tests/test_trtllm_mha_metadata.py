@@ -35,6 +35,7 @@ def test_bs0_writes_nothing(gen, device):
 
 
 def random_case(rng: random.Random) -> MetaCase:
+    unified = rng.random() < 0.2
     return MetaCase(
         bs=rng.choice([0, 1, 2, 3, 7, 16, 33, 129, 200]),
         page_size=rng.choice([1, 2, 5, 16, 64, 128]),
@@ -58,6 +59,11 @@ def random_case(rng: random.Random) -> MetaCase:
         skip_page_table=rng.random() < 0.2,
         tables_given=rng.random() < 0.5,
         lone_mapping=rng.random() < 0.5,
+        row_offsets=rng.choice([None, None, torch.int32, torch.int64]),
+        ragged_verify=rng.random() < 0.5,
+        v2p=rng.random() < 0.3,
+        swa_v2p=unified or rng.random() < 0.3,
+        unified=unified,
     )
 
 
@@ -104,6 +110,8 @@ OPCHECK_CASES = {
     "cumsum": MetaCase(q_mode=1),
     "skip_tables_none": MetaCase(q_mode=1, skip_page_table=True, tables_given=False),
     "lone_mapping_int32": MetaCase(swa=False, lone_mapping=True, mapping_dtype=torch.int32),
+    "ragged_verify": MetaCase(row_offsets=torch.int32, ragged_verify=True, q_mode=1, live_pages_only=True),
+    "unified": MetaCase(v2p=True, swa_v2p=True, unified=True, live_pages_only=True),
 }
 
 
@@ -117,6 +125,8 @@ COMPILE_CASES = {
     "strided_live": MetaCase(q_mode=2, live_pages_only=True),
     "skip_tables_none": MetaCase(q_mode=1, skip_page_table=True, tables_given=False),
     "lone_mapping_int32": MetaCase(swa=False, lone_mapping=True, mapping_dtype=torch.int32),
+    "ragged_verify": MetaCase(row_offsets=torch.int64, ragged_verify=True, q_mode=1, live_pages_only=True),
+    "unified": MetaCase(v2p=True, swa_v2p=True, unified=True, live_pages_only=True),
 }
 
 
@@ -164,6 +174,12 @@ GRAPH_CASES = {
     "lone_mapping_int32_live": MetaCase(bs=9, swa=False, lone_mapping=True, mapping_dtype=torch.int32,
                                         live_pages_only=True),
     "swa_int32_mapping": MetaCase(bs=9, mapping_dtype=torch.int32, live_pages_only=True),
+    "ragged_verify": MetaCase(bs=17, max_seq_pages=40, row_offsets=torch.int32, ragged_verify=True, q_mode=1,
+                              live_pages_only=True, seqlen_offset=0),
+    "ragged_verify_bs64": MetaCase(bs=64, pool=65, max_seq_pages=20, row_offsets=torch.int64, ragged_verify=True,
+                                   q_mode=1, live_pages_only=True, seqlen_offset=0),
+    "unified": MetaCase(bs=17, max_seq_pages=40, v2p=True, swa_v2p=True, unified=True, live_pages_only=True),
+    "unified_bs1": MetaCase(bs=1, max_seq_pages=40, v2p=True, swa_v2p=True, unified=True, live_pages_only=True),
 }
 
 
@@ -253,3 +269,60 @@ def test_sglang_0_5_23_call_shapes(gen, device):
         want = run_on_copies(reference.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
         got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
         assert_same(got, want, f"unified={unified}")
+
+
+def test_ragged_verify_geometry(gen, device):
+    """Independently of the reference: SGLang 0.5.23's ragged verify geometry
+    (build_ragged_target_verify_geometry + build_trtllm_mha_page_table's live
+    prefix) from one call with per-row offsets and q_mode=CUMSUM."""
+    case = MetaCase(bs=6, row_offsets=torch.int32, ragged_verify=True, q_mode=1, live_pages_only=True,
+                    seqlen_offset=0, swa=False, n_out=None, swa_out_len=None, negative_slots=False)
+    inputs, outputs, scalars = make_case(case, gen, device)
+    got = run_on_copies(sgl_meta.update_trtllm_mha_graph_metadata, inputs, outputs, scalars)
+    bs, ps = case.bs, case.page_size
+    verify = inputs["seqlen_offsets"][:bs].cpu().long()
+    cache = (inputs["seq_lens"][:bs].cpu().long() + verify).to(torch.int32)
+    assert torch.equal(got["cache_seqlens"][:bs].cpu(), cache)
+    assert got["cu_seqlens_k"][: bs + 1].tolist() == [0] + torch.cumsum(cache.long(), 0).tolist()
+    assert got["cu_seqlens_q"][: bs + 1].tolist() == [0] + torch.cumsum(verify, 0).tolist()
+    r2t = inputs["req_to_token"].cpu()
+    for i in range(bs):
+        n = min(-(-max(int(cache[i]), 0) // ps), case.max_seq_pages)
+        row = int(inputs["req_pool_indices"][i])
+        want = (r2t[row, : n * ps : ps].long() // ps).to(torch.int32)
+        assert torch.equal(got["page_table"][i, :n].cpu(), want), i
+        assert torch.equal(got["page_table"][i, n:].cpu(), outputs["page_table"][i, n:].cpu()), i
+
+
+def test_unified_pool_tables_like_kv_read_table(gen, device):
+    """Independently of the reference, SGLang 0.5.23's kv_read_table formula:
+    entry = max(v2p[slot // ps], 0), a negative slot reads virtual page 0."""
+    ps = 4
+    r2t = torch.tensor([[-1, 0, 0, 0, 9, 0, 0, 0, 12, 0, 0, 0, 5, 0, 0, 0, -7]], dtype=torch.int32)
+    v2p = torch.tensor([30, -1, 17, 8], dtype=torch.int64)  # vpage 0 (sink) -> 30, freed page -> 0
+    swa_v2p = torch.tensor([-1, 6, 2, 11], dtype=torch.int64)
+    t = lambda x, dt=torch.int32: torch.tensor(x, dtype=dt, device=device)  # noqa: E731
+    pt, swa = t([[99] * 6]), t([[99] * 6])
+    sgl_meta.update_trtllm_mha_graph_metadata(
+        req_pool_indices=t([0], torch.int64), seq_lens=t([17]), req_to_token=r2t.to(device),
+        cache_seqlens=t([0]), cu_seqlens_k=t([0, 0]), page_table=pt, swa_page_table=swa, bs=1,
+        seqlen_offset=0, max_seq_pages=5, page_size=ps, v2p=v2p.to(device), swa_v2p=swa_v2p.to(device),
+        live_pages_only=True,
+    )
+    # slots -1, 9, 12, 5, -7 -> vpages 0, 2, 3, 1, 0
+    assert pt.tolist() == [[30, 17, 8, 0, 30, 99]]
+    assert swa.tolist() == [[0, 2, 11, 6, 0, 99]]
+
+
+@pytest.mark.parametrize("which", ["v2p", "swa_v2p"])
+def test_cpu_vpage_outside_table_raises_before_writing(which, gen):
+    case = MetaCase(v2p=True, swa_v2p=True, unified=True, bs=6)
+    inputs, outputs, scalars = make_case(case, gen, "cpu")
+    row = int(inputs["req_pool_indices"][case.bs - 1])
+    inputs["req_to_token"][row, 0] = inputs[which].numel() * case.page_size  # one page past the table
+    if which == "swa_v2p":  # the full table covers it: only swa_v2p is short
+        inputs["v2p"] = torch.cat([inputs["v2p"], inputs["v2p"]])
+    outs = {k: (None if v is None else v.clone()) for k, v in outputs.items()}
+    with pytest.raises(RuntimeError, match=rf"virtual page .* is outside \[0, {inputs[which].numel()}\) \({which}.numel\(\)\)"):
+        sgl_meta.update_trtllm_mha_graph_metadata(**inputs, **outs, **scalars)
+    assert_same(outs, outputs, f"hostile {which}: outputs must be untouched")

@@ -20,6 +20,31 @@ namespace sgl_meta {
     }                                                                      \
   } while (0)
 
+// The failure half of SGL_DEVICE_CHECK_COLD, out of line: printf marshals
+// its arguments through a local-memory buffer and the assert call needs the
+// calling convention, so inlined into a kernel it costs a stack frame, extra
+// registers and instruction-cache lines on every launch, although it never
+// runs. Behind a never-inlined call the hot path keeps one compare and branch.
+// noreturn (the trap makes it so whatever __assert_fail is declared as): the
+// caller need not keep any register alive across the call.
+template <typename... Args>
+__device__ __noinline__ __attribute__((noreturn)) void device_check_failed(
+    const char* cond, const char* file, int line, const char* func, const char* fmt,
+    Args... args) {
+  printf(fmt, args...);
+  __assert_fail(cond, file, line, func);
+  __trap();
+}
+
+// SGL_DEVICE_CHECK with the failure path out of line (same message and assert).
+#define SGL_DEVICE_CHECK_COLD(cond, fmt, ...)                                        \
+  do {                                                                               \
+    if (__builtin_expect(!(cond), 0)) {                                              \
+      ::sgl_meta::device_check_failed("sgl_meta: " #cond, __FILE__, __LINE__, __func__, \
+                                      "sgl_meta: " fmt "\n", ##__VA_ARGS__);          \
+    }                                                                                \
+  } while (0)
+
 // Read-only global load through the non-coherent (texture) path.
 template <typename T>
 __device__ __forceinline__ T load_ro(const T* p) {

@@ -1,6 +1,7 @@
 // Plain C++/CUDA helpers shared by the CPU and CUDA kernels (no torch headers).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -66,6 +67,19 @@ struct PageDivisor {
   // ceil(a / page_size), 0 for a <= 0. Not div(a + page_size - 1): that sum
   // overflows int64 for page sizes near 2**63 (found by the property tests).
   SGL_HD int64_t ceil_div(int64_t a) const { return a <= 0 ? 0 : div(a - 1) + 1; }
+
+  // div() of an int32 value (slots, int32 lengths) in 32-bit arithmetic: the
+  // GPU has no 64-bit divide instruction (a ~70-instruction subroutine), and
+  // 32-bit shifts are single instructions. Same results as div(a).
+  SGL_HD int64_t div32(int32_t a) const {
+    if (shift >= 0) return shift >= 31 ? (a >> 31) : (a >> shift);
+    if (page_size > INT32_MAX) return a < 0 ? -1 : 0;  // |a| <= 2**31 < page_size
+    const int32_t d = static_cast<int32_t>(page_size);
+    const int32_t q = a / d;
+    return (a % d != 0 && a < 0) ? q - 1 : q;
+  }
+  // ceil_div() of an int32 length, 0 for a <= 0.
+  SGL_HD int64_t ceil_div32(int32_t a) const { return a <= 0 ? 0 : div32(a - 1) + 1; }
 };
 
 SGL_HD int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }

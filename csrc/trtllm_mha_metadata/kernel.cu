@@ -1,174 +1,465 @@
-// update_trtllm_mha_graph_metadata: the CUDA kernel (no torch headers).
+// update_trtllm_mha_graph_metadata(_multi): the CUDA kernels (no torch headers).
 //
-// One launch, three kinds of thread block, picked by blockIdx.x:
-//   [0]                      cache_seqlens, cu_seqlens_k, cu_seqlens_q (a scan)
-//   [1, 1 + bs * chunks)     one (row, column chunk) of page_table (+ SWA table)
-//   [.., + swa_out_blocks)   swa_out_cache_loc translate + zero padding
-// The scan block comes first so the only serial piece starts earliest.
+// One launch writes N <= kMaxSetsPerLaunch destination sets. Thread blocks by
+// blockIdx.x:
+//   [0]                       cache_seqlens, cu_seqlens_k, cu_seqlens_q (a scan)
+//   [1, 1 + bs * chunks)      one (row, column chunk) of every set's page table
+//                             (+ SWA table); each slot is gathered once and
+//                             written to every set whose live prefix covers it
+//   [.., + swa_out_blocks)    swa_out_cache_loc translate + zero padding
+// skip_page_table (or nothing but seqlens to write) launches the scan alone,
+// as its own smaller kernel: one block, one warp when bs <= 32.
 //
-// Cost model: each page-table element gathers one int32 from a different
-// 32-byte sector of req_to_token (page boundaries are page_size * 4 bytes
-// apart), so the kernel is bound by sector reads, not by bytes used. Every
-// thread therefore issues all of its gathers before it uses any of them
-// (kPagesPerThread independent loads in flight), and stores are coalesced.
+// Where the time goes at small sizes (a few microseconds end to end), and what
+// the code does about it:
+// * dependent global loads: every DRAM round trip (~0.6 us) on the critical
+//   path costs more than everything else. Each block issues all the loads it
+//   can before using any (a row's request index, length and per-row offset
+//   together; all gathered slots of a thread; then all second-level loads),
+//   and the scan loads its whole tile before scanning (no load per loop trip).
+// * the scan: bs <= 32 is one warp-shuffle scan (no shared memory, no
+//   barrier); larger batches scan kScanItems rows per thread, one barrier per
+//   256-row tile.
+// * scattered gathers per SM: the L1 serves an uncoalesced warp load one
+//   cache line (wavefront) per cycle, 32 of them for 32 page slots, so a
+//   block that gathers a thousand slots spends ~1000 cycles on its SM just
+//   issuing them. Chunks of kPagesPerBlock columns spread a long row over
+//   many SMs.
+// * integer division: row/chunk from blockIdx by a host-prepared multiply-
+//   high divisor, slot / page_size in 32-bit (shift for powers of two), never
+//   a 64-bit divide on the hot path.
+// * assert code: the printf + assert of a failed check live out of line
+//   (SGL_DEVICE_CHECK_COLD), the hot path keeps a compare and a branch.
+//
+// Cost model at large sizes: each page-table element gathers one int32 from
+// its own sector of req_to_token (page boundaries are page_size * 4 bytes
+// apart), so the kernel is bound by sector reads; stores are coalesced.
 #include <climits>
 
-#include <cub/block/block_scan.cuh>
-
 #include "common/cuda_utils.cuh"
+#include "common/fast_div.h"
 #include "trtllm_mha_metadata/params.h"
+
+// Page-table columns per thread of a page block; -DSGL_META_MHA_PAGES_PER_THREAD=N
+// (e.g. through NVCC_APPEND_FLAGS) rebuilds with another value for an A/B run.
+#ifndef SGL_META_MHA_PAGES_PER_THREAD
+#define SGL_META_MHA_PAGES_PER_THREAD 2
+#endif
 
 namespace sgl_meta {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kPagesPerThread = 8;
-constexpr int64_t kPagesPerBlock = kThreads * kPagesPerThread;
+constexpr int kWarps = kThreads / 32;
+constexpr int kPagesPerThread = SGL_META_MHA_PAGES_PER_THREAD;
+constexpr int64_t kPagesPerBlock = int64_t{kThreads} * kPagesPerThread;
 constexpr int kOutPerThread = 4;
-constexpr int64_t kOutPerBlock = kThreads * kOutPerThread;
+constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
+// Rows per thread of the scan: 256 rows (the usual largest CUDA-graph batch)
+// in one pass; 4 rows per thread cost the page blocks registers (the scan
+// shares their kernel) for batches that are rarely captured.
+constexpr int kScanItems = 2;
+constexpr int64_t kScanTile = int64_t{kThreads} * kScanItems;
 
-__device__ void scan_block(const TrtllmMhaMetadataParams& p) {
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
-  __shared__ typename Scan::TempStorage k_tmp, q_tmp;
-  uint32_t k_carry = 0, q_carry = 0;
-  if (threadIdx.x == 0) {
-    p.cu_seqlens_k[0] = 0;
-    if (p.q_mode != kQModeNone) p.cu_seqlens_q[0] = 0;
+// What the scan reads and writes (the whole parameter block of the
+// seqlens-only kernel: kept small, it is copied on every launch).
+template <int N>
+struct ScanArgs {
+  IndexArray seq_lens;
+  IndexArray seqlen_offsets;
+  IndexArray qlens;
+  int64_t bs;
+  int32_t q_stride;
+  int32_t q_mode;
+  int32_t* cache_seqlens[N];
+  int32_t* cu_seqlens_k[N];
+  int32_t* cu_seqlens_q[N];
+  int32_t seqlen_offset[N];
+};
+
+// What the page-table and swa_out blocks read besides the scan's inputs.
+struct PageArgs {
+  IndexArray req_pool_indices;
+  const int32_t* req_to_token;
+  int64_t req_to_token_stride;
+  int64_t pool_size;
+  IndexArray swa_mapping;
+  int64_t swa_mapping_size;
+  const int64_t* out_cache_loc;
+  const int64_t* v2p;
+  int64_t v2p_size;
+  const int64_t* swa_v2p;
+  int64_t swa_v2p_size;
+  int64_t max_seq_pages;
+  PageDivisor page;
+  bool live_pages_only;
+};
+
+template <int N>
+struct Args {
+  ScanArgs<N> scan;
+  PageArgs in;
+  int32_t* page_table[N];
+  int32_t* swa_page_table[N];  // all null or none
+  int64_t* swa_out_cache_loc[N];
+  int64_t page_table_stride[N];
+  int64_t swa_page_table_stride[N];
+  int64_t swa_out_len[N];
+  int64_t out_read;  // out_cache_loc entries read: min(max swa_out_len, numel)
+  FastDivU32 chunks;  // page-table blocks per row
+  uint32_t page_blocks;  // bs * chunks
+  bool multi;  // names the op in device messages
+};
+
+__device__ __forceinline__ const char* op_name(bool multi) {
+  return multi ? "update_trtllm_mha_graph_metadata_multi" : "update_trtllm_mha_graph_metadata";
+}
+
+__device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t other = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += other;
   }
-  for (int64_t base = 0; base < p.bs; base += kThreads) {
-    const int64_t i = base + threadIdx.x;
-    const bool live = i < p.bs;
-    uint32_t len = 0;
-    if (live) {
-      const int32_t l = cache_seqlen(p, i);
-      p.cache_seqlens[i] = l;
-      len = static_cast<uint32_t>(l);
+  return v;
+}
+
+// Row i of every set: cache_seqlens = base + offset, cu_seqlens_k[i + 1] =
+// (sum of bases to i) + (i + 1) * offset, all mod 2**32 (the int32 wrap of the
+// eager path); `k_incl`, `q_incl` are inclusive prefix sums.
+template <int N>
+__device__ __forceinline__ void write_scan_row(const ScanArgs<N>& a, int64_t i, uint32_t base,
+                                               uint32_t k_incl, uint32_t q_incl) {
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    const uint32_t off = static_cast<uint32_t>(a.seqlen_offset[s]);
+    a.cache_seqlens[s][i] = static_cast<int32_t>(base + off);
+    a.cu_seqlens_k[s][i + 1] =
+        static_cast<int32_t>(k_incl + static_cast<uint32_t>(i + 1) * off);
+    if (a.q_mode == kQModeCumsum) {
+      a.cu_seqlens_q[s][i + 1] = static_cast<int32_t>(q_incl);
+    } else if (a.q_mode == kQModeStrided) {
+      a.cu_seqlens_q[s][i + 1] =
+          static_cast<int32_t>(static_cast<uint32_t>(i + 1) * static_cast<uint32_t>(a.q_stride));
     }
-    uint32_t k_incl, k_total;
-    Scan(k_tmp).InclusiveSum(len, k_incl, k_total);
-    if (live) p.cu_seqlens_k[i + 1] = static_cast<int32_t>(k_carry + k_incl);
-    k_carry += k_total;
-    if (p.q_mode == kQModeCumsum) {
-      const uint32_t q = live ? static_cast<uint32_t>(p.qlens[i]) : 0u;
-      uint32_t q_incl, q_total;
-      Scan(q_tmp).InclusiveSum(q, q_incl, q_total);
-      if (live) p.cu_seqlens_q[i + 1] = static_cast<int32_t>(q_carry + q_incl);
-      q_carry += q_total;
-    } else if (p.q_mode == kQModeStrided && live) {
-      p.cu_seqlens_q[i + 1] = strided_q(p, i + 1);
-    }
-    __syncthreads();  // TempStorage is reused by the next tile
   }
 }
 
-__device__ void page_block(const TrtllmMhaMetadataParams& p, int64_t row,
-                           int64_t chunk) {
-  const int64_t req = p.req_pool_indices[row];
-  SGL_DEVICE_CHECK(req >= 0 && req < p.pool_size,
-                   "update_trtllm_mha_graph_metadata: req_pool_indices[%lld] = %lld "
-                   "is outside [0, req_to_token.size(0) = %lld)",
-                   (long long)row, (long long)req, (long long)p.pool_size);
-  const int64_t cols = columns_to_write(p, row);
-  const int64_t first = chunk * kPagesPerBlock + threadIdx.x;
-  if (chunk * kPagesPerBlock >= cols) return;
+template <int N>
+__device__ __forceinline__ uint32_t scan_base(const ScanArgs<N>& a, int64_t i) {
+  uint64_t sum = static_cast<uint64_t>(a.seq_lens[i]);
+  if (a.seqlen_offsets.present()) sum += static_cast<uint64_t>(a.seqlen_offsets[i]);
+  return static_cast<uint32_t>(sum);
+}
 
-  const int32_t* row_in = p.req_to_token + req * p.req_to_token_stride;
-  const int64_t step = p.page.page_size;
+template <int N>
+__device__ void scan_rows(const ScanArgs<N>& a) {
+  const bool cumsum = a.q_mode == kQModeCumsum;
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < N; ++s) {
+      a.cu_seqlens_k[s][0] = 0;
+      if (a.q_mode != kQModeNone) a.cu_seqlens_q[s][0] = 0;
+    }
+  }
+  if (a.bs <= 32) {  // one warp: shuffles only, no shared memory, no barrier
+    if (threadIdx.x >= 32) return;
+    const int64_t i = threadIdx.x;
+    const bool live = i < a.bs;
+    const uint32_t base = live ? scan_base(a, i) : 0u;
+    const uint32_t q = live && cumsum ? static_cast<uint32_t>(a.qlens[i]) : 0u;
+    const uint32_t k_incl = warp_inclusive_sum(base);
+    const uint32_t q_incl = cumsum ? warp_inclusive_sum(q) : 0u;
+    if (live) write_scan_row(a, i, base, k_incl, q_incl);
+    return;
+  }
+
+  // kScanItems consecutive rows per thread, every load of the tile issued
+  // before the scan; one barrier per tile for the warp totals.
+  __shared__ uint32_t warp_k[kWarps], warp_q[kWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  uint32_t k_carry = 0, q_carry = 0;
+  for (int64_t tile = 0; tile < a.bs; tile += kScanTile) {
+    const int64_t first = tile + int64_t{threadIdx.x} * kScanItems;
+    uint32_t base[kScanItems], k_pre[kScanItems], q_pre[kScanItems];
+#pragma unroll
+    for (int j = 0; j < kScanItems; ++j) {
+      const int64_t i = first + j;
+      base[j] = i < a.bs ? scan_base(a, i) : 0u;
+      q_pre[j] = i < a.bs && cumsum ? static_cast<uint32_t>(a.qlens[i]) : 0u;
+    }
+    uint32_t k_run = 0, q_run = 0;
+#pragma unroll
+    for (int j = 0; j < kScanItems; ++j) {
+      k_run += base[j];
+      k_pre[j] = k_run;
+      q_run += q_pre[j];
+      q_pre[j] = q_run;
+    }
+    const uint32_t k_warp = warp_inclusive_sum(k_run);
+    const uint32_t q_warp = cumsum ? warp_inclusive_sum(q_run) : 0u;
+    if (lane == 31) {
+      warp_k[warp] = k_warp;
+      warp_q[warp] = q_warp;
+    }
+    __syncthreads();
+    uint32_t k_off = k_carry + k_warp - k_run, q_off = q_carry + q_warp - q_run;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      if (w < warp) {
+        k_off += warp_k[w];
+        q_off += warp_q[w];
+      }
+      k_carry += warp_k[w];
+      q_carry += warp_q[w];
+    }
+#pragma unroll
+    for (int j = 0; j < kScanItems; ++j) {
+      const int64_t i = first + j;
+      if (i < a.bs) write_scan_row(a, i, base[j], k_off + k_pre[j], q_off + q_pre[j]);
+    }
+    __syncthreads();  // warp_k / warp_q are rewritten by the next tile
+  }
+}
+
+template <int N>
+__device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
+  const PageArgs& in = a.in;
+  // Every row scalar is loaded before any is used: one memory latency.
+  const int64_t req = in.req_pool_indices[row];
+  const uint32_t base = scan_base(a.scan, row);
+  SGL_DEVICE_CHECK_COLD(req >= 0 && req < in.pool_size,
+                        "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) "
+                        "= %lld)",
+                        op_name(a.multi), row, (long long)req, (long long)in.pool_size);
+  int64_t cols[N];
+  int64_t cols_max = 0;
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    cols[s] = columns_to_write(in, set_seqlen(base, a.scan.seqlen_offset[s]));
+    cols_max = max_i64(cols_max, cols[s]);
+  }
+  const int64_t first = int64_t{chunk} * kPagesPerBlock;
+  if (first >= cols_max) return;
+
+  const int64_t c0 = first + threadIdx.x;
+  const int32_t* row_in = in.req_to_token + req * in.req_to_token_stride;
+  const int64_t step = in.page.page_size;
   int32_t slot[kPagesPerThread];
 #pragma unroll
   for (int k = 0; k < kPagesPerThread; ++k) {
-    const int64_t c = first + k * kThreads;
-    slot[k] = c < cols ? load_ro(row_in + c * step) : 0;
+    const int64_t c = c0 + k * kThreads;
+    slot[k] = c < cols_max ? load_ro(row_in + c * step) : 0;
   }
 
-  int32_t* row_out = p.page_table + row * p.page_table_stride;
+  // Second-level loads of both tables (v2p, swa_v2p, the SWA mapping), all
+  // issued before any store.
+  const bool swa = a.swa_page_table[0] != nullptr;
+  int64_t full[kPagesPerThread], swa_val[kPagesPerThread];
 #pragma unroll
   for (int k = 0; k < kPagesPerThread; ++k) {
-    const int64_t c = first + k * kThreads;
-    if (c < cols) row_out[c] = static_cast<int32_t>(p.page.div(slot[k]));
-  }
-  if (p.swa_page_table == nullptr) return;
-
-  // Second-level gather through the full->SWA slot mapping; -1 sentinels for
-  // negative slots and for slots the SWA pool does not hold.
-  int64_t mapped[kPagesPerThread];
-#pragma unroll
-  for (int k = 0; k < kPagesPerThread; ++k) {
-    const int64_t c = first + k * kThreads;
-    mapped[k] = -1;
-    if (c < cols && slot[k] >= 0) {
-      SGL_DEVICE_CHECK(slot[k] < p.swa_mapping_size,
-                       "update_trtllm_mha_graph_metadata: req_to_token slot %d "
-                       "(row %lld, page %lld) is outside swa_mapping [0, %lld)",
-                       slot[k], (long long)row, (long long)c,
-                       (long long)p.swa_mapping_size);
-      mapped[k] = p.swa_mapping.ldg(slot[k]);
+    const int64_t c = c0 + k * kThreads;
+    const bool live = c < cols_max;
+    const int64_t vpage = virtual_page(in, slot[k]);
+    if (in.v2p != nullptr) {
+      SGL_DEVICE_CHECK_COLD(!live || vpage < in.v2p_size,
+                            "%s: virtual page %lld (req_to_token slot %d // page_size, row %u, "
+                            "page %lld) is outside v2p [0, %lld)",
+                            op_name(a.multi), (long long)vpage, slot[k], row, (long long)c,
+                            (long long)in.v2p_size);
+      full[k] = live ? load_ro(in.v2p + vpage) : 0;
+    } else {
+      full[k] = in.page.div32(slot[k]);
+    }
+    swa_val[k] = -1;
+    if (!swa || !live) continue;
+    if (in.swa_v2p != nullptr) {
+      SGL_DEVICE_CHECK_COLD(vpage < in.swa_v2p_size,
+                            "%s: virtual page %lld (req_to_token slot %d // page_size, row %u, "
+                            "page %lld) is outside swa_v2p [0, %lld)",
+                            op_name(a.multi), (long long)vpage, slot[k], row, (long long)c,
+                            (long long)in.swa_v2p_size);
+      swa_val[k] = load_ro(in.swa_v2p + vpage);
+    } else if (slot[k] >= 0) {
+      // -1 sentinels for negative slots and for slots the SWA pool lacks.
+      SGL_DEVICE_CHECK_COLD(slot[k] < in.swa_mapping_size,
+                            "%s: req_to_token slot %d (row %u, page %lld) is outside "
+                            "swa_mapping [0, %lld)",
+                            op_name(a.multi), slot[k], row, (long long)c,
+                            (long long)in.swa_mapping_size);
+      swa_val[k] = in.swa_mapping.ldg(slot[k]);
     }
   }
-  int32_t* swa_out = p.swa_page_table + row * p.swa_page_table_stride;
 #pragma unroll
   for (int k = 0; k < kPagesPerThread; ++k) {
-    const int64_t c = first + k * kThreads;
-    if (c < cols)
-      swa_out[c] = mapped[k] < 0 ? -1 : static_cast<int32_t>(p.page.div(mapped[k]));
+    if (in.v2p != nullptr) full[k] = max_i64(full[k], 0);
+    if (!swa) continue;
+    if (in.swa_v2p != nullptr) {
+      swa_val[k] = max_i64(swa_val[k], 0);
+    } else if (swa_val[k] >= 0) {
+      swa_val[k] = in.page.div(swa_val[k]);
+    } else {
+      swa_val[k] = -1;
+    }
+  }
+
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    int32_t* out = a.page_table[s] + row * a.page_table_stride[s];
+    int32_t* swa_out = swa ? a.swa_page_table[s] + row * a.swa_page_table_stride[s] : nullptr;
+#pragma unroll
+    for (int k = 0; k < kPagesPerThread; ++k) {
+      const int64_t c = c0 + k * kThreads;
+      if (c >= cols[s]) continue;
+      out[c] = static_cast<int32_t>(full[k]);
+      if (swa) swa_out[c] = static_cast<int32_t>(swa_val[k]);
+    }
   }
 }
 
-__device__ void swa_out_block(const TrtllmMhaMetadataParams& p, int64_t block) {
+template <int N>
+__device__ void swa_out_block(const Args<N>& a, int64_t block) {
+  const PageArgs& in = a.in;
   const int64_t first = block * kOutPerBlock + threadIdx.x;
+  int64_t loc[kOutPerThread];
 #pragma unroll
   for (int k = 0; k < kOutPerThread; ++k) {
     const int64_t i = first + k * kThreads;
-    if (i >= p.swa_out_len) break;
-    int64_t v = 0;
-    if (i < p.num_out_tokens) {
-      const int64_t loc = p.out_cache_loc[i];
-      if (loc < 0) {
-        v = -1;
-      } else {
-        SGL_DEVICE_CHECK(loc < p.swa_mapping_size,
-                         "update_trtllm_mha_graph_metadata: out_cache_loc[%lld] = %lld "
-                         "is outside swa_mapping [0, %lld)",
-                         (long long)i, (long long)loc, (long long)p.swa_mapping_size);
-        v = p.swa_mapping.ldg(loc);
-      }
+    loc[k] = i < a.out_read ? in.out_cache_loc[i] : 0;
+  }
+  int64_t v[kOutPerThread];
+#pragma unroll
+  for (int k = 0; k < kOutPerThread; ++k) {
+    const int64_t i = first + k * kThreads;
+    v[k] = 0;  // the padded tail
+    if (i >= a.out_read) continue;
+    if (loc[k] < 0) {
+      v[k] = -1;
+      continue;
     }
-    p.swa_out_cache_loc[i] = v;
+    SGL_DEVICE_CHECK_COLD(loc[k] < in.swa_mapping_size,
+                          "%s: out_cache_loc[%lld] = %lld is outside swa_mapping [0, %lld)",
+                          op_name(a.multi), (long long)i, (long long)loc[k],
+                          (long long)in.swa_mapping_size);
+    v[k] = in.swa_mapping.ldg(loc[k]);
+  }
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    if (a.swa_out_cache_loc[s] == nullptr) continue;
+#pragma unroll
+    for (int k = 0; k < kOutPerThread; ++k) {
+      const int64_t i = first + k * kThreads;
+      if (i < a.swa_out_len[s]) a.swa_out_cache_loc[s][i] = v[k];
+    }
   }
 }
 
-__global__ void __launch_bounds__(kThreads)
-    update_trtllm_mha_metadata_kernel(const __grid_constant__ TrtllmMhaMetadataParams p,
-                                      int64_t chunks) {
-  const int64_t b = blockIdx.x;
+// At least 8 blocks per SM (<= 64 registers): the page blocks are bound by
+// gathers in flight, which occupancy provides.
+template <int N>
+__global__ void __launch_bounds__(kThreads, 8)
+    metadata_kernel(const __grid_constant__ Args<N> a) {
+  const uint32_t b = blockIdx.x;
   if (b == 0) {
-    scan_block(p);
+    scan_rows(a.scan);
     return;
   }
-  const int64_t page_blocks = p.bs * chunks;
-  if (b - 1 < page_blocks) {
-    page_block(p, (b - 1) / chunks, (b - 1) % chunks);
+  if (b - 1 < a.page_blocks) {
+    const uint32_t row = a.chunks.div(b - 1);
+    page_block(a, row, b - 1 - row * a.chunks.divisor);
   } else {
-    swa_out_block(p, b - 1 - page_blocks);
+    swa_out_block(a, int64_t{b} - 1 - a.page_blocks);
   }
+}
+
+template <int N>
+__global__ void __launch_bounds__(kThreads) seqlens_kernel(const __grid_constant__ ScanArgs<N> a) {
+  scan_rows(a);
+}
+
+template <int N>
+const char* launch(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, bool multi,
+                   cudaStream_t stream) {
+  Args<N> a{};
+  a.scan.seq_lens = in.seq_lens;
+  a.scan.seqlen_offsets = in.seqlen_offsets;
+  a.scan.qlens = in.qlens;
+  a.scan.bs = in.bs;
+  a.scan.q_stride = in.q_stride;
+  a.scan.q_mode = in.q_mode;
+  int64_t out_len_max = 0;
+  for (int s = 0; s < N; ++s) {
+    const TrtllmMhaDest& d = sets[s];
+    a.scan.cache_seqlens[s] = d.cache_seqlens;
+    a.scan.cu_seqlens_k[s] = d.cu_seqlens_k;
+    a.scan.cu_seqlens_q[s] = d.cu_seqlens_q;
+    a.scan.seqlen_offset[s] = d.seqlen_offset;
+    a.page_table[s] = d.page_table;
+    a.page_table_stride[s] = d.page_table_stride;
+    a.swa_page_table[s] = d.swa_page_table;
+    a.swa_page_table_stride[s] = d.swa_page_table_stride;
+    a.swa_out_cache_loc[s] = d.swa_out_cache_loc;
+    a.swa_out_len[s] = d.swa_out_cache_loc ? d.swa_out_len : 0;
+    out_len_max = max_i64(out_len_max, a.swa_out_len[s]);
+  }
+  const int64_t chunks = in.skip_page_table || in.max_seq_pages == 0
+                             ? 0
+                             : (in.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock;
+  if (in.skip_page_table) out_len_max = 0;
+  const int64_t out_blocks = (out_len_max + kOutPerBlock - 1) / kOutPerBlock;
+  if (chunks == 0 && out_blocks == 0) {
+    // Seqlen metadata only: the scan alone, one warp when it fits.
+    seqlens_kernel<N><<<1, in.bs <= 32 ? 32 : kThreads, 0, stream>>>(a.scan);
+    return nullptr;
+  }
+  if (chunks > 0 && in.bs > (INT32_MAX - 1) / chunks)
+    return "grid too large (bs * max_seq_pages out of range)";
+  const int64_t page_blocks = in.bs * chunks;
+  if (out_blocks > INT32_MAX - 1 - page_blocks)
+    return "grid too large (swa_out_cache_loc too long)";
+  a.in.req_pool_indices = in.req_pool_indices;
+  a.in.req_to_token = in.req_to_token;
+  a.in.req_to_token_stride = in.req_to_token_stride;
+  a.in.pool_size = in.pool_size;
+  a.in.swa_mapping = in.swa_mapping;
+  a.in.swa_mapping_size = in.swa_mapping_size;
+  a.in.out_cache_loc = in.out_cache_loc;
+  a.in.v2p = in.v2p;
+  a.in.v2p_size = in.v2p_size;
+  a.in.swa_v2p = in.swa_v2p;
+  a.in.swa_v2p_size = in.swa_v2p_size;
+  a.in.max_seq_pages = in.max_seq_pages;
+  a.in.page = in.page;
+  a.in.live_pages_only = in.live_pages_only;
+  a.out_read = min_i64(out_len_max, in.out_cache_loc != nullptr ? in.out_cache_loc_size : 0);
+  a.chunks = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
+  a.page_blocks = static_cast<uint32_t>(page_blocks);
+  a.multi = multi;
+  metadata_kernel<N><<<static_cast<unsigned>(1 + page_blocks + out_blocks), kThreads, 0,
+                       stream>>>(a);
+  return nullptr;
 }
 
 }  // namespace
 
-const char* update_trtllm_mha_metadata_cuda(const TrtllmMhaMetadataParams& p,
-                                            void* stream) {
-  // skip_page_table: the scan block alone (no page or swa_out blocks).
-  const int64_t chunks =
-      p.skip_page_table ? 0 : (p.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock;
-  const int64_t out_blocks = p.swa_out_cache_loc && !p.skip_page_table
-                                 ? (p.swa_out_len + kOutPerBlock - 1) / kOutPerBlock
-                                 : 0;
-  const int64_t blocks = 1 + p.bs * chunks + out_blocks;
-  if (blocks > INT32_MAX) return "grid too large (bs * max_seq_pages out of range)";
-  update_trtllm_mha_metadata_kernel<<<static_cast<unsigned>(blocks), kThreads, 0,
-                                      static_cast<cudaStream_t>(stream)>>>(p, chunks);
-  const cudaError_t err = cudaGetLastError();
-  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+const char* update_trtllm_mha_metadata_cuda(const TrtllmMhaInputs& in,
+                                            const TrtllmMhaDest* sets, int num_sets,
+                                            void* stream_ptr) {
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
+  const bool multi = in.multi;
+  for (int first = 0; first < num_sets; first += kMaxSetsPerLaunch) {
+    const int n = num_sets - first < kMaxSetsPerLaunch ? num_sets - first : kMaxSetsPerLaunch;
+    const TrtllmMhaDest* part = sets + first;
+    const char* err = n == 1   ? launch<1>(in, part, multi, stream)
+                      : n == 2 ? launch<2>(in, part, multi, stream)
+                      : n == 3 ? launch<3>(in, part, multi, stream)
+                               : launch<4>(in, part, multi, stream);
+    if (err != nullptr) return err;
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cudaGetErrorString(e);
+  }
+  return nullptr;
 }
 
 }  // namespace sgl_meta

@@ -15,7 +15,11 @@ from .dsa_metadata import (
     fused_dsa_target_verify_metadata,
 )
 from .kv_read_table import build_kv_read_table, build_kv_read_table_packed, kv_read_page_table, kv_read_token_stream
-from .trtllm_mha import build_trtllm_mha_page_table, update_trtllm_mha_graph_metadata
+from .trtllm_mha import (
+    build_trtllm_mha_page_table,
+    update_trtllm_mha_graph_metadata,
+    update_trtllm_mha_graph_metadata_multi,
+)
 
 __all__ = [
     "build_kv_read_table",
@@ -30,4 +34,5 @@ __all__ = [
     "kv_read_page_table",
     "kv_read_token_stream",
     "update_trtllm_mha_graph_metadata",
+    "update_trtllm_mha_graph_metadata_multi",
 ]

@@ -28,6 +28,14 @@ def _swa_translate(slots: torch.Tensor, swa_mapping: torch.Tensor) -> torch.Tens
     return torch.where(slots < 0, torch.full_like(mapped, -1), mapped)
 
 
+def _v2p_translate(slots: torch.Tensor, v2p: torch.Tensor, page_size: int) -> torch.Tensor:
+    """``max(v2p[vpage], 0)``, ``vpage = slot // page_size``; a negative slot reads
+    virtual page 0 (the unified pool's sink), as SGLang's ``kv_read_table`` does."""
+    slots = slots.long()
+    vpage = torch.where(slots < 0, torch.zeros_like(slots), torch.floor_divide(slots, page_size))
+    return v2p[vpage].clamp(min=0)
+
+
 def _write_columns(dst, values, cols_per_row):
     """``dst[i, :cols_per_row[i]] = values[i, :cols_per_row[i]]``, tail untouched."""
     if cols_per_row is None:
@@ -60,6 +68,9 @@ def update_trtllm_mha_graph_metadata(
     q_mode: int = Q_MODE_NONE,
     live_pages_only: bool = False,
     skip_page_table: bool = False,
+    seqlen_offsets: Optional[torch.Tensor] = None,
+    v2p: Optional[torch.Tensor] = None,
+    swa_v2p: Optional[torch.Tensor] = None,
 ) -> None:
     """Eager reference of :func:`sgl_meta.ops.update_trtllm_mha_graph_metadata`.
 
@@ -70,7 +81,10 @@ def update_trtllm_mha_graph_metadata(
         return
     if page_table is None and not skip_page_table:
         raise ValueError("update_trtllm_mha_graph_metadata: page_table is required unless skip_page_table=True")
-    lens = (seq_lens[:bs].long() + seqlen_offset).to(torch.int32)
+    lens = seq_lens[:bs].long() + seqlen_offset
+    if seqlen_offsets is not None:  # ragged verify: per-row extension
+        lens = lens + seqlen_offsets[:bs].long()
+    lens = lens.to(torch.int32)
     cache_seqlens[:bs].copy_(lens)
     cu_seqlens_k[:1].zero_()  # (no host scalar copy: stays graph-capturable)
     cu_seqlens_k[1 : bs + 1].copy_(torch.cumsum(lens, 0).to(torch.int32))
@@ -92,9 +106,14 @@ def update_trtllm_mha_graph_metadata(
     slots = _gather_page_slots(req_to_token, req_pool_indices, bs, max_seq_pages, page_size)
     # int64 first: an int32 tensor op a Python int stays int32, so a page_size
     # >= 2**31 would wrap (2**31 -> -2**31) and flip the sign of every page.
-    pages_full = torch.floor_divide(slots.long(), page_size).to(torch.int32)
+    if v2p is not None:
+        pages_full = _v2p_translate(slots, v2p, page_size).to(torch.int32)
+    else:
+        pages_full = torch.floor_divide(slots.long(), page_size).to(torch.int32)
     _write_columns(page_table, pages_full, cols_per_row)
-    if swa_page_table is not None:
+    if swa_page_table is not None and swa_v2p is not None:
+        _write_columns(swa_page_table, _v2p_translate(slots, swa_v2p, page_size).to(torch.int32), cols_per_row)
+    elif swa_page_table is not None:
         mapped = _swa_translate(slots, swa_mapping)
         swa_pages = torch.where(
             mapped < 0, torch.full_like(mapped, -1), torch.floor_divide(mapped, page_size)
@@ -140,3 +159,32 @@ def build_trtllm_mha_page_table(
     if swa_page_table is not None:
         mapped = full_to_swa[slots.long().clamp(0, full_to_swa.numel() - 1)].long()
         _write_columns(swa_page_table, torch.floor_divide(mapped, page_size).to(torch.int32), pages)
+
+
+def update_trtllm_mha_graph_metadata_multi(
+    *,
+    cache_seqlens,
+    cu_seqlens_k,
+    seqlen_offset,
+    page_table=None,
+    swa_page_table=None,
+    swa_out_cache_loc=None,
+    cu_seqlens_q=None,
+    **shared,
+) -> None:
+    """Eager reference of :func:`sgl_meta.update_trtllm_mha_graph_metadata_multi`:
+    the K single-set updates it replaces (what SGLang's multi-step draft backend
+    records, one per draft step)."""
+    if shared.get("bs", 0) == 0:
+        return
+    for k in range(len(cache_seqlens)):
+        update_trtllm_mha_graph_metadata(
+            cache_seqlens=cache_seqlens[k],
+            cu_seqlens_k=cu_seqlens_k[k],
+            seqlen_offset=seqlen_offset[k],
+            page_table=page_table[k] if page_table else None,
+            swa_page_table=swa_page_table[k] if swa_page_table else None,
+            swa_out_cache_loc=swa_out_cache_loc[k] if swa_out_cache_loc else None,
+            cu_seqlens_q=cu_seqlens_q[k] if cu_seqlens_q else None,
+            **shared,
+        )

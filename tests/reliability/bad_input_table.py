@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 import sgl_meta
-from row_kit import Row, alias, all_but, apply, both, drop, overlapping_rows, set_, to_device
+from row_kit import Row, alias, all_but, apply, both, derive, drop, overlapping_rows, set_, to_device
 
 
 # ---- valid base calls --------------------------------------------------------
@@ -33,7 +33,17 @@ def _trtllm_base(gen, device):
     return {**inputs, **outputs, **scalars}
 
 
-BASES: dict[str, Callable] = {"update_trtllm_mha_graph_metadata": _trtllm_base}
+def _trtllm_multi_base(gen, device):
+    from trtllm_mha_cases import MetaCase, make_multi_case
+
+    inputs, outputs, scalars = make_multi_case(MetaCase(q_mode=1), [1, 2, 3], gen, device)
+    return {**inputs, **outputs, **scalars}
+
+
+BASES: dict[str, Callable] = {
+    "update_trtllm_mha_graph_metadata": _trtllm_base,
+    "update_trtllm_mha_graph_metadata_multi": _trtllm_multi_base,
+}
 
 
 def _register_optional_bases():
@@ -135,10 +145,34 @@ TRTLLM_ROWS = [
     r("cumsum without qlens", set_(qlens=None), "qlens is required when q_mode = 1"),
     r("q_mode 1 without cu_seqlens_q", set_(cu_seqlens_q=None), "cu_seqlens_q is required"),
     r("q_mode 2 without cu_seqlens_q", set_(cu_seqlens_q=None, q_mode=2), "cu_seqlens_q is required when q_mode = 2"),
-    r("swa table without mapping", set_(swa_mapping=None), "swa_mapping is required"),
-    r("swa out without mapping", set_(swa_mapping=None, swa_page_table=None), "swa_mapping is required when swa_page_table or swa_out_cache_loc"),
+    r("swa table without mapping", set_(swa_mapping=None), "swa_page_table needs swa_mapping or swa_v2p"),
+    r("swa out without mapping", set_(swa_mapping=None, swa_page_table=None),
+      "swa_mapping is required when swa_out_cache_loc is given"),
+    r("swa out without mapping (swa_v2p table)",
+      both(derive("swa_v2p", "swa_mapping", lambda t: t.clone()), set_(swa_mapping=None)),
+      "swa_mapping is required when swa_out_cache_loc is given"),
     # (a swa_mapping without SWA outputs is accepted and unused since SGLang 0.5.23
     # passes it on every call: hostile_table.py "lone swa_mapping" must succeed)
+    # seqlen_offsets (per-row offsets, ragged verify; built from seq_lens' device)
+    r("seqlen_offsets float", derive("seqlen_offsets", "seq_lens", lambda t: t.float()),
+      "seqlen_offsets " + IDX, "torch.float32"),
+    r("seqlen_offsets int16", derive("seqlen_offsets", "seq_lens", lambda t: t.short()), "seqlen_offsets " + IDX),
+    r("seqlen_offsets short", derive("seqlen_offsets", "seq_lens", lambda t: t[:4]),
+      "seqlen_offsets.size(0) must be >= bs = 5, got 4"),
+    r("seqlen_offsets 2-D", derive("seqlen_offsets", "seq_lens", lambda t: t[None]),
+      "seqlen_offsets must be 1-D, got 2-D"),
+    r("seqlen_offsets step 2", derive("seqlen_offsets", "seq_lens", lambda t: torch.cat([t, t])[::2]),
+      "seqlen_offsets must have inner stride 1"),
+    r("seqlen_offsets on meta", derive("seqlen_offsets", "seq_lens", lambda t: t.to("meta")),
+      "seqlen_offsets", "meta"),
+    # v2p / swa_v2p (SPEC 6: the unified pool's page translations, int64)
+    r("v2p int32", derive("v2p", "swa_mapping", lambda t: t.int()), "v2p " + I64, "torch.int32"),
+    r("swa_v2p float", derive("swa_v2p", "swa_mapping", lambda t: t.float()), "swa_v2p " + I64),
+    r("v2p empty", derive("v2p", "swa_mapping", lambda t: t[:0]), "v2p.size(0) must be >= 1"),
+    r("swa_v2p empty", derive("swa_v2p", "swa_mapping", lambda t: t[:0]), "swa_v2p.size(0) must be >= 1"),
+    r("v2p 2-D", derive("v2p", "swa_mapping", lambda t: t[None]), "v2p must be 1-D, got 2-D"),
+    r("v2p step 2", derive("v2p", "swa_mapping", lambda t: t[::2]), "v2p must have inner stride 1"),
+    r("v2p on meta", derive("v2p", "swa_mapping", lambda t: t.to("meta")), "v2p", "meta"),
     # devices: cpu + meta (meta dispatches to the fake kernel, which must not
     # silently do nothing), cpu + cuda when there is a GPU
     r("page_table on meta", apply("page_table", lambda t: torch.empty_like(t, device="meta")), "page_table", "meta"),
@@ -167,7 +201,76 @@ TRTLLM_ROWS = [
     r("missing bs", drop("bs"), "'bs'", raises=(TypeError,), prefixed=False),
 ]
 
-ROWS: list[Row] = list(TRTLLM_ROWS)
+# ---- update_trtllm_mha_graph_metadata_multi (K = 3 sets) ----------------------
+MM = "update_trtllm_mha_graph_metadata_multi"
+
+
+def rm(id, edit, *names, **kw):
+    return Row(id=f"{MM}/{id}", op=MM, edit=edit, names=names, **kw)
+
+
+def at(name, k, fn):
+    """Replaces element k of list argument `name` with fn(element)."""
+    def edit(kw):
+        items = list(kw[name])
+        items[k] = fn(items[k])
+        kw[name] = items
+    return edit
+
+
+def lists_to(device):
+    """Every tensor argument, list elements included, to `device`."""
+    def edit(kw):
+        for k, v in list(kw.items()):
+            if isinstance(v, torch.Tensor):
+                kw[k] = v.to(device)
+            elif isinstance(v, list) and v and isinstance(v[0], torch.Tensor):
+                kw[k] = [t.to(device) for t in v]
+    return edit
+
+
+def alias_sets(name, k, onto, j):
+    """Element k of list `name` becomes element j of list `onto` (two sets' outputs alias)."""
+    def edit(kw):
+        items = list(kw[name])
+        items[k] = kw[onto][j] if kw[onto][j].shape == items[k].shape else kw[onto][j][: items[k].shape[0]]
+        kw[name] = items
+    return edit
+
+
+TRTLLM_MULTI_ROWS = [
+    rm("cache_seqlens[1] int64", at("cache_seqlens", 1, lambda t: t.long()), "cache_seqlens[1] " + I32),
+    rm("page_table[2] narrow", at("page_table", 2, lambda t: t[:, :3]), "page_table[2].size(1) must be >= max_seq_pages"),
+    rm("swa_page_table[0] rows overlap", at("swa_page_table", 0, overlapping_rows), "swa_page_table[0] rows overlap"),
+    rm("cu_seqlens_q[1] short", at("cu_seqlens_q", 1, lambda t: t[:3]), "cu_seqlens_q[1].size(0) must be >= bs + 1"),
+    rm("cu_seqlens_k list short", apply("cu_seqlens_k", lambda v: v[:2]), "cu_seqlens_k must hold 3 tensors"),
+    rm("swa_out_cache_loc list short", apply("swa_out_cache_loc", lambda v: v[:1]),
+       "swa_out_cache_loc must hold 3 tensors", "or none, got 1"),
+    rm("seqlen_offset list long", apply("seqlen_offset", lambda v: v + [4]), "seqlen_offset must hold 3 offsets"),
+    rm("seqlen_offset[2] past int32", apply("seqlen_offset", lambda v: v[:2] + [2**31]),
+       "seqlen_offset[2] = 2147483648 is outside"),
+    rm("empty lists", set_(cache_seqlens=[], cu_seqlens_k=[], page_table=[], swa_page_table=[], swa_out_cache_loc=[],
+                           cu_seqlens_q=[], seqlen_offset=[]), "cache_seqlens must hold at least one tensor"),
+    rm("page_table None without skip_page_table", set_(page_table=None), "page_table is required",
+       "unless skip_page_table=True"),
+    rm("cache_seqlens[2] is cache_seqlens[0]", alias_sets("cache_seqlens", 2, "cache_seqlens", 0),
+       "cache_seqlens[0]", "cache_seqlens[2]", "overlap in memory"),
+    rm("page_table[1] is swa_page_table[0]", alias_sets("page_table", 1, "swa_page_table", 0),
+       "page_table[1]", "swa_page_table[0]", "overlap in memory"),
+    rm("swa_mapping int16", apply("swa_mapping", lambda t: t.short()), "swa_mapping " + IDX),
+    rm("v2p int32", derive("v2p", "swa_mapping", lambda t: t.int()), "v2p " + I64),
+    rm("None inside cache_seqlens", at("cache_seqlens", 1, lambda t: None), "cache_seqlens[1] must be a Tensor, got None",
+       raises=(TypeError,)),
+    rm("None inside page_table", at("page_table", 2, lambda t: None), "page_table[2] must be a Tensor, got None",
+       raises=(TypeError,)),
+    rm("req_to_token None", set_(req_to_token=None), "req_to_token must be a Tensor, got None", raises=(TypeError,)),
+    rm("page_table[0] on meta", at("page_table", 0, lambda t: torch.empty_like(t, device="meta")), "page_table", "meta"),
+    rm("cache_seqlens[1] on cpu, rest on cuda", both(lists_to("cuda"), at("cache_seqlens", 1, lambda t: t.cpu())),
+       "cache_seqlens[1] is on cpu", needs="cuda"),
+    rm("bs float", set_(bs=2.5), "'bs'", prefixed=False),
+]
+
+ROWS: list[Row] = list(TRTLLM_ROWS) + TRTLLM_MULTI_ROWS
 
 
 def _register_optional_rows():

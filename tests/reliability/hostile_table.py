@@ -15,8 +15,10 @@ page_size 16, max_seq_pages 9, req_to_token [11, 136], swa_mapping of
 
 from __future__ import annotations
 
+import torch
+
 from bad_input_table import BASES  # noqa: F401  (the worker looks up BASES here)
-from row_kit import Row, apply, both, set_
+from row_kit import Row, apply, both, derive, set_
 
 M = "update_trtllm_mha_graph_metadata"
 POOL, SWA_M = 11, 11 * 136 + 5
@@ -52,6 +54,14 @@ ROWS = [
     r("swa_mapping shorter than the slots", apply("swa_mapping", lambda t: t[:7]), "is outside [0, 7) (swa_mapping.numel())"),
     r("out_cache_loc == swa_mapping size", at("out_cache_loc", 5, SWA_M), f"out_cache_loc[5] = {SWA_M} is outside [0, {SWA_M})"),
     r("out_cache_loc 2**40", apply("out_cache_loc", lambda t: t.fill_(2**40)), "out_cache_loc[0] = 1099511627776 is outside"),
+    # v2p / swa_v2p shorter than the virtual pages read (SPEC 6)
+    r("v2p shorter than the pages read", derive("v2p", "swa_mapping", lambda t: t[:7].clone()),
+      "is outside [0, 7) (v2p.numel())", "virtual page req_to_token[req_pool_indices["),
+    r("swa_v2p shorter than the pages read", derive("swa_v2p", "swa_mapping", lambda t: t[:7].clone()),
+      "is outside [0, 7) (swa_v2p.numel())"),
+    r("v2p of one entry, slots past it", both(derive("v2p", "swa_mapping", lambda t: t[:1].clone()),
+                                             apply("req_to_token", lambda t: t.fill_(I32_MAX))),
+      f"= {I32_MAX // 16} is outside [0, 1) (v2p.numel())"),
     # must succeed: hostile values the op never reads, and documented sentinels
     ok("request indices past bs", apply("req_pool_indices", lambda t: t.__setitem__(slice(5, None), 10**6) or t)),
     ok("bs 0 with hostile indices", both(set_(bs=0), apply("req_pool_indices", lambda t: t.fill_(-(10**6))))),
@@ -79,8 +89,41 @@ ROWS = [
                                                    swa_out_cache_loc=None),
                                               apply("req_pool_indices", lambda t: t.fill_(10**6)),
                                               apply("req_to_token", lambda t: t.fill_(I32_MAX)))),
+    # a negative slot reads virtual page 0; freed (-1) entries read as 0
+    ok("v2p: negative slots read page 0", both(derive("v2p", "swa_mapping", lambda t: t[:1].clone()),
+                                               derive("swa_v2p", "swa_mapping", lambda t: t[:1].clone()),
+                                               apply("req_to_token", lambda t: t.fill_(-5)))),
+    ok("v2p all freed", both(derive("v2p", "swa_mapping", lambda t: torch.full_like(t, -1)),
+                             derive("swa_v2p", "swa_mapping", lambda t: torch.full_like(t, -(2**40))))),
+    ok("v2p short but only dead columns read past it",
+       both(set_(live_pages_only=True, seqlen_offset=0), apply("seq_lens", lambda t: t.fill_(0)),
+            derive("v2p", "swa_mapping", lambda t: t[:1].clone()))),
+    ok("v2p short with skip_page_table", both(set_(skip_page_table=True),
+                                              derive("v2p", "swa_mapping", lambda t: t[:1].clone()))),
+    # per-row offsets are added, never indexed: any int32 / int64 value is valid
+    ok("seqlen_offsets int64 extremes",
+       derive("seqlen_offsets", "seq_lens", lambda t: torch.full_like(t, 2**31 - 1).long() * 2**20)),
     ok("skip_page_table with tables given", both(set_(skip_page_table=True),
                                                  apply("out_cache_loc", lambda t: t.fill_(2**40)))),
+]
+
+
+MM = "update_trtllm_mha_graph_metadata_multi"
+ROWS += [
+    Row(f"{MM}/request index == pool size", MM, at("req_pool_indices", 2, POOL),
+        (f"req_pool_indices[2] = {POOL} is outside [0, {POOL})",)),
+    Row(f"{MM}/slot == swa_mapping size", MM, apply("req_to_token", lambda t: t.fill_(SWA_M)),
+        (f"= {SWA_M} is outside [0, {SWA_M}) (swa_mapping.numel())",)),
+    Row(f"{MM}/out_cache_loc past swa_mapping", MM, at("out_cache_loc", 1, 2**40),
+        ("out_cache_loc[1] = 1099511627776 is outside",)),
+    Row(f"{MM}/v2p shorter than the pages read", MM, derive("v2p", "swa_mapping", lambda t: t[:3].clone()),
+        ("is outside [0, 3) (v2p.numel())",)),
+    # the widest set's live prefix is read, no further
+    Row(f"{MM}/slots past the mapping in every set's dead columns", MM,
+        both(set_(live_pages_only=True, seqlen_offset=[0, 0, 0]), apply("seq_lens", lambda t: t.fill_(0)),
+             apply("req_to_token", lambda t: t.fill_(SWA_M))), (), raises=()),
+    Row(f"{MM}/request indices past bs", MM,
+        apply("req_pool_indices", lambda t: t.__setitem__(slice(5, None), 10**6) or t), (), raises=()),
 ]
 
 

@@ -34,7 +34,7 @@ def _single(module, weight: float = 1.0) -> OpEntry:
 
 
 ENTRIES: list[OpEntry] = [
-    _single(st_trtllm_mha_metadata, weight=1.0),
+    *[OpEntry(**e) for e in st_trtllm_mha_metadata.ENTRIES],
     _single(st_page_table, weight=0.5),
     *[OpEntry(**e) for e in st_dsa_metadata_copy.ENTRIES],
     *[OpEntry(**e) for e in st_dsa_metadata.ENTRIES],

@@ -30,6 +30,12 @@ def apply(name, fn):
     return lambda kw: kw.update({name: fn(kw[name])})
 
 
+def derive(name, src, fn):
+    """Adds argument `name` = fn(kw[src]) (a new optional input made from an
+    existing one, so it lives on the base call's device)."""
+    return lambda kw: kw.update({name: fn(kw[src])})
+
+
 def drop(*names):
     def edit(kw):
         for n in names:

@@ -5,7 +5,8 @@ Built on another branch: every test using this module skips until
 names are the seed's (req_to_token, req_pool_indices, cache_seqlens,
 page_table, page_size, swa_page_table, full_to_swa).
 
-Space: bs 0 / 1 / odd / past 4096 rows; W across the CUDA chunk (4096 tokens);
+Space: bs 0 / 1 / odd / past 4096 rows; W across the CUDA column chunk (256 columns: 255, 256, 257, 511 ..) and
+the 4096-block grid cap;
 any page_size >= 1 incl. non-powers of two and huge; req_to_token rows
 shorter than the table (n capped by the row), aliased or overlapping rows;
 lengths <= 0, past the width, int64 past 2**62; full_to_swa of one element,
@@ -46,8 +47,8 @@ def cases(draw, min_bs: int = 0) -> Case:
     bucket = draw(st.integers(0, 9))  # 40% common powers of two, 40% any small, 20% huge
     page_size = draw(st.sampled_from([1, 2, 16, 64, 128]) if bucket < 4 else st.integers(1, 300) if bucket < 8
                      else st.sampled_from([4096, I32_MAX, 2**31, 2**62, 2**63 - 1]))
-    if page_size == 1 and draw(st.integers(0, 3)) == 0:  # across the CUDA 4096-token chunk
-        width, bs = draw(st.sampled_from([4095, 4096, 4097])), min(bs, 3)
+    if page_size == 1 and draw(st.integers(0, 3)) == 0:  # across the CUDA column chunks
+        width, bs = draw(st.sampled_from([255, 256, 257, 511, 513, 4095, 4096, 4097])), min(bs, 3)
         ctx = draw(st.sampled_from([width, width // 2, width + 3]))
     else:
         width = draw(st.integers(0, 12)) if bs <= 300 else draw(st.integers(0, 3))

@@ -5,7 +5,7 @@ tensors are given, value regimes) and one seed; the tensor values come from a
 torch.Generator with that seed (fast, and the structure still shrinks). The
 space covered: bs 0 / 1 / odd / across the CUDA scan tile (128); page sizes
 1 .. 300, powers of two and huge ones (2**31 .. 2**63-1); page-table widths
-across the CUDA column chunk (1024); int32/int64 index tensors, each on its
+across the CUDA column chunk (256); int32/int64 index tensors, each on its
 own; req_to_token padded, offset, row-aliased (stride(0) = 0) or with
 overlapping rows; outputs as views into poisoned buffers (lead, row padding,
 padding columns, rows past bs); negative and -1 slots; -1 and other negative
@@ -106,7 +106,7 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
     if page_size >= 4096:
         max_seq_pages = draw(st.integers(0, 1))
     elif page_size <= 2:
-        max_seq_pages = draw(st.one_of(st.integers(0, 12), st.sampled_from([1023, 1024, 1025, 2049])))
+        max_seq_pages = draw(st.one_of(st.integers(0, 12), st.sampled_from([255, 256, 257, 513, 1023, 1024, 1025, 2049])))
     elif page_size <= 64:
         max_seq_pages = draw(st.integers(0, 12))
     else:
@@ -170,6 +170,19 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         q_hi = draw(st.sampled_from([9, 2**20, I32_MAX]))
         qlens = _index_input(draw, gen, _randint(gen, 0, q_hi, bs, torch.int64), q_dtype)
 
+    # SPEC 7 ragged verify: per-row offsets (added, never indexed: any value),
+    # often with q_mode=CUMSUM over the same lengths as SGLang passes them.
+    offs_regime = draw(st.sampled_from(["none", "none", "none", "verify", "any"]))
+    seqlen_offsets = None
+    if offs_regime != "none":
+        o_dtype = draw(st.sampled_from([torch.int32, torch.int64]))
+        hi = 9 if offs_regime == "verify" else (I32_MAX if o_dtype == torch.int32 else 2**62)
+        lo = 1 if offs_regime == "verify" else -hi
+        values = _randint(gen, lo, hi, bs, torch.int64)
+        seqlen_offsets = _index_input(draw, gen, values, o_dtype)
+        if offs_regime == "verify" and draw(st.booleans()):
+            q_mode, qlens = 1, _index_input(draw, gen, values, o_dtype)
+
     swa_mapping = None
     # SGLang 0.5.23 passes its mapping on every call, SWA outputs or not (a lone
     # mapping is accepted and unused), as int32 or int64.
@@ -198,6 +211,30 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         locs[unread:] = _randint(gen, swa_size, 2**62, max(n - unread, 0), torch.int64)
         out_cache_loc = strided(locs, gen, lead=draw(st.integers(0, 2)), tail=draw(st.integers(0, 2)))
 
+    # SPEC 6: the unified pool's translations. Every slot drawn above names a
+    # virtual page below swa_size // page_size + 1 (wide slots only come
+    # without an SWA table: no table is drawn for them). Entries: physical
+    # pages, -1 (freed: read as 0), values past int32 (wrap like .to(int32)).
+    v2p = swa_v2p = None
+    v2p_regime = "none"
+    if need is None and not wide_slots and draw(st.integers(0, 3)) == 0:
+        n_vpages = swa_size // min(page_size, swa_size) + 1 + draw(st.integers(0, 3))
+
+        def v2p_table():
+            t = _randint(gen, -1, 4 * n_vpages + 3, n_vpages, torch.int64)
+            if draw(st.booleans()):
+                t = _randint(gen, -(2**40), 2**40, n_vpages, torch.int64)
+            t = _sprinkle(gen, t, 0.1, lambda k: torch.full((k,), -1))
+            return strided(t, gen, lead=draw(st.integers(0, 2)), tail=draw(st.integers(0, 2)))
+
+        v2p_regime = draw(st.sampled_from(["full", "swa", "both", "unified"]))
+        if v2p_regime != "swa":
+            v2p = v2p_table()
+        if v2p_regime != "full":
+            swa_v2p = v2p_table()
+        if v2p_regime == "unified" and not swa_out:
+            swa_mapping = None  # the unified pool has no token-level mapping
+
     pad_rows = draw(st.integers(0, 3))
     rows = bs + pad_rows
     cols = max_seq_pages + draw(st.integers(0, 3))
@@ -222,6 +259,9 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         q_stride=q_stride,
         q_mode=q_mode,
         live_pages_only=draw(st.booleans()) or need == "dead_slot",
+        seqlen_offsets=seqlen_offsets,
+        v2p=v2p,
+        swa_v2p=swa_v2p,
     )
     # SPEC 4: seqlen metadata only; the tables and swa_out_cache_loc may be None
     # (given, they must stay untouched) and no index, slot or mapping is read.
@@ -236,7 +276,7 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
     extra = dict(bs=bs, page_size=page_size, max_seq_pages=max_seq_pages, q_mode=q_mode,
                  swa=(swa_table, swa_out), req_to_token=r2t_layout, lens=len_regime, skip=skip,
                  mapping=("none" if swa_mapping is None else "lone" if lone_mapping else "used")
-                 + f"/{str(mapping_dtype)[6:]}")
+                 + f"/{str(mapping_dtype)[6:]}", offsets=offs_regime, v2p=v2p_regime)
     return Case(args, outputs, note=NAME, extra=extra)
 
 
@@ -253,6 +293,8 @@ def events(case: Case) -> list[str]:
         f"req_to_token={e['req_to_token']}",
         f"lens={e['lens']}",
         f"skip_page_table={e['skip']}",
+        f"seqlen_offsets={e['offsets']}",
+        f"v2p={e['v2p']}",
         f"swa_mapping={e['mapping']}",
         "max_seq_pages=" + (">1023" if e["max_seq_pages"] > 1023 else "2..12" if e["max_seq_pages"] > 1
                             else str(e["max_seq_pages"])),
@@ -265,6 +307,8 @@ def _live_columns(case: Case, row: int) -> int:
     if not a["live_pages_only"]:
         return a["max_seq_pages"]
     v = int(a["seq_lens"].view(a["seq_lens"].base)[row]) + a["seqlen_offset"]
+    if a.get("seqlen_offsets") is not None:
+        v += int(a["seqlen_offsets"].view(a["seqlen_offsets"].base)[row])
     length = (v + 2**31) % 2**32 - 2**31  # int32 wrap, as cache_seqlens
     return 0 if length <= 0 else min((length - 1) // a["page_size"] + 1, a["max_seq_pages"])
 
@@ -340,3 +384,56 @@ def check_hostile(hostile) -> None:
         raise AssertionError(f"hostile {kind}: no error\ncase: {case.describe()}")
     outside_views_unchanged(case, bases, before, f"hostile {kind}")
     return kind
+
+
+# ---- update_trtllm_mha_graph_metadata_multi (K destination sets) --------------
+MULTI_NAME = "update_trtllm_mha_graph_metadata_multi"
+_OUTPUTS = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "swa_out_cache_loc", "cu_seqlens_q")
+
+
+def multi_available() -> bool:
+    return hasattr(sgl_meta, MULTI_NAME) and hasattr(reference, MULTI_NAME)
+
+
+def multi_op(**kw):
+    sgl_meta.update_trtllm_mha_graph_metadata_multi(**kw)
+
+
+def multi_ref(**kw):
+    reference.update_trtllm_mha_graph_metadata_multi(**kw)
+
+
+@st.composite
+def multi_cases(draw) -> Case:
+    """A valid single-set call (every regime of `cases`) fanned out to K sets:
+    each extra set has the first one's layout over fresh poison, and its own
+    seqlen_offset (draft steps 1..K, or any int32 values)."""
+    one = draw(cases())
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**63 - 1)))
+    k_sets = draw(st.sampled_from([1, 2, 3, 3, 4, 5, 7]))
+    if draw(st.booleans()):
+        offsets = list(range(1, k_sets + 1))
+    else:
+        offsets = draw(st.lists(st.one_of(st.integers(-4, 9), st.sampled_from([I32_MIN, I32_MAX])),
+                                min_size=k_sets, max_size=k_sets))
+    args = dict(one.args)
+    for name in _OUTPUTS:
+        first = args.get(name)
+        if first is None:
+            continue
+        args[name] = [first] + [Strided(garbage(first.base.numel(), first.base.dtype, gen), first.size, first.stride,
+                                        first.offset) for _ in range(k_sets - 1)]
+    args["seqlen_offset"] = offsets
+    extra = {**one.extra, "k": k_sets}
+    return Case(args, one.outputs, note=MULTI_NAME, extra=extra)
+
+
+def multi_events(case: Case) -> list[str]:
+    return [f"K={case.extra['k']}", *events(case)]
+
+
+ENTRIES = [
+    dict(name=NAME, available=available, op=op, ref=ref, cases=cases, events=events, weight=1.0),
+    dict(name=MULTI_NAME, available=multi_available, op=multi_op, ref=multi_ref, cases=multi_cases,
+         events=multi_events, weight=0.5),
+]

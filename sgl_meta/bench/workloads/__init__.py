@@ -5,9 +5,9 @@ from .base import IMPLS, BenchContext, Workload
 from .dsa import DsaMetadataCopy, DsaMetadataCopyMulti
 from .dsa_gen import WORKLOADS as DSA_GEN_WORKLOADS
 from .kv_read import KvReadPageTable, KvReadTokenStream
-from .trtllm_mha import TrtllmMhaMetadata, TrtllmMhaPageTable
+from .trtllm_mha import TrtllmMhaMetadata, TrtllmMhaPageTable, TrtllmMhaSpecOneLaunch
 
-REGISTRY = (TrtllmMhaMetadata, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti, *DSA_GEN_WORKLOADS,
-            KvReadPageTable, KvReadTokenStream)
+REGISTRY = (TrtllmMhaMetadata, TrtllmMhaSpecOneLaunch, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti,
+            *DSA_GEN_WORKLOADS, KvReadPageTable, KvReadTokenStream)
 
 __all__ = ["IMPLS", "REGISTRY", "BenchContext", "Workload"]

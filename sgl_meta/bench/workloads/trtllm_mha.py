@@ -171,29 +171,92 @@ class TrtllmMhaMetadata(_TrtllmMhaBase):
         return calls
 
     def bytes_moved(self, step: Step, bucket: int, mode: str) -> int:
-        eager = mode == "eager"
-        bs = step.bs if eager else bucket
-        total = 0
-        for k, r in enumerate(self.plan):
-            lens = np.full(bs, PAD_SEQ_LEN, dtype=np.int64)
-            lens[: step.bs] = refresh_lens(step, r)
-            if eager:
-                cols = np.full(bs, self._max_seq_pages(step, r), dtype=np.int64)
-            else:
-                cols = live_pages(lens + r.seqlen_offset, self.ps, self.width)
-            tables = 2 if self.swa else 1
+        return sum(self._refresh_bytes(step, bucket, mode, r) for r in self.plan)
+
+    def _refresh_cols(self, step: Step, bucket: int, mode: str, r: Refresh) -> np.ndarray:
+        """Page-table columns refresh ``r`` writes per row."""
+        bs = step.bs if mode == "eager" else bucket
+        if mode == "eager":
+            return np.full(bs, self._max_seq_pages(step, r), dtype=np.int64)
+        lens = np.full(bs, PAD_SEQ_LEN, dtype=np.int64)
+        lens[: step.bs] = refresh_lens(step, r)
+        return live_pages(lens + r.seqlen_offset, self.ps, self.width)
+
+    def _refresh_bytes(self, step: Step, bucket: int, mode: str, r: Refresh, reads: bool = True) -> int:
+        """Least bytes refresh ``r`` moves; ``reads=False``: its writes only (a
+        set of a multi-set launch whose reads another set already paid)."""
+        bs = step.bs if mode == "eager" else bucket
+        cols = self._refresh_cols(step, bucket, mode, r)
+        tables = 2 if self.swa else 1
+        total = bs * 4 + (bs + 1) * 4  # cache_seqlens, cu_seqlens_k
+        total += int(cols.sum()) * 4 * tables  # page table row(s) written
+        if reads:
             total += 2 * bs * 4  # req_pool_indices, seq_lens (int32)
-            total += bs * 4 + (bs + 1) * 4  # cache_seqlens, cu_seqlens_k
             total += int(gather_sectors(cols, self.ps).sum()) * SECTOR  # page-boundary slots
-            total += int(cols.sum()) * 4 * tables  # page table row(s) written
             if self.swa:
                 total += int(cols.sum()) * SECTOR  # one scattered int64 mapping read per page
-            if self._has_swa_out(r):
-                n = bs * r.tokens
-                total += n * 8 + n * SECTOR + n * 8  # out_cache_loc, mapping reads, swa_out_cache_loc
-            if r.q_mode != Q_MODE_NONE:
-                total += (bs + 1) * 4
+        if self._has_swa_out(r):
+            n = bs * r.tokens
+            total += n * 8 + (n * 8 + n * SECTOR if reads else 0)  # swa_out_cache_loc; out_cache_loc, mapping
+        if r.q_mode != Q_MODE_NONE:
+            total += (bs + 1) * 4
         return total
+
+
+class TrtllmMhaSpecOneLaunch(TrtllmMhaMetadata):
+    """EAGLE's refreshes with the draft steps in one launch (SPEC 7): the S - 1
+    draft-decode refreshes of a step become one
+    ``sgl_meta.update_trtllm_mha_graph_metadata_multi`` (what the
+    ``sgl_meta.sglang`` hook records in SGLang's multi-step draft backend), the
+    verify and draft-extend refreshes stay single calls. Next to the
+    ``update_trtllm_mha_graph_metadata`` row (the same refreshes as S + 1 calls)
+    it is the per-step before/after, host and device.
+
+    As in SGLang, every draft step reads the step's one ``out_cache_loc`` (the
+    first draft column here); each set has its own buffers. The reference is
+    the multi op's eager reference (one single-set update per draft step).
+    """
+
+    op = "update_trtllm_mha_graph_metadata_multi"
+    label = "mha EAGLE, drafts in 1 launch"
+    needs_spec = True
+
+    def __init__(self, ctx: BenchContext):
+        super().__init__(ctx)
+        self.drafts = [k for k, r in enumerate(self.plan) if r.name.startswith("draft_decode")]
+        rest = tuple(r.name for k, r in enumerate(self.plan) if k not in self.drafts)
+        self.refreshes = (f"draft_decode_0..{len(self.drafts) - 1}",) + rest
+
+    def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
+        singles = super().calls(impl, bs, step)
+        if not self.drafts:
+            return singles
+        sets = [singles[k].keywords for k in self.drafts]
+        kw = dict(sets[0])
+        for name in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "swa_out_cache_loc"):
+            if name in kw:
+                kw[name] = [s[name] for s in sets]
+        kw["seqlen_offset"] = [s["seqlen_offset"] for s in sets]
+        kw["max_seq_pages"] = max(s["max_seq_pages"] for s in sets)  # one width for every set
+        fn = sgl_meta.update_trtllm_mha_graph_metadata_multi if impl == "fused" else (
+            reference.update_trtllm_mha_graph_metadata_multi
+        )
+        multi = functools.partial(fn, **kw)
+        return [multi] + [c for k, c in enumerate(singles) if k not in self.drafts]
+
+    def _max_seq_pages(self, step: Optional[Step], r: Refresh) -> int:
+        if step is None or not r.name.startswith("draft_decode"):
+            return super()._max_seq_pages(step, r)
+        # every draft set shares the widest draft step's width
+        widest = max((q for q in self.plan if q.name.startswith("draft_decode")), key=lambda q: q.seqlen_offset)
+        return super()._max_seq_pages(step, widest)
+
+    def bytes_moved(self, step: Step, bucket: int, mode: str) -> int:
+        widest = max(self.drafts, key=lambda k: self.plan[k].seqlen_offset) if self.drafts else None
+        return sum(
+            self._refresh_bytes(step, bucket, mode, r, reads=k not in self.drafts or k == widest)
+            for k, r in enumerate(self.plan)
+        )
 
 
 class TrtllmMhaPageTable(_TrtllmMhaBase):
