@@ -7,6 +7,7 @@
 #   SGL_META_REUSE_VENV=1       keep an existing venv (skip the fresh install)
 #   SGL_META_TORCH=spec         torch requirement (default torch==2.14.1)
 #   TORCH_CUDA_ARCH_LIST=9.0    narrow the GPU targets for a faster build
+#   SGL_META_SGLANG=0           skip SGLang 0.5.23 (the plugin tests then skip)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${SGL_META_VENV:-.venv}
@@ -22,3 +23,11 @@ python -m pip install -q --upgrade pip
 python -m pip install -q "${SGL_META_TORCH:-torch==2.14.1}" "setuptools>=77" wheel ninja
 MAX_JOBS=${MAX_JOBS:-$(nproc)} python -m pip install -q --no-build-isolation -e ".[dev]"
 python -c "import torch, sgl_meta; print(f'sgl_meta {sgl_meta.__version__} built against torch {torch.__version__}')"
+
+# SGLang 0.5.23 for the plugin tests (tests/sglang_plugin/): its wheel without
+# its dependencies (GPU stacks, servers), plus only the packages its imported
+# modules need on a CPU machine, pinned in one file.
+if [[ "${SGL_META_SGLANG:-1}" == 1 ]]; then
+  python -m pip install -q --no-deps "sglang==0.5.23" -r tests/sglang_plugin/requirements.txt
+  python -c "import sglang.srt.plugins; print('sglang 0.5.23 installed for the plugin tests')"
+fi

@@ -290,6 +290,14 @@ def main() -> int:
         print(f"  {name}: {status}")
         failures += [f"{name}: {p}" for p in problems]
 
+    # The SGLang plugin (docs/sglang.md): its entry point is in the installed
+    # metadata and loads without SGLang.
+    plugin = [ep for ep in importlib.metadata.entry_points(group="sglang.srt.plugins") if ep.name == "sgl_meta"]
+    if [ep.value for ep in plugin] != ["sgl_meta.sglang.plugin:register"] or not callable(plugin[0].load()):
+        failures.append(f"sglang.srt.plugins entry point sgl_meta missing or wrong: {plugin}")
+    else:
+        print("  SGLang plugin entry point: ok")
+
     if failures:
         print(f"wheel smoke FAILED (seed {seed}):", *failures, sep="\n  ", file=sys.stderr)
         return 1

@@ -37,8 +37,8 @@ BAD_SINGLE = {
     "decode without max_len": (None, set_(max_len=None), "max_len must be >= 0 in DECODE mode"),
     "verify without max_seqlen_k": (VERIFY, set_(max_seqlen_k=None), "max_seqlen_k must be >= 0 in TARGET_VERIFY"),
     "verify without size": (VERIFY, set_(seqlens_expanded_size=None), "seqlens_expanded_size must be >= 0"),
-    "page_indices_src int64": (None, apply("page_indices_src", lambda t: t.long()), "page_indices_src must have dtype torch.int32, got torch.int64"),
-    "cache_seqlens_src float": (None, apply("cache_seqlens_src", lambda t: t.float()), "cache_seqlens_src must have dtype torch.int32, got torch.float32"),
+    "page_indices_src int64": (None, apply("page_indices_src", lambda t: t.long()), "page_indices_src must have dtype int32 (torch.int32), got torch.int64"),
+    "cache_seqlens_src float": (None, apply("cache_seqlens_src", lambda t: t.float()), "cache_seqlens_src must have dtype int32 (torch.int32), got torch.float32"),
     "page_indices_src 1-D": (None, apply("page_indices_src", lambda t: t[0]), "page_indices_src must be 2-D, got 1-D"),
     "page_indices_src few rows": (None, apply("page_indices_src", lambda t: t[:3]), "page_indices_src.size(0) must be >= bs = 5, got 3"),
     "page_indices_src narrow": (None, apply("page_indices_src", lambda t: t[:, :30]), "page_indices_src.size(1) must be >= max_len = 37, got 30"),
@@ -81,7 +81,7 @@ BAD_SINGLE = {
     "flashmla num_splits short": (None, apply("flashmla_num_splits_dst", lambda t: t[:5]), "flashmla_num_splits_dst.size(0) must be >= bs + 1 = 6, got 5"),
     "flashmla metadata numel": (None, apply("flashmla_metadata_dst", lambda t: t[:-1]), "flashmla_metadata_dst.numel() must equal flashmla_metadata_src.numel() = 528, got 520"),
     "flashmla metadata not contiguous": (None, apply("flashmla_metadata_src", lambda t: t.t()), "flashmla_metadata_src must be contiguous"),
-    "flashmla metadata int64": (None, apply("flashmla_metadata_dst", lambda t: t.long()), "flashmla_metadata_dst must have dtype torch.int32"),
+    "flashmla metadata int64": (None, apply("flashmla_metadata_dst", lambda t: t.long()), "flashmla_metadata_dst must have dtype int32 (torch.int32)"),
 }
 
 
@@ -119,7 +119,7 @@ BAD_MULTI = {
         "seqlens_expanded_src and 3 seqlens_expanded_dst tensors (one per destination set) are required when forward_mode = 1",
     ),
     "element named by index": (None, at("page_table_1_dst", 1, lambda t: t[:, :10]), "page_table_1_dst[1].size(1) must be >= max_len = 37, got 10"),
-    "element dtype": (None, at("cu_seqlens_k_dst", 2, lambda t: t.long()), "cu_seqlens_k_dst[2] must have dtype torch.int32"),
+    "element dtype": (None, at("cu_seqlens_k_dst", 2, lambda t: t.long()), "cu_seqlens_k_dst[2] must have dtype int32 (torch.int32)"),
     "element metadata numel": (None, at("flashmla_metadata_dst", 2, lambda t: t[1:]), "flashmla_metadata_dst[2].numel() must equal flashmla_metadata_src.numel()"),
     "bad mode": (None, set_(forward_mode=7), "forward_mode must be 0"),
     "decode without max_len": (None, set_(max_len=None), "max_len must be >= 0 in DECODE mode"),

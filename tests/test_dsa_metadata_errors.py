@@ -45,8 +45,8 @@ def alias(name, i, onto, offset=0):
     return edit
 
 
-I32 = "must have dtype torch.int32, got"
-IDX = "must have dtype torch.int32 or torch.int64, got"
+I32 = "must have dtype int32 (torch.int32), got"
+IDX = "must have dtype int32 or int64 (torch.int32 or torch.int64), got"
 
 # name: (case, edit, message substring)
 BAD = {
@@ -144,7 +144,7 @@ def test_bad_input(name, gen):
 def test_none_in_a_list_is_named(name, gen):
     kw = kwargs(gen, VERIFY)
     kw[name] = [kw[name][0], kw[name][1], None]
-    with pytest.raises(TypeError, match=rf"sgl_meta.fused_dsa_metadata: {name}\[2\] must be a Tensor, got NoneType"):
+    with pytest.raises(TypeError, match=rf"sgl_meta.fused_dsa_metadata: {name}\[2\] must be a Tensor, got None"):
         sgl_meta.fused_dsa_metadata(**kw)
 
 

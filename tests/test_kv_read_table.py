@@ -252,7 +252,7 @@ def test_dropin_early_returns_and_upstream_checks(gen, device):
     assert torch.equal(buf, data.buffer), "max_pages == 0 writes nothing (as upstream)"
     with pytest.raises(ValueError, match="sgl_meta.build_kv_read_table: max_pages = 6 x page_size = 16 exceeds"):
         sgl_meta.build_kv_read_table(**{**kw, "max_pages": 6})
-    with pytest.raises(RuntimeError, match=r"^sgl_meta.build_kv_read_table: out must have dtype torch.int32"):
+    with pytest.raises(RuntimeError, match=r"^sgl_meta.build_kv_read_table: out must have dtype int32 \(torch.int32\)"):
         sgl_meta.build_kv_read_table(**{**kw, "out": kw["out"].long()})
     with pytest.raises(TypeError, match=r"^sgl_meta.build_kv_read_table: seq_lens must be a Tensor, got None"):
         sgl_meta.build_kv_read_table(**{**kw, "seq_lens": None})

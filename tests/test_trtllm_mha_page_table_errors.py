@@ -25,15 +25,15 @@ def apply(name, fn):
 
 
 BAD = {
-    "page_table int64": (apply("page_table", lambda t: t.long()), "page_table must have dtype torch.int32"),
-    "swa_page_table int64": (apply("swa_page_table", lambda t: t.long()), "swa_page_table must have dtype torch.int32"),
-    "req_to_token int64": (apply("req_to_token", lambda t: t.long()), "req_to_token must have dtype torch.int32"),
+    "page_table int64": (apply("page_table", lambda t: t.long()), "page_table must have dtype int32 (torch.int32)"),
+    "swa_page_table int64": (apply("swa_page_table", lambda t: t.long()), "swa_page_table must have dtype int32 (torch.int32)"),
+    "req_to_token int64": (apply("req_to_token", lambda t: t.long()), "req_to_token must have dtype int32 (torch.int32)"),
     "req_pool_indices float": (apply("req_pool_indices", lambda t: t.float()),
-                               "req_pool_indices must have dtype torch.int32 or torch.int64"),
+                               "req_pool_indices must have dtype int32 or int64 (torch.int32 or torch.int64)"),
     "cache_seqlens int16": (apply("cache_seqlens", lambda t: t.short()),
-                            "cache_seqlens must have dtype torch.int32 or torch.int64, got torch.int16"),
+                            "cache_seqlens must have dtype int32 or int64 (torch.int32 or torch.int64), got torch.int16"),
     "full_to_swa int16": (apply("full_to_swa", lambda t: t.short()),
-                          "full_to_swa must have dtype torch.int32 or torch.int64, got torch.int16"),
+                          "full_to_swa must have dtype int32 or int64 (torch.int32 or torch.int64), got torch.int16"),
     "page_table 1-D": (apply("page_table", lambda t: t[0]), "page_table must be 2-D"),
     "req_to_token 1-D": (apply("req_to_token", lambda t: t[0]), "req_to_token must be 2-D"),
     "cache_seqlens 2-D": (apply("cache_seqlens", lambda t: t[:, None]), "cache_seqlens must be 1-D"),

@@ -2,7 +2,9 @@
 // Cheap metadata reads only: no device values are looked at here.
 //
 // Every failure raises std::runtime_error (RuntimeError in Python) with a
-// message "sgl_meta.<op>: <argument> <expected>, got <actual>".
+// message "sgl_meta.<op>: <argument> <expected>, got <actual>". A wrong dtype
+// reads "<argument> must have dtype int32 (torch.int32), got torch.int64": the
+// "must have dtype int32" part is SGLang's own wording, which its tests match.
 #pragma once
 
 #include <algorithm>
@@ -123,16 +125,17 @@ class ArgChecker {
     const ScalarType st = t.scalar_type();
     switch (e.dtype) {
       case Expect::DType::kInt32:
-        require(st == ScalarType::Int, name, " must have dtype torch.int32, got ",
+        require(st == ScalarType::Int, name, " must have dtype int32 (torch.int32), got ",
                 dtype_name(st));
         break;
       case Expect::DType::kInt64:
-        require(st == ScalarType::Long, name, " must have dtype torch.int64, got ",
+        require(st == ScalarType::Long, name, " must have dtype int64 (torch.int64), got ",
                 dtype_name(st));
         break;
       case Expect::DType::kIndex:
         require(st == ScalarType::Int || st == ScalarType::Long, name,
-                " must have dtype torch.int32 or torch.int64, got ", dtype_name(st));
+                " must have dtype int32 or int64 (torch.int32 or torch.int64), got ",
+                dtype_name(st));
         break;
     }
     // Each shape query is a shim call: read every value once.

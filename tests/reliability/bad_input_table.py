@@ -62,8 +62,8 @@ _register_optional_bases()
 
 # ---- update_trtllm_mha_graph_metadata (SPEC 1) -------------------------------
 M = "update_trtllm_mha_graph_metadata"
-I32, I64 = "must have dtype torch.int32, got", "must have dtype torch.int64, got"
-IDX = "must have dtype torch.int32 or torch.int64, got"
+I32, I64 = "must have dtype int32 (torch.int32), got", "must have dtype int64 (torch.int64), got"
+IDX = "must have dtype int32 or int64 (torch.int32 or torch.int64), got"
 
 
 def r(id, edit, *names, **kw):

@@ -247,7 +247,18 @@ def _base(gen, device):
     )
 
 
-BAD_INPUT_BASES = {OP: _base}
+OP_MULTI = "fused_metadata_copy_multi"
+
+
+def _base_multi(gen, device):
+    """The same DECODE call into K = 2 destination sets (lists)."""
+    kw = _base(gen, device)
+    for name in [k for k in kw if k.endswith("_dst")]:
+        kw[name] = None if kw[name] is None else [kw[name], kw[name].clone()]
+    return kw
+
+
+BAD_INPUT_BASES = {OP: _base, OP_MULTI: _base_multi}
 
 
 def _r(id, edit, *names, **kw):
@@ -259,8 +270,11 @@ def _verify_mode_without_expanded(kw):
 
 
 BAD_INPUT_ROWS = [
-    _r("cache_seqlens_src int64", apply("cache_seqlens_src", lambda t: t.long()), "cache_seqlens_src", "torch.int32"),
-    _r("page_table_1_dst int64", apply("page_table_1_dst", lambda t: t.long()), "page_table_1_dst", "torch.int32"),
+    # "must have dtype int32" is SGLang's wording (its tests match it)
+    _r("cache_seqlens_src int64", apply("cache_seqlens_src", lambda t: t.long()), "cache_seqlens_src",
+       "must have dtype int32", "torch.int64"),
+    _r("page_table_1_dst int64", apply("page_table_1_dst", lambda t: t.long()), "page_table_1_dst",
+       "must have dtype int32", "torch.int64"),
     _r("flashmla_metadata_dst float", apply("flashmla_metadata_dst", lambda t: t.float()), "flashmla_metadata_dst"),
     _r("page_indices_src 1-D", apply("page_indices_src", lambda t: t.flatten()), "page_indices_src", "2-D"),
     _r("cache_seqlens_dst shorter than bs", apply("cache_seqlens_dst", lambda t: t[:3]), "cache_seqlens_dst"),
@@ -282,4 +296,28 @@ BAD_INPUT_ROWS = [
     _r("cache_seqlens_src None", set_(cache_seqlens_src=None), "cache_seqlens_src", raises=(TypeError,),
        prefixed=False),
     _r("missing bs", drop("bs"), "bs", raises=(TypeError,), prefixed=False),
+]
+
+
+def _rm(id, edit, *names, **kw):
+    return Row(id=f"{OP_MULTI}/{id}", op=OP_MULTI, edit=edit, names=names, **kw)
+
+
+def _element(name, i, fn):
+    return apply(name, lambda ts: [fn(t) if j == i else t for j, t in enumerate(ts)])
+
+
+BAD_INPUT_ROWS += [
+    _rm("None in cache_seqlens_dst", _element("cache_seqlens_dst", 1, lambda t: None), "cache_seqlens_dst[1]",
+        "got None", raises=(TypeError,)),
+    _rm("None in page_table_1_dst", _element("page_table_1_dst", 0, lambda t: None), "page_table_1_dst[0]",
+        "got None", raises=(TypeError,)),
+    _rm("None in real_page_table_dst", _element("real_page_table_dst", 1, lambda t: None), "real_page_table_dst[1]",
+        "got None", raises=(TypeError,)),
+    _rm("None in flashmla_metadata_dst", _element("flashmla_metadata_dst", 0, lambda t: None),
+        "flashmla_metadata_dst[0]", "got None", raises=(TypeError,)),
+    _rm("cu_seqlens_k_dst[1] int64", _element("cu_seqlens_k_dst", 1, lambda t: t.long()), "cu_seqlens_k_dst[1]",
+        "must have dtype int32", "torch.int64"),
+    _rm("dsa_cache_seqlens_src float", apply("dsa_cache_seqlens_src", lambda t: t.float()), "dsa_cache_seqlens_src",
+        "must have dtype int32", "torch.float32"),
 ]

@@ -320,7 +320,7 @@ _SHARED = [
     _r("seq_lens int16", apply("seq_lens", lambda t: t.short()), "seq_lens", "torch.int16"),
     _r("seq_lens shorter than bs", apply("seq_lens", lambda t: t[:3]),
        "seq_lens.size(0) must be >= req_pool_indices.numel() = 4, got 3"),
-    _r("v2p int32", apply("v2p", lambda t: t.int()), "v2p must have dtype torch.int64, got torch.int32"),
+    _r("v2p int32", apply("v2p", lambda t: t.int()), "v2p must have dtype int64 (torch.int64), got torch.int32"),
     _r("v2p 2-D", apply("v2p", lambda t: t[None]), "v2p must be 1-D"),
     _r("v2p step 2", apply("v2p", lambda t: torch.cat([t, t])[::2]), "v2p must have inner stride 1"),
     _r("kv_start_idx float", apply("kv_start_idx", lambda t: t.double()), "kv_start_idx", "torch.float64"),
@@ -341,7 +341,7 @@ _SHARED = [
 ]
 
 _TABLE_ONLY = [
-    _r("out int64", apply("out", lambda t: t.long()), "out must have dtype torch.int32, got torch.int64"),
+    _r("out int64", apply("out", lambda t: t.long()), "out must have dtype int32 (torch.int32), got torch.int64"),
     _r("out 1-D", apply("out", lambda t: t.flatten()), "out must be 2-D"),
     _r("out few rows", apply("out", lambda t: t[:3]), "out.size(0) must be >= req_pool_indices.numel() = 4, got 3"),
     _r("out narrow", apply("out", lambda t: t[:, :4]), "out.size(1) must be >= max_pages = 5, got 4"),
@@ -355,7 +355,7 @@ _TABLE_ONLY = [
 ]
 
 _STREAM_ONLY = [
-    _r("out int16", apply("out", lambda t: t.short()), "out must have dtype torch.int32 or torch.int64, got torch.int16"),
+    _r("out int16", apply("out", lambda t: t.short()), "out must have dtype int32 or int64 (torch.int32 or torch.int64), got torch.int16"),
     _r("out 2-D", apply("out", lambda t: t.view(6, 11)), "out must be 1-D"),
     _r("out step 2", apply("out", lambda t: torch.cat([t, t])[::2]), "out must have inner stride 1"),
     _r("indptr float", apply("indptr", lambda t: t.float()), "indptr", "torch.float32"),
@@ -370,9 +370,9 @@ _STREAM_ONLY = [
 _DROPIN_TABLE_ONLY = [
     _r("max_pages past the req_to_token width", set_(max_pages=6), "max_pages = 6 x page_size = 8 exceeds",
        raises=(ValueError,)),
-    _r("out int64", apply("out", lambda t: t.long()), "out must have dtype torch.int32"),
+    _r("out int64", apply("out", lambda t: t.long()), "out must have dtype int32 (torch.int32)"),
     _r("out rows overlap", apply("out", overlapping_rows), "out rows overlap"),
-    _r("v2p int32", apply("v2p", lambda t: t.int()), "v2p must have dtype torch.int64"),
+    _r("v2p int32", apply("v2p", lambda t: t.int()), "v2p must have dtype int64 (torch.int64)"),
     _r("seq_lens None", set_(seq_lens=None), "seq_lens must be a Tensor, got None", raises=(TypeError,)),
     _r("req_to_token None", set_(req_to_token=None), "req_to_token must be a Tensor", raises=(TypeError,)),
     _r("page_size 0", set_(page_size=0), "page_size must be >= 1"),
@@ -384,7 +384,7 @@ _DROPIN_STREAM_ONLY = [
     _r("out 2-D", apply("out", lambda t: t.view(6, 11)), "cannot hold max_tokens", raises=(ValueError,)),
     _r("indptr too short", apply("indptr", lambda t: t[:4]), "indptr.size(0) must be >="),
     _r("indptr None", set_(indptr=None), "indptr must be a Tensor, got None", raises=(TypeError,)),
-    _r("out int16", apply("out", lambda t: t.short()), "out must have dtype torch.int32 or torch.int64"),
+    _r("out int16", apply("out", lambda t: t.short()), "out must have dtype int32 or int64 (torch.int32 or torch.int64)"),
     _r("kv_start_idx shorter than bs", apply("kv_start_idx", lambda t: t[:2]), "kv_start_idx.size(0) must be >="),
 ]
 

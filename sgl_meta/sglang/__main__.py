@@ -1,0 +1,33 @@
+"""``python -m sgl_meta.sglang``: what the SGLang plugin would do in this
+environment, one line per hook table row, without starting SGLang.
+
+Same checks as ``register()`` (switches, CUDA kernels, each row's needs, the
+installed SGLang's functions and signatures); imports SGLang's target modules
+but registers nothing. Exit status 0 whatever it finds.
+"""
+
+from __future__ import annotations
+
+from .plugin import ENTRY_POINT, inactive_reason, plan
+
+
+def main() -> None:
+    import os
+
+    allowed = os.environ.get("SGLANG_PLUGINS", "").strip()
+    if allowed and ENTRY_POINT not in {x.strip() for x in allowed.split(",")}:
+        print(f"inactive: SGLANG_PLUGINS={allowed} does not name {ENTRY_POINT} (SGLang will not call the plugin)")
+        return
+    why = inactive_reason()
+    if why:
+        print(f"inactive: {why}")
+        return
+    usable, skipped = plan()
+    for hook, _ in usable:
+        print(f"replaces {hook.target} with {hook.replacement.replace(':', '.')}")
+    for hook, reason in skipped:
+        print(f"keeps    {hook.target}: {reason}")
+
+
+if __name__ == "__main__":
+    main()

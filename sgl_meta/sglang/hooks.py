@@ -1,0 +1,218 @@
+"""The plugin's hook table: one row per SGLang function that sgl-meta serves.
+
+A row names SGLang's function (the dotted path ``HookRegistry`` takes), our
+replacement (``"module:attribute"``, imported only when the row is considered)
+and what the replacement needs from this sgl-meta build. A new hook is one row.
+A row whose replacement does not exist yet (an op still being written) is
+skipped with a reason, so rows can be added before their drop-ins land.
+
+Every check here is a metadata read (an import, a signature, a dispatcher
+lookup); nothing runs a kernel.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+
+class Skip(Exception):
+    """A row that cannot be hooked in this environment; the message says why."""
+
+
+@dataclass(frozen=True)
+class CudaKernel:
+    """``torch.ops.sgl_meta.<op>`` is registered with a CUDA kernel (only
+    registered at all, with ``cuda=False``: the forced plugin on a CPU build)."""
+
+    op: str
+
+    def missing(self, cuda: bool = True) -> Optional[str]:
+        import torch
+
+        import sgl_meta  # noqa: F401  (registers torch.ops.sgl_meta.*)
+
+        if not hasattr(torch.ops.sgl_meta, self.op):
+            return f"torch.ops.sgl_meta.{self.op} is not in this sgl-meta"
+        if cuda and not torch._C._dispatch_has_kernel_for_dispatch_key(f"sgl_meta::{self.op}", "CUDA"):
+            return f"torch.ops.sgl_meta.{self.op} has no CUDA kernel in this build"
+        return None
+
+
+@dataclass(frozen=True)
+class Keywords:
+    """The sgl-meta function ``func`` (``"module:attribute"``) takes these keywords."""
+
+    func: str
+    names: tuple[str, ...]
+
+    def missing(self, cuda: bool = True) -> Optional[str]:
+        params = inspect.signature(load(self.func)).parameters
+        absent = [n for n in self.names if n not in params]
+        if absent:
+            return f"{self.func.replace(':', '.')} does not take {', '.join(absent)} (older sgl-meta)"
+        return None
+
+
+def load(spec: str) -> Callable:
+    """Import ``"module:attribute"``; :class:`Skip` when this sgl-meta lacks it."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and module_name.startswith(err.name):  # ours is missing, not a dependency
+            raise Skip(f"{module_name} is not in this sgl-meta") from None
+        raise
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise Skip(f"{module_name}.{attr} is not in this sgl-meta") from None
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One SGLang function and the sgl-meta callable that replaces it.
+
+    ``kind`` is the ``HookRegistry`` hook type: ``REPLACE`` (ours takes SGLang's
+    arguments) or ``AROUND`` (ours takes SGLang's function first, then its
+    arguments, and may call it for cases it does not cover).
+    """
+
+    target: str
+    replacement: str
+    needs: tuple = ()
+    kind: str = "REPLACE"
+
+    @property
+    def name(self) -> str:
+        """The target's function name, ``Class.method`` for a method (log lines)."""
+        parts = self.target.split(".")
+        return ".".join(parts[-2:]) if parts[-2][:1].isupper() else parts[-1]
+
+    def original(self) -> Callable:
+        """SGLang's function (imports its module); :class:`Skip` when absent."""
+        try:
+            return pkgutil.resolve_name(self.target)
+        except (ImportError, AttributeError) as err:
+            raise Skip(f"not in this SGLang ({type(err).__name__}: {err})") from None
+
+    def check(self, cuda: bool = True) -> Callable:
+        """The replacement, if everything it needs is here; else :class:`Skip`.
+        ``cuda=False`` accepts ops without CUDA kernels (the forced plugin).
+
+        Order: ours first (cheap, and a row whose drop-in has not landed never
+        imports SGLang's module), then the needs, then SGLang's function and its
+        signature, which must be the one the replacement was written for.
+        """
+        replacement = load(self.replacement)
+        for need in self.needs:
+            why = need.missing(cuda)
+            if why:
+                raise Skip(why)
+        why = signature_mismatch(self.original(), replacement, around=self.kind == "AROUND")
+        if why:
+            raise Skip(f"SGLang's signature differs from ours: {why}")
+        return replacement
+
+
+def signature_mismatch(original: Callable, replacement: Callable, around: bool = False) -> Optional[str]:
+    """Why ``replacement`` cannot take every call ``original`` can, or None.
+
+    Same parameter names, kinds and order, and the same defaults (a changed
+    default is a changed contract); extra trailing parameters of ours must have
+    defaults. ``around``: ours first takes SGLang's function (an AROUND hook).
+    Guards against hooking a later SGLang whose function changed.
+    """
+    theirs = list(inspect.signature(original).parameters.values())
+    ours = list(inspect.signature(replacement).parameters.values())[1 if around else 0:]
+    for i, p in enumerate(theirs):
+        if i >= len(ours):
+            return f"ours lacks parameter {p.name!r}"
+        q = ours[i]
+        if (q.name, q.kind) != (p.name, p.kind):
+            return f"parameter {i} is {p.kind.description} {p.name!r}, ours {q.kind.description} {q.name!r}"
+        if (p.default is inspect.Parameter.empty) != (q.default is inspect.Parameter.empty) or (
+            p.default is not inspect.Parameter.empty and p.default != q.default
+        ):
+            return f"default of {p.name!r} is {p.default!r}, ours {q.default!r}"
+    for q in ours[len(theirs):]:
+        if q.default is inspect.Parameter.empty and q.kind not in (q.VAR_POSITIONAL, q.VAR_KEYWORD):
+            return f"ours requires parameter {q.name!r} that SGLang does not pass"
+    return None
+
+
+_ATTN = "sglang.kernels.ops.attention"
+_KV = "sglang.kernels.ops.kvcache"
+_MHA_BACKEND = "sglang.srt.layers.attention.trtllm_mha_backend"
+_UPDATE = "sgl_meta.trtllm_mha:update_trtllm_mha_graph_metadata"
+
+HOOKS: tuple[Hook, ...] = (
+    # TRT-LLM MHA backend (and hpc_ops): the recorded CUDA-graph metadata update.
+    Hook(
+        f"{_ATTN}.trtllm_mha_graph_metadata.update_trtllm_mha_graph_metadata",
+        "sgl_meta.sglang.adapters:update_trtllm_mha_graph_metadata",
+        (CudaKernel("update_trtllm_mha_graph_metadata"), Keywords(_UPDATE, ("skip_page_table", "live_pages_only"))),
+    ),
+    # TRT-LLM MHA, FlashAttention and hpc_ops backends: the sync-free page-table builder.
+    Hook(
+        f"{_ATTN}.trtllm_mha_page_table.build_trtllm_mha_page_table",
+        "sgl_meta.trtllm_mha:build_trtllm_mha_page_table",
+        (CudaKernel("build_trtllm_mha_page_table"),),
+    ),
+    # DSA backend: staging buffers -> one CUDA graph's buffers, and -> three.
+    Hook(
+        f"{_ATTN}.dsa.fused_metadata_copy.fused_metadata_copy_cuda",
+        "sgl_meta.sglang.adapters:fused_metadata_copy_cuda",
+        (CudaKernel("fused_metadata_copy"),),
+    ),
+    Hook(
+        f"{_ATTN}.dsa.fused_metadata_copy.fused_metadata_copy_multi_cuda",
+        "sgl_meta.sglang.adapters:fused_metadata_copy_multi_cuda",
+        (CudaKernel("fused_metadata_copy_multi"),),
+    ),
+    # DSA metadata generators (SPEC 5): drop-ins with SGLang's signatures.
+    Hook(
+        f"{_ATTN}.dsa.metadata.fused_dsa_decode_metadata",
+        "sgl_meta.dsa_metadata:fused_dsa_decode_metadata",
+        (CudaKernel("fused_dsa_metadata"),),
+    ),
+    Hook(
+        f"{_ATTN}.dsa.metadata.fused_dsa_target_verify_metadata",
+        "sgl_meta.dsa_metadata:fused_dsa_target_verify_metadata",
+        (CudaKernel("fused_dsa_metadata"),),
+    ),
+    Hook(
+        f"{_ATTN}.dsa.metadata.fused_dsa_draft_extend_metadata",
+        "sgl_meta.dsa_metadata:fused_dsa_draft_extend_metadata",
+        (CudaKernel("fused_dsa_metadata"),),
+    ),
+    # Unified memory pool read tables (SPEC 6): drop-ins with SGLang's signatures.
+    Hook(
+        f"{_KV}.kv_read_table.build_kv_read_table",
+        "sgl_meta.kv_read_table:build_kv_read_table",
+        (CudaKernel("kv_read_page_table"),),
+    ),
+    Hook(
+        f"{_KV}.kv_read_table.build_kv_read_table_packed",
+        "sgl_meta.kv_read_table:build_kv_read_table_packed",
+        (CudaKernel("kv_read_token_stream"),),
+    ),
+    # Speculative decoding in one launch (SPEC 7): methods of the TRT-LLM MHA
+    # backends, AROUND hooks that keep SGLang's method for what they do not cover.
+    Hook(
+        f"{_MHA_BACKEND}.TRTLLMHAAttnBackend._write_ragged_verify_graph_metadata",
+        "sgl_meta.sglang.trtllm_mha_spec:ragged_verify_write_graph_metadata",
+        (CudaKernel("update_trtllm_mha_graph_metadata"), Keywords(_UPDATE, ("seqlen_offsets",))),
+        kind="AROUND",
+    ),
+    Hook(
+        f"{_MHA_BACKEND}.TRTLLMHAAttnMultiStepDraftBackend.init_forward_metadata_in_graph",
+        "sgl_meta.sglang.trtllm_mha_spec:multi_step_draft_init_forward_metadata_in_graph",
+        (CudaKernel("update_trtllm_mha_graph_metadata_multi"),),
+        kind="AROUND",
+    ),
+)
+"""Every hook the plugin knows, in the order they are considered."""
