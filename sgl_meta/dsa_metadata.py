@@ -200,19 +200,17 @@ def _one(t: Optional[torch.Tensor]) -> list:
     return [] if t is None else [t]
 
 
-def _call_dropin(name: str, args: dict, *call) -> None:
-    try:
-        _op(*call)
-    except (RuntimeError, TypeError) as err:
-        for key in ("seq_lens", "req_pool_indices", "req_to_token", "extend_seq_lens", "cache_seqlens",
-                    "cu_seqlens_k", "seqlens_expanded", "dsa_cache_seqlens", "dsa_cu_seqlens_k"):
-            if key in args and args[key] is None:
-                raise TypeError(f"sgl_meta.{name}: {key} must be a Tensor, got None") from err
-        text = str(err)
-        prefix = f"sgl_meta.{_OP_NAME}: "
-        if isinstance(err, RuntimeError) and text.startswith(prefix):
-            raise RuntimeError(f"sgl_meta.{name}: {_dropin_names(name, text[len(prefix):])}") from err
-        raise
+def _explain_dropin(name: str, args: dict, err: Exception) -> None:
+    """Error path of a drop-in (``args`` is its ``locals()``, taken only here:
+    Dynamo cannot trace ``locals()``, so the success path must not call it)."""
+    for key in ("seq_lens", "req_pool_indices", "req_to_token", "extend_seq_lens", "cache_seqlens",
+                "cu_seqlens_k", "seqlens_expanded", "dsa_cache_seqlens", "dsa_cu_seqlens_k"):
+        if key in args and args[key] is None:
+            raise TypeError(f"sgl_meta.{name}: {key} must be a Tensor, got None") from err
+    text = str(err)
+    prefix = f"sgl_meta.{_OP_NAME}: "
+    if isinstance(err, RuntimeError) and text.startswith(prefix):
+        raise RuntimeError(f"sgl_meta.{name}: {_dropin_names(name, text[len(prefix):])}") from err
 
 
 def _dropin_names(name: str, message: str) -> str:
@@ -248,12 +246,15 @@ def fused_dsa_decode_metadata(
     be None at ``physical_page_size > 1`` (upstream asserts); at page size 1 it is
     ignored (SGLang passes ``page_table_1`` for both) and ``page_table_1`` is required.
     """
-    _call_dropin(
-        "fused_dsa_decode_metadata", locals(),
-        seq_lens, req_pool_indices, req_to_token, None, [cache_seqlens], [cu_seqlens_k], [],
-        [dsa_cache_seqlens], [dsa_cu_seqlens_k], _one(page_table_1), _one(real_page_table), [],
-        0, bs, max_len, dsa_index_topk, physical_page_size, 1, 0, False,
-    )
+    try:
+        _op(
+            seq_lens, req_pool_indices, req_to_token, None, [cache_seqlens], [cu_seqlens_k], [],
+            [dsa_cache_seqlens], [dsa_cu_seqlens_k], _one(page_table_1), _one(real_page_table), [],
+            0, bs, max_len, dsa_index_topk, physical_page_size, 1, 0, False,
+        )
+    except (RuntimeError, TypeError) as err:
+        _explain_dropin("fused_dsa_decode_metadata", locals(), err)
+        raise
 
 
 def fused_dsa_target_verify_metadata(
@@ -281,13 +282,16 @@ def fused_dsa_target_verify_metadata(
     next_n``. ``paged_mqa_ctx_lens_2d`` needs ``[>= bs, >= next_n]`` (upstream: exactly
     ``[bs, next_n]``). Live prefixes only, as :func:`fused_dsa_decode_metadata`.
     """
-    _call_dropin(
-        "fused_dsa_target_verify_metadata", locals(),
-        seq_lens, req_pool_indices, req_to_token, None, [cache_seqlens], [cu_seqlens_k],
-        [seqlens_expanded], [dsa_cache_seqlens], [dsa_cu_seqlens_k], _one(page_table_1),
-        _one(real_page_table), _one(paged_mqa_ctx_lens_2d),
-        1, bs, max_seqlen_k, dsa_index_topk, physical_page_size, next_n, 0, False,
-    )
+    try:
+        _op(
+            seq_lens, req_pool_indices, req_to_token, None, [cache_seqlens], [cu_seqlens_k],
+            [seqlens_expanded], [dsa_cache_seqlens], [dsa_cu_seqlens_k], _one(page_table_1),
+            _one(real_page_table), _one(paged_mqa_ctx_lens_2d),
+            1, bs, max_seqlen_k, dsa_index_topk, physical_page_size, next_n, 0, False,
+        )
+    except (RuntimeError, TypeError) as err:
+        _explain_dropin("fused_dsa_target_verify_metadata", locals(), err)
+        raise
 
 
 def fused_dsa_draft_extend_metadata(
@@ -330,10 +334,13 @@ def fused_dsa_draft_extend_metadata(
             raise ValueError(
                 f"{name}: total_len = {total_len} must be <= bs * max_extend_len = {bs * max_extend_len}"
             )
-    _call_dropin(
-        "fused_dsa_draft_extend_metadata", locals(),
-        seq_lens, req_pool_indices, req_to_token, extend_seq_lens, [cache_seqlens], [cu_seqlens_k],
-        [seqlens_expanded], [dsa_cache_seqlens], [dsa_cu_seqlens_k], _one(page_table_1),
-        _one(real_page_table), [],
-        2, bs, max_seqlen_k, dsa_index_topk, physical_page_size, 1, total_len, static_extend_len,
-    )
+    try:
+        _op(
+            seq_lens, req_pool_indices, req_to_token, extend_seq_lens, [cache_seqlens], [cu_seqlens_k],
+            [seqlens_expanded], [dsa_cache_seqlens], [dsa_cu_seqlens_k], _one(page_table_1),
+            _one(real_page_table), [],
+            2, bs, max_seqlen_k, dsa_index_topk, physical_page_size, 1, total_len, static_extend_len,
+        )
+    except (RuntimeError, TypeError) as err:
+        _explain_dropin("fused_dsa_draft_extend_metadata", locals(), err)
+        raise

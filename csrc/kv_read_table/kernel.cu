@@ -31,7 +31,10 @@ namespace sgl_meta {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kColsPerThread = 4;
+#ifndef SGL_META_KV_COLS_PER_THREAD
+#define SGL_META_KV_COLS_PER_THREAD 4  // A/B knob (page table)
+#endif
+constexpr int kColsPerThread = SGL_META_KV_COLS_PER_THREAD;
 constexpr int64_t kColsPerBlock = kThreads * kColsPerThread;
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kPagesPerChunk = 32;  // token stream: one page per lane

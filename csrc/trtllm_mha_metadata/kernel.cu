@@ -410,7 +410,11 @@ const char* launch(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, bool mu
   const int64_t out_blocks = (out_len_max + kOutPerBlock - 1) / kOutPerBlock;
   if (chunks == 0 && out_blocks == 0) {
     // Seqlen metadata only: the scan alone, one warp when it fits.
-    seqlens_kernel<N><<<1, in.bs <= 32 ? 32 : kThreads, 0, stream>>>(a.scan);
+    // Always kThreads threads (a bs <= 32 scan uses warp 0 only): a one-warp
+    // block lets 32 blocks share an SM, which makes the driver pick a 64 KB
+    // shared-memory carveout (ncu on the H200) unlike the kernels around it;
+    // a carveout switch between kernels is paid at launch.
+    seqlens_kernel<N><<<1, kThreads, 0, stream>>>(a.scan);
     return nullptr;
   }
   if (chunks > 0 && in.bs > (INT32_MAX - 1) / chunks)
