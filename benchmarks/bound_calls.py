@@ -1,0 +1,80 @@
+"""Host time of a bound call (sgl_meta.bind) vs the same op through torch.ops (GPU).
+
+    python benchmarks/bound_calls.py [--json PATH]
+
+Per case: median wall time of one Python call over many calls (the device is
+synchronised every 200 calls so the launch queue never fills), direct op call
+vs the Plan returned by sgl_meta.bind for the same arguments, plus a Plan that
+binds a bs == 0 call (no launch: the floor of the C call itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test case makers
+
+import sgl_meta  # noqa: E402
+from dsa_copy_cases import EDGE_CASES as DSA_COPY_CASES  # noqa: E402
+from dsa_copy_cases import make_case as make_copy_case  # noqa: E402
+from trtllm_mha_cases import MetaCase, make_case as make_mha_case  # noqa: E402
+
+
+def host_us(fn, n: int = 4000) -> float:
+    for _ in range(200):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for i in range(n):
+        t = time.perf_counter_ns()
+        fn()
+        ts.append(time.perf_counter_ns() - t)
+        if i % 200 == 199:
+            torch.cuda.synchronize()
+    return statistics.median(ts) / 1000
+
+
+def cases(device: str):
+    gen = torch.Generator().manual_seed(0)
+    inputs, outputs, scalars = make_mha_case(
+        MetaCase(bs=256, max_seq_pages=2048, page_size=64, pool=260, live_pages_only=True, swa=False,
+                 n_out=None, swa_out_len=None), gen, device)
+    mha = {**inputs, **outputs, **scalars}
+    yield "update_trtllm_mha_graph_metadata bs256 x 2048 pages", sgl_meta.update_trtllm_mha_graph_metadata, (), mha
+    yield "update_trtllm_mha_graph_metadata bs0 (no launch)", sgl_meta.update_trtllm_mha_graph_metadata, (), {**mha, "bs": 0}
+    sources, dests, sc = make_copy_case(DSA_COPY_CASES["realistic_decode"], gen, device)
+    copy = {**sources, **dests[0], **sc}
+    yield "fused_metadata_copy decode bs64 (real table + FlashMLA)", sgl_meta.fused_metadata_copy, (), copy
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("bound_calls.py: needs a CUDA device")
+        return 0
+    rows = []
+    for name, op, a, kw in cases("cuda"):
+        plan = sgl_meta.bind(op, *a, **kw)
+        direct, bound = host_us(lambda: op(*a, **kw)), host_us(plan)
+        rows.append(dict(case=name, direct_us=direct, bound_us=bound, launches=plan.num_launches))
+        print(f"{name:58s} direct {direct:6.2f} us   bound {bound:6.2f} us   ({plan.num_launches} launch)")
+    env = dict(date=datetime.datetime.now().isoformat(timespec="seconds"), gpu=torch.cuda.get_device_name(),
+               torch=torch.__version__, python=sys.version.split()[0])
+    print(env)
+    if args.json:
+        args.json.write_text(json.dumps(dict(environment=env, rows=rows), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
