@@ -128,7 +128,7 @@ def trtllm_metadata_case(bs, pages, page_size, swa, live_pages_only, sets=8):
 
 
 def trtllm_ragged_case(bs, pages, page_size, swa, sets=8):
-    """Ragged target verify (SPEC 7): per-row verify lengths 1..4 as seqlen_offsets
+    """Ragged target verify (docs/operators/trtllm_mha.md): per-row verify lengths 1..4 as seqlen_offsets
     and qlens (q_mode CUMSUM), live pages; compare with the uniform `live` case."""
     kwargs, nbytes = trtllm_metadata_case(bs, pages, page_size, swa, True, sets)
     cu_q = torch.empty(bs + 1, dtype=torch.int32, device="cuda")
@@ -139,7 +139,7 @@ def trtllm_ragged_case(bs, pages, page_size, swa, sets=8):
 
 
 def trtllm_multi_case(bs, pages, page_size, swa, k_sets, sets=8):
-    """Multi-step draft (SPEC 7): K - 1 = k_sets destination sets with offsets
+    """Multi-step draft (docs/operators/trtllm_mha.md): K - 1 = k_sets destination sets with offsets
     1..k_sets in one launch; the floor gathers each live page once and writes
     it k_sets times."""
     kwargs, _ = trtllm_metadata_case(bs, pages, page_size, swa, True, sets)
@@ -346,7 +346,7 @@ CASES = {
     "kv_read_token_stream bs256x2048p64 ctx<=8k": (kv_read_case, (256, 2048, 64, "stream", 8192)),
     "kv_read_token_stream bs32x2048p64": (kv_read_case, (32, 2048, 64, "stream")),
     "kv_read_token_stream bs256x8192p16 ctx<=8k": (kv_read_case, (256, 8192, 16, "stream", 8192)),
-    # SPEC 5: DSA MTP metadata generated into K graphs (163,840-token width).
+    # docs/operators/dsa_metadata.md: DSA MTP metadata generated into K graphs (163,840-token width).
     "fused_dsa_metadata decode bs64 K=3": (dsa_gen_case, (64, 0, 3)),
     "dsa_gen_then_copy decode bs64 K=3": (dsa_gen_then_copy_case, (64, 3)),
     "fused_dsa_metadata decode bs256 K=3": (dsa_gen_case, (256, 0, 3)),

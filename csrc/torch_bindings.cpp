@@ -66,7 +66,7 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(g!)[] real_page_table_dst, Tensor(h!)[] flashmla_num_splits_dst, "
       "Tensor(i!)[] flashmla_metadata_dst, int forward_mode, int bs, int max_len, "
       "int max_seqlen_k, int seqlens_expanded_size) -> ()");
-  // KV read tables (SPEC 6): bs = req_pool_indices.numel(); v2p int64.
+  // KV read tables (docs/operators/kv_read_table.md): bs = req_pool_indices.numel(); v2p int64.
   m.def(
       "kv_read_page_table("
       "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor(a!) out, "
@@ -77,7 +77,7 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor indptr, "
       "Tensor(a!) out, int page_size, Tensor? v2p=None, Tensor? kv_start_idx=None, "
       "int seq_len_delta=0) -> ()");
-  // DSA metadata generation (SPEC 5): the replay metadata computed from the raw
+  // DSA metadata generation (docs/operators/dsa_metadata.md): the replay metadata computed from the raw
   // batch straight into K destination sets (lists as in the multi copy).
   m.def(
       "fused_dsa_metadata("

@@ -1,4 +1,4 @@
-"""Random and edge-case inputs for fused_dsa_metadata (SPEC 5)."""
+"""Random and edge-case inputs for fused_dsa_metadata (docs/operators/dsa_metadata.md)."""
 
 from __future__ import annotations
 

@@ -240,7 +240,7 @@ class FakeUpstream:
 
 def emulate_kv_read(*, req_to_token, req_pool_indices, seq_lens, v2p, page_size, out, max_pages=None,
                     indptr=None, max_tokens=None, seq_len_delta=0, zero_tail=False, kv_start_idx=None):
-    """The read tables' values (SPEC section 6) in torch: page table or token stream."""
+    """The read tables' values (docs/operators/kv_read_table.md) in torch: page table or token stream."""
     ps = page_size
     for b in range(req_pool_indices.numel()):
         row = req_to_token[int(req_pool_indices[b])]
@@ -260,7 +260,7 @@ def emulate_dsa_generator(mode, *, block, seq_lens, req_pool_indices, req_to_tok
                           page_table_1, dsa_cache_seqlens, dsa_cu_seqlens_k, real_page_table, bs, dsa_index_topk,
                           physical_page_size, max_len=None, max_seqlen_k=None, next_n=1, seqlens_expanded=None,
                           paged_mqa_ctx_lens_2d=None):
-    """The DSA generators' values (SPEC section 5) in torch: page rows written in
+    """The DSA generators' values (docs/operators/dsa_metadata.md) in torch: page rows written in
     whole ``block``-column blocks (upstream: 128) or exactly (``block=1``)."""
     width = max_len if mode == 0 else max_seqlen_k
     q = 1 if mode == 0 else next_n

@@ -152,7 +152,7 @@ def test_bad_input_leaves_outputs_untouched(gen):
 
 @pytest.mark.parametrize("mode", [DECODE, TARGET_VERIFY])
 def test_bs0_is_a_noop_even_with_unchecked_garbage(mode, gen):
-    """bs == 0 returns before any tensor is looked at (SPEC: no-op, no error)."""
+    """bs == 0 returns before any tensor is looked at (docs/operators.md: no-op, no error)."""
     kw = single_kwargs(gen, DsaCase(mode=mode, bs=0))
     kw["page_table_1_dst"] = kw["page_table_1_dst"][:0, :0]
     sgl_meta.fused_metadata_copy(**kw)

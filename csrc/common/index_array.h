@@ -38,7 +38,7 @@ struct IndexArray {
 
 // Floor division by a positive divisor, as torch.floor_divide: -1 // 64 == -1.
 // (C++ '/' truncates toward zero; the seeds' Triton kernels did the same, but
-// the eager path they replaced floors, and SPEC.md keeps the eager meaning.)
+// the eager path they replaced floors, and docs/operators.md keeps the eager meaning.)
 SGL_HD int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && a < 0) ? q - 1 : q;

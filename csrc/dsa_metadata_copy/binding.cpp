@@ -39,7 +39,7 @@ const char* mode_name(int64_t mode) {
                                                                   : "DRAFT_EXTEND";
 }
 
-// The call's scalars resolved by forward mode (SPEC.md section 3), with the
+// The call's scalars resolved by forward mode (docs/operators/dsa_copy.md), with the
 // names the size errors quote.
 struct DsaShape {
   int64_t mode = 0, bs = 0, n = 0, rows = 0, cols = 0, S = 0;
@@ -197,7 +197,7 @@ void check_dests(const ArgChecker& check, const DsaSources& src, const DsaDests&
   }
 }
 
-// Every destination region of every set, pairwise disjoint (SPEC: distinct
+// Every destination region of every set, pairwise disjoint (docs/operators.md: distinct
 // outputs of one call never alias; a page_table_1 shared by two sets would
 // be written twice concurrently).
 void check_dests_disjoint(const ArgChecker& check, const DsaSources& src,

@@ -1,4 +1,4 @@
-"""Eager reference of the DSA metadata generator (SPEC 5).
+"""Eager reference of the DSA metadata generator (docs/operators/dsa_metadata.md).
 
 Plain torch ops on any device, no host sync (capturable in a CUDA graph): the
 metadata is computed once, vectorised over the expanded rows, then written into

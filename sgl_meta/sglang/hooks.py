@@ -173,7 +173,7 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.sglang.adapters:fused_metadata_copy_multi_cuda",
         (CudaKernel("fused_metadata_copy_multi"),),
     ),
-    # DSA metadata generators (SPEC 5): drop-ins with SGLang's signatures.
+    # DSA metadata generators (docs/operators/dsa_metadata.md): drop-ins with SGLang's signatures.
     Hook(
         f"{_ATTN}.dsa.metadata.fused_dsa_decode_metadata",
         "sgl_meta.dsa_metadata:fused_dsa_decode_metadata",
@@ -189,7 +189,7 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.dsa_metadata:fused_dsa_draft_extend_metadata",
         (CudaKernel("fused_dsa_metadata"),),
     ),
-    # Unified memory pool read tables (SPEC 6): drop-ins with SGLang's signatures.
+    # Unified memory pool read tables (docs/operators/kv_read_table.md): drop-ins with SGLang's signatures.
     Hook(
         f"{_KV}.kv_read_table.build_kv_read_table",
         "sgl_meta.kv_read_table:build_kv_read_table",
@@ -200,7 +200,7 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.kv_read_table:build_kv_read_table_packed",
         (CudaKernel("kv_read_token_stream"),),
     ),
-    # Speculative decoding in one launch (SPEC 7): methods of the TRT-LLM MHA
+    # Speculative decoding in one launch (docs/operators/trtllm_mha.md): methods of the TRT-LLM MHA
     # backends, AROUND hooks that keep SGLang's method for what they do not cover.
     Hook(
         f"{_MHA_BACKEND}.TRTLLMHAAttnBackend._write_ragged_verify_graph_metadata",

@@ -60,7 +60,7 @@ def _register_optional_bases():
 
 _register_optional_bases()
 
-# ---- update_trtllm_mha_graph_metadata (SPEC 1) -------------------------------
+# ---- update_trtllm_mha_graph_metadata (docs/operators/trtllm_mha.md) -------------------------------
 M = "update_trtllm_mha_graph_metadata"
 I32, I64 = "must have dtype int32 (torch.int32), got", "must have dtype int64 (torch.int64), got"
 IDX = "must have dtype int32 or int64 (torch.int32 or torch.int64), got"
@@ -165,7 +165,7 @@ TRTLLM_ROWS = [
       "seqlen_offsets must have inner stride 1"),
     r("seqlen_offsets on meta", derive("seqlen_offsets", "seq_lens", lambda t: t.to("meta")),
       "seqlen_offsets", "meta"),
-    # v2p / swa_v2p (SPEC 6: the unified pool's page translations, int64)
+    # v2p / swa_v2p (docs/operators/kv_read_table.md: the unified pool's page translations, int64)
     r("v2p int32", derive("v2p", "swa_mapping", lambda t: t.int()), "v2p " + I64, "torch.int32"),
     r("swa_v2p float", derive("swa_v2p", "swa_mapping", lambda t: t.float()), "swa_v2p " + I64),
     r("v2p empty", derive("v2p", "swa_mapping", lambda t: t[:0]), "v2p.size(0) must be >= 1"),

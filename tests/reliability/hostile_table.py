@@ -54,7 +54,7 @@ ROWS = [
     r("swa_mapping shorter than the slots", apply("swa_mapping", lambda t: t[:7]), "is outside [0, 7) (swa_mapping.numel())"),
     r("out_cache_loc == swa_mapping size", at("out_cache_loc", 5, SWA_M), f"out_cache_loc[5] = {SWA_M} is outside [0, {SWA_M})"),
     r("out_cache_loc 2**40", apply("out_cache_loc", lambda t: t.fill_(2**40)), "out_cache_loc[0] = 1099511627776 is outside"),
-    # v2p / swa_v2p shorter than the virtual pages read (SPEC 6)
+    # v2p / swa_v2p shorter than the virtual pages read (docs/operators/kv_read_table.md)
     r("v2p shorter than the pages read", derive("v2p", "swa_mapping", lambda t: t[:7].clone()),
       "is outside [0, 7) (v2p.numel())", "virtual page req_to_token[req_pool_indices["),
     r("swa_v2p shorter than the pages read", derive("swa_v2p", "swa_mapping", lambda t: t[:7].clone()),
@@ -79,7 +79,7 @@ ROWS = [
     ok("int32 min slots are sentinels", apply("req_to_token", lambda t: t.fill_(I32_MIN))),
     ok("mapping -1 everywhere", apply("swa_mapping", lambda t: t.fill_(-1))),
     ok("out_cache_loc -1 everywhere", apply("out_cache_loc", lambda t: t.fill_(-1))),
-    # SPEC 4: a lone swa_mapping is accepted and never read; skip_page_table
+    # docs/operators/trtllm_mha.md: a lone swa_mapping is accepted and never read; skip_page_table
     # reads no request index, slot or mapping
     ok("lone swa_mapping (accepted, unused)",
        both(set_(swa_page_table=None, swa_out_cache_loc=None), apply("req_to_token", lambda t: t.fill_(I32_MAX)))),

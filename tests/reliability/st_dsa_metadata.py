@@ -1,4 +1,4 @@
-"""Hypothesis strategies: valid calls of fused_dsa_metadata (SPEC 5) and its
+"""Hypothesis strategies: valid calls of fused_dsa_metadata (docs/operators/dsa_metadata.md) and its
 three drop-ins with upstream's signatures.
 
 Space: every forward mode; bs 0 / 1 / small / across the CUDA tile (1024

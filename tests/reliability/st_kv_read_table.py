@@ -1,5 +1,5 @@
 """Hypothesis strategies: valid calls of kv_read_page_table and
-kv_read_token_stream (SPEC 6), their bad-input rows and hostile values.
+kv_read_token_stream (docs/operators/kv_read_table.md), their bad-input rows and hostile values.
 
 Space: bs 0 / 1 / odd / past one block wave; page sizes 1 .. 300, powers of
 two and huge ones (the token stream's 64-bit kernel above 2**26, int32 and

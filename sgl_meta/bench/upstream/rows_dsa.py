@@ -276,7 +276,7 @@ def upstream_dsa_step(up, f: GenFixture, *, mode: int, bs: int, graphs: int):
 
 
 def k_set_call(fn, f: GenFixture, impl: str, *, mode: int, bs: int, graphs: int):
-    """One ``fused_dsa_metadata`` call writing all K graphs' buffers (SPEC 5)."""
+    """One ``fused_dsa_metadata`` call writing all K graphs' buffers (docs/operators/dsa_metadata.md)."""
     q = 1 if mode == 0 else NEXT_N
     sets = [f.dst(impl, k, bs, bs * q) for k in range(graphs)]
     fields = ["cache_seqlens", "cu_seqlens_k", "page_table_1", "dsa_cache_seqlens", "dsa_cu_seqlens_k",
