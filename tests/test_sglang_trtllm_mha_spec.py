@@ -358,12 +358,13 @@ def test_ragged_verify_falls_back_when_not_covered(gen):
 
 
 def test_hook_table():
-    targets = {t: (fn, kind) for t, fn, kind in spec.HOOKS}
+    """The plugin's table registers both functions as AROUND hooks on these targets."""
+    from sgl_meta.sglang.hooks import HOOKS, load
+
+    targets = {h.target: (load(h.replacement), h.kind) for h in HOOKS if h.kind == "AROUND"}
     assert targets == {
-        "sglang.srt.layers.attention.trtllm_mha_backend.TRTLLMHAAttnMultiStepDraftBackend.init_forward_metadata_in_graph":
-            (spec.multi_step_draft_init_forward_metadata_in_graph, "AROUND"),
-        "sglang.srt.layers.attention.trtllm_mha_backend.TRTLLMHAAttnBackend._write_ragged_verify_graph_metadata":
-            (spec.ragged_verify_write_graph_metadata, "AROUND"),
+        spec.MULTI_STEP_TARGET: (spec.multi_step_draft_init_forward_metadata_in_graph, "AROUND"),
+        spec.RAGGED_VERIFY_TARGET: (spec.ragged_verify_write_graph_metadata, "AROUND"),
     }
 
 

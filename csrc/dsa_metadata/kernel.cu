@@ -24,11 +24,11 @@
 // Draft-extend finds each request's first expanded row with the same block
 // scan (over the extend lengths), in every block that needs it: no second
 // launch and no host sync.
-#include <atomic>
 
 #include <cub/block/block_scan.cuh>
 
 #include "common/cuda_utils.cuh"
+#include "common/sm_count.h"
 #include "dsa_metadata/params.h"
 
 namespace sgl_meta {
@@ -407,22 +407,7 @@ __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
   }
 }
 
-// SM count of the current device (the binding's device guard made it the
-// tensors' device), cached per device: the attribute query is cheap, not free.
-int sm_count() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return kFallbackSms;
-  static std::atomic<int> cache[64];
-  if (dev >= 0 && dev < 64) {
-    const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c > 0) return c;
-  }
-  int c = 0;
-  if (cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || c <= 0)
-    return kFallbackSms;
-  if (dev >= 0 && dev < 64) cache[dev].store(c, std::memory_order_relaxed);
-  return c;
-}
+int sm_count() { return current_device_sm_count(kFallbackSms); }
 
 }  // namespace
 

@@ -15,9 +15,9 @@
 // are coalesced. Per-thread state is a few registers, so 6 blocks of 256
 // threads fit on an SM: the earlier per-element unit walk needed 62 registers
 // (half occupancy) and reached ~80% of copy bandwidth on large copies.
-#include <atomic>
 
 #include "common/cuda_utils.cuh"
+#include "common/sm_count.h"
 #include "dsa_metadata_copy/params.h"
 
 namespace sgl_meta {
@@ -114,23 +114,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// SM count of the current device (the binding's device guard made it the
-// tensors' device), cached: the attribute query is cheap but not free.
-int sm_count() {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return kFallbackSms;
-  static std::atomic<int> cache[64];
-  if (dev >= 0 && dev < 64) {
-    const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c > 0) return c;
-  }
-  int c = 0;
-  if (cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      c <= 0)
-    return kFallbackSms;
-  if (dev >= 0 && dev < 64) cache[dev].store(c, std::memory_order_relaxed);
-  return c;
-}
+int sm_count() { return current_device_sm_count(kFallbackSms); }
 
 }  // namespace
 

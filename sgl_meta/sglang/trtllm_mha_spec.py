@@ -6,8 +6,8 @@ per-step launches that one ``sgl_meta`` call removes. Each function here has the
 does the work in one launch when it can show that it computes exactly what the
 original computes (0.5.23's results, element for element where 0.5.23 defines
 them: floor division of negative slots and the row cap are sgl_meta's documented
-differences), and calls ``original`` otherwise. ``HOOKS`` lists them as
-``(target, hook, hook type name)`` for the plugin's hook table.
+differences), and calls ``original`` otherwise. The plugin's hook table
+(:data:`sgl_meta.sglang.hooks.HOOKS`) registers them as AROUND hooks.
 
 * ``TRTLLMHAAttnMultiStepDraftBackend.init_forward_metadata_in_graph`` (recorded
   in the draft decode graph at capture): the original records K - 1 updates, one
@@ -263,9 +263,3 @@ def ragged_verify_write_graph_metadata(
     update_trtllm_mha_graph_metadata(**kw, seqlen_offsets=padded, qlens=padded)
     return None
 
-
-# (target, hook, HookRegistry hook type name): what the plugin registers.
-HOOKS = (
-    (MULTI_STEP_TARGET, multi_step_draft_init_forward_metadata_in_graph, "AROUND"),
-    (RAGGED_VERIFY_TARGET, ragged_verify_write_graph_metadata, "AROUND"),
-)
