@@ -52,7 +52,8 @@ def fused_metadata_copy(
 ) -> None:
     """Copy one step's DSA attention metadata into one CUDA graph's static buffers, in one launch.
 
-    Mirrors SGLang's ``fused_metadata_copy_cuda`` (DSA/NSA backend,
+    Mirrors SGLang 0.5.23's ``fused_metadata_copy_cuda``
+    (``sglang/kernels/ops/attention/dsa/fused_metadata_copy.py``, JIT CUDA; DSA backend,
     ``init_forward_metadata_replay_cuda_graph_from_precomputed``), which replaced the
     6-9 ``.copy_()`` calls of :func:`sgl_meta.reference.fused_metadata_copy`.
 
@@ -175,7 +176,7 @@ def fused_metadata_copy_multi(
 ) -> None:
     """Copy one source metadata set into K >= 1 CUDA graphs' buffers, in one launch.
 
-    Generalises SGLang's ``fused_metadata_copy_multi_cuda`` (K = 3, DECODE only:
+    Generalises SGLang 0.5.23's ``fused_metadata_copy_multi_cuda`` (same file; K = 3, DECODE only:
     the multi-step speculative draft backends) to any K and any forward mode.
     Destination set ``i`` is element ``i`` of every ``*_dst`` list, and each set is
     written exactly as :func:`fused_metadata_copy` writes its one set. The required
@@ -250,7 +251,7 @@ def fused_metadata_copy_cuda(
     max_seqlen_k: int,
     seqlens_expanded_size: int,
 ) -> None:
-    """Drop-in for ``sglang.jit_kernel.fused_metadata_copy.fused_metadata_copy_cuda``.
+    """Drop-in for ``sglang.kernels.ops.attention.dsa.fused_metadata_copy.fused_metadata_copy_cuda`` (SGLang 0.5.23).
 
     Same arguments in the same order; behaves as :func:`fused_metadata_copy`. Unlike
     the seed it does not make the sources contiguous (rows go by ``stride(0)``) and
@@ -346,7 +347,7 @@ def fused_metadata_copy_multi_cuda(
     max_len: int,
     seqlens_expanded_size: int,
 ) -> None:
-    """Drop-in for ``sglang.jit_kernel.fused_metadata_copy.fused_metadata_copy_multi_cuda``.
+    """Drop-in for ``sglang.kernels.ops.attention.dsa.fused_metadata_copy.fused_metadata_copy_multi_cuda`` (SGLang 0.5.23).
 
     Same arguments in the same order: one source set, three destination sets, DECODE
     (``seqlens_expanded_size`` is accepted and unused, as DECODE copies ``n = bs``).
