@@ -36,10 +36,12 @@ void plan_record(std::unique_ptr<SavedLaunch> launch) {
 
 extern "C" {
 
-// Starts recording on this thread (discarding an unfinished recording).
-void sgl_meta_plan_begin() {
-  delete sgl_meta::g_recording;
+// Starts recording on this thread; 0 on success, 1 if this thread is already
+// recording (recordings do not nest).
+int sgl_meta_plan_begin() {
+  if (sgl_meta::g_recording != nullptr) return 1;
   sgl_meta::g_recording = new sgl_meta::Plan();
+  return 0;
 }
 
 // Stops recording; returns the plan (free it with sgl_meta_plan_free).
@@ -51,11 +53,16 @@ void* sgl_meta_plan_end() {
 
 // Number of launches a plan repeats (0 for a recorded no-op, e.g. bs == 0).
 int64_t sgl_meta_plan_size(void* plan) {
+  if (plan == nullptr) return -1;
   return static_cast<int64_t>(static_cast<sgl_meta::Plan*>(plan)->launches.size());
 }
 
 // Repeats the plan's launches; 0 on success, else 1 with the error in `err`.
 int sgl_meta_plan_launch(void* plan, char* err, size_t err_len) {
+  if (plan == nullptr) {
+    sgl_meta::copy_error("no plan (null handle)", err, err_len);
+    return 1;
+  }
   try {
     for (const auto& launch : static_cast<sgl_meta::Plan*>(plan)->launches) {
       if (const char* e = launch->run()) {

@@ -18,6 +18,11 @@ def explain_missing_tensor(op_name: str, err: RuntimeError, args: dict) -> None:
         kind = a.type.kind()
         if kind == "TensorType" and a.name in args and value is None:
             raise TypeError(f"sgl_meta.{op_name}: {a.name} must be a Tensor, got None") from err
+        if kind == "ListType" and isinstance(value, torch.Tensor):
+            raise TypeError(
+                f"sgl_meta.{op_name}: {a.name} must be a list of tensors (one per destination set), "
+                f"got a Tensor of shape {tuple(value.shape)}"
+            ) from err
         if kind == "ListType" and isinstance(value, (list, tuple)):
             for i, element in enumerate(value):
                 if element is None:

@@ -112,8 +112,8 @@ def fused_metadata_copy(
             is written.
         TypeError: ``None`` for a required tensor.
 
-    Distinct destination tensors must not share memory (not checked beyond the
-    row overlap above). 1-D tensors must be contiguous (stride 1). Never allocates,
+    Distinct destinations must not share memory with each other or with a source
+    (RuntimeError "... overlap in memory"). 1-D tensors must be contiguous (stride 1). Never allocates,
     never synchronises: safe inside CUDA-graph capture. Writes do not bump
     autograd version counters.
     """
@@ -223,7 +223,7 @@ def fused_metadata_copy_multi(
         raise
 
 
-# --- Drop-in replacements: SGLang's exact Python signatures (positional, seed names) ---
+# --- Drop-in replacements: SGLang's exact Python signatures (positional, SGLang's names) ---
 
 
 def fused_metadata_copy_cuda(
@@ -254,7 +254,7 @@ def fused_metadata_copy_cuda(
     """Drop-in for ``sglang.kernels.ops.attention.dsa.fused_metadata_copy.fused_metadata_copy_cuda`` (SGLang 0.5.23).
 
     Same arguments in the same order; behaves as :func:`fused_metadata_copy`. Unlike
-    the seed it does not make the sources contiguous (rows go by ``stride(0)``) and
+    SGLang 0.5.23 it does not make the sources contiguous (rows go by ``stride(0)``) and
     it checks every size against ``bs`` / ``max_len`` / ``max_seqlen_k`` /
     ``seqlens_expanded_size`` (RuntimeError naming the argument).
     """
@@ -289,7 +289,7 @@ def fused_metadata_copy_cuda(
         raise
 
 
-# The seed signature's required destination tensors, checked by name when the
+# SGLang's signature's required destination tensors, checked by name when the
 # call fails (a None inside a tensor list gets torch's generic message).
 _MULTI_DROPIN_REQUIRED = tuple(
     f"{field}_dst{k}"

@@ -49,7 +49,7 @@ import torch
 from . import _C
 
 _lib = ctypes.CDLL(_C.__file__)
-_lib.sgl_meta_plan_begin.restype = None
+_lib.sgl_meta_plan_begin.restype = ctypes.c_int
 _lib.sgl_meta_plan_begin.argtypes = []
 _lib.sgl_meta_plan_end.restype = ctypes.c_void_p
 _lib.sgl_meta_plan_end.argtypes = []
@@ -63,6 +63,13 @@ _lib.sgl_meta_plan_free.restype = None
 _lib.sgl_meta_plan_free.argtypes = [ctypes.c_void_p]
 
 _ERR_LEN = ctypes.c_size_t(1024)
+
+# The modules whose public functions are op wrappers / drop-ins that end in
+# exactly one op call on the given tensors (nothing copied first): the only
+# callables bind() accepts. (sgl_meta.reference runs eager torch ops, and the
+# SGLang adapters may copy a source before the call: neither can be replayed.)
+_OP_MODULES = frozenset({"sgl_meta.trtllm_mha", "sgl_meta.dsa_copy", "sgl_meta.dsa_metadata",
+                         "sgl_meta.kv_read_table"})
 
 
 def _tensors(name: str, value: Any):
@@ -85,6 +92,8 @@ class Plan:
                  "num_launches", "__weakref__")
 
     def __init__(self, op_name: str, handle: int, bound: list):
+        if not isinstance(handle, int) or not handle:
+            raise TypeError("sgl_meta.Plan: plans are made by sgl_meta.bind(op, ...), not directly")
         self.op_name = op_name
         self._handle = ctypes.c_void_p(handle)
         self._launch = _launch
@@ -134,22 +143,27 @@ def bind(op: Callable, /, *args, **kwargs) -> Plan:
         *args, **kwargs: exactly the arguments of that call.
 
     Every host-side check of the op runs now (the same errors as a direct
-    call); nothing is written. Calling the plan then costs one C call and one
-    kernel launch (<= 5 us host time on the H200 machine, see
-    ``results/README.md``), against ~10-25 us for the op through ``torch.ops``.
+    call); nothing is written. Calling the plan then costs one C call (0.8 us
+    on the H200 machine) and the kernel launch: 6.5-7.0 us per call there against
+    17.7-20.1 us for the same calls through ``torch.ops`` in the same run
+    (``benchmarks/bound_calls.py``, ``results/h200_2026-12-01/bound_calls.json``).
 
     Raises:
         TypeError: ``op`` is not an sgl_meta op wrapper.
         RuntimeError / ValueError / TypeError: as the op raises for these arguments.
     """
-    if not callable(op) or getattr(op, "__module__", "").split(".")[0] != "sgl_meta":
-        raise TypeError(f"sgl_meta.bind: op must be an sgl_meta op wrapper, got {op!r}")
+    if not inspect.isfunction(op) or op.__module__ not in _OP_MODULES or op.__name__.startswith("_"):
+        raise TypeError(
+            f"sgl_meta.bind: op must be one of sgl_meta's op wrappers or drop-ins (e.g. "
+            f"sgl_meta.update_trtllm_mha_graph_metadata), got {op!r}"
+        )
     try:
         named = inspect.signature(op).bind(*args, **kwargs).arguments
     except TypeError as err:
         raise TypeError(f"sgl_meta.bind: {op.__name__}: {err}") from None
     bound = [(n, t, t.data_ptr()) for key, v in named.items() for n, t in _tensors(key, v)]
-    _lib.sgl_meta_plan_begin()
+    if _lib.sgl_meta_plan_begin():
+        raise RuntimeError("sgl_meta.bind: this thread is already recording a plan (bind does not nest)")
     try:
         op(*args, **kwargs)
     except BaseException:

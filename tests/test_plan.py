@@ -115,7 +115,7 @@ def test_bind_checks_like_the_op(gen):
         sgl_meta.bind(sgl_meta.update_trtllm_mha_graph_metadata, **inputs, **outputs, **{**scalars, "page_size": 0})
     with pytest.raises(TypeError, match="sgl_meta.bind: update_trtllm_mha_graph_metadata"):
         sgl_meta.bind(sgl_meta.update_trtllm_mha_graph_metadata, **inputs, **outputs, **scalars, bogus=1)
-    with pytest.raises(TypeError, match="op must be an sgl_meta op wrapper"):
+    with pytest.raises(TypeError, match="op must be one of sgl_meta's op wrappers"):
         sgl_meta.bind(torch.add, inputs["seq_lens"], 1)
     # A failed bind leaves no recording behind: the next plain call launches.
     sgl_meta.update_trtllm_mha_graph_metadata(**inputs, **outputs, **scalars)
@@ -189,3 +189,35 @@ def test_plan_runs_on_its_device_not_the_current_one(gen):
         plan()
     torch.cuda.synchronize(1)
     assert_same(outputs, want, "plan on cuda:1 with cuda:0 current")
+
+
+@pytest.mark.parametrize("what", ["reference", "adapter", "bind", "plan_class", "plan_object"])
+def test_bind_refuses_what_it_cannot_replay(what, gen):
+    """Only op wrappers and drop-ins can be bound: the eager reference and the
+    SGLang adapters (which may copy a source first) would be replayed wrongly,
+    and bind/Plan themselves used to reach a null handle (segfault)."""
+    inputs, outputs, scalars = make_mha_case(MetaCase(), gen, "cpu")
+    kw = {**inputs, **outputs, **scalars}
+    op = sgl_meta.update_trtllm_mha_graph_metadata
+    if what == "reference":
+        call = lambda: sgl_meta.bind(reference.update_trtllm_mha_graph_metadata, **kw)  # noqa: E731
+    elif what == "adapter":
+        from sgl_meta.sglang import adapters
+
+        call = lambda: sgl_meta.bind(adapters.update_trtllm_mha_graph_metadata, **kw)  # noqa: E731
+    elif what == "bind":
+        call = lambda: sgl_meta.bind(sgl_meta.bind, op, **kw)  # noqa: E731
+    elif what == "plan_class":
+        call = lambda: sgl_meta.bind(sgl_meta.Plan, "x", 0, [])  # noqa: E731
+    else:
+        plan = sgl_meta.bind(op, **kw)
+        call = lambda: sgl_meta.bind(plan)  # noqa: E731
+    before = _clone(outputs)
+    with pytest.raises(TypeError, match="sgl_meta.bind: op must be one of sgl_meta's op wrappers"):
+        call()
+    assert_same(outputs, before, "a refused bind writes nothing")
+
+
+def test_plan_is_not_constructed_directly():
+    with pytest.raises(TypeError, match="plans are made by sgl_meta.bind"):
+        sgl_meta.Plan("x", 0, [])

@@ -194,40 +194,65 @@ class ArgChecker {
     int64_t offset = 0;
   };
 
+  // The whole of an input tensor as a region (what the kernel may read).
+  static Written whole(ArgName name, const Tensor* t) {
+    if (t == nullptr) return {name, nullptr, 0, 0};
+    const int64_t dim = t->dim();
+    if (dim == 2) return {name, t, t->size(0), t->size(1)};
+    return {name, t, 1, dim == 1 ? t->size(0) : t->numel()};
+  }
+
   // No two output regions of one call may share memory (e.g. cache_seqlens
-  // passed as cu_seqlens_k): the kernels write them from different threads in
-  // no fixed order, so an alias would give silently wrong results. Exact for
+  // passed as cu_seqlens_k), and no output may share memory with an input the
+  // kernel reads (e.g. page_table passed as req_to_token, seq_lens inside
+  // cu_seqlens_k): the kernels write from different threads in no fixed order
+  // while other threads read, so an alias gives silently wrong results or
+  // indexes with values it just wrote. Inputs may alias each other. Exact for
   // row-strided regions with equal row strides (two tables interleaved in one
   // buffer are fine); regions of different row strides whose address ranges
   // overlap are rejected. Sort + sweep: O(n log n) unless ranges interleave.
-  void outputs_disjoint(std::vector<Written> regions) const {
+  void disjoint(std::vector<Written> outputs, std::vector<Written> inputs = {}) const {
     struct Span {
       const Written* w;
+      bool input;
       uintptr_t begin, end;  // bytes; end = one past the last written byte
       int64_t rows, stride, width;  // stride and width in bytes
     };
     std::vector<Span> spans;
-    spans.reserve(regions.size());
-    for (const Written& w : regions) {
-      if (w.t == nullptr || w.rows <= 0 || w.cols <= 0) continue;
+    spans.reserve(outputs.size() + inputs.size());
+    auto add = [&](const Written& w, bool input) {
+      if (w.t == nullptr || w.rows <= 0 || w.cols <= 0) return;
       const int64_t esz = element_size(w.t->scalar_type());
       const int64_t stride = w.rows > 1 ? w.t->stride(0) * esz : w.cols * esz;
       const auto begin =
           reinterpret_cast<uintptr_t>(w.t->data_ptr()) + uintptr_t(w.offset * esz);
-      spans.push_back({&w, begin, begin + uintptr_t((w.rows - 1) * stride + w.cols * esz),
-                       w.rows, stride, w.cols * esz});
-    }
+      spans.push_back({&w, input, begin,
+                       begin + uintptr_t((w.rows - 1) * stride + w.cols * esz), w.rows, stride,
+                       w.cols * esz});
+    };
+    for (const Written& w : outputs) add(w, false);
+    const size_t num_outputs = spans.size();
+    if (num_outputs == 0) return;
+    for (const Written& w : inputs) add(w, true);
     if (spans.size() < 2) return;
     std::sort(spans.begin(), spans.end(),
               [](const Span& x, const Span& y) { return x.begin < y.begin; });
     for (size_t i = 0; i < spans.size(); ++i) {
       for (size_t j = i + 1; j < spans.size() && spans[j].begin < spans[i].end; ++j) {
-        if (overlaps(spans[i], spans[j]))
-          fail(spans[i].w->name, " and ", spans[j].w->name,
-               " overlap in memory (distinct outputs of one call must not alias)");
+        if (spans[i].input && spans[j].input) continue;
+        if (!overlaps(spans[i], spans[j])) continue;
+        const Span& out = spans[i].input ? spans[j] : spans[i];
+        const Span& other = spans[i].input ? spans[i] : spans[j];
+        if (other.input)
+          fail(out.w->name, " (written) and ", other.w->name,
+               " (read) overlap in memory (an output must not alias an input)");
+        fail(spans[i].w->name, " and ", spans[j].w->name,
+             " overlap in memory (distinct outputs of one call must not alias)");
       }
     }
   }
+
+  void outputs_disjoint(std::vector<Written> regions) const { disjoint(std::move(regions)); }
 
   void optional_tensor(const std::optional<Tensor>& t, ArgName name,
                        const Expect& e, const Tensor& device_of) const {

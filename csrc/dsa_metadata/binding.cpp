@@ -124,9 +124,10 @@ void check_set(const ArgChecker& check, const SetTensors& t, const Shape& sh, in
 }
 
 // No two written regions of any sets may share memory (a page_table_1 shared
-// by two sets would be written concurrently by different blocks).
+// by two sets would be written concurrently by different blocks), and none may
+// share memory with an input.
 void check_disjoint(const ArgChecker& check, const std::vector<SetTensors>& sets,
-                    const Shape& sh) {
+                    const Shape& sh, std::vector<ArgChecker::Written> inputs) {
   std::vector<ArgChecker::Written> regions;
   regions.reserve(sets.size() * 8);
   for (size_t k = 0; k < sets.size(); ++k) {
@@ -141,7 +142,7 @@ void check_disjoint(const ArgChecker& check, const std::vector<SetTensors>& sets
     regions.push_back({{"real_page_table", i}, t.real_page_table, sh.n, sh.real_cols});
     regions.push_back({{"paged_mqa_ctx_lens_2d", i}, t.paged_mqa_ctx_lens_2d, sh.bs, sh.next_n});
   }
-  check.outputs_disjoint(std::move(regions));
+  check.disjoint(std::move(regions), std::move(inputs));
 }
 
 int32_t* ptr(const Tensor* t) { return t ? t->mutable_data_ptr<int32_t>() : nullptr; }
@@ -222,7 +223,12 @@ void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_
                real ? &real_page_table[i] : nullptr, at(paged_mqa_ctx_lens_2d, i)};
     check_set(check, sets[i], sh, static_cast<int64_t>(i), dev);
   }
-  check_disjoint(check, sets, sh);
+  check_disjoint(check, sets, sh,
+                 {ArgChecker::whole("seq_lens", &seq_lens),
+                  ArgChecker::whole("req_pool_indices", &req_pool_indices),
+                  ArgChecker::whole("req_to_token", &req_to_token),
+                  ArgChecker::whole("extend_seq_lens",
+                                    extend_seq_lens ? &*extend_seq_lens : nullptr)});
 
   DsaGenParams p;
   p.seq_lens = index_array_of(seq_lens);

@@ -221,7 +221,17 @@ void check_dests_disjoint(const ArgChecker& check, const DsaSources& src,
     regions.push_back({{"flashmla_num_splits_dst", i}, t.flashmla_num_splits, 1, sh.n + 1});
     regions.push_back({{"flashmla_metadata_dst", i}, t.flashmla_metadata, 1, meta});
   }
-  check.outputs_disjoint(std::move(regions));
+  const auto read = [](const char* name, const Tensor* t) { return ArgChecker::whole(name, t); };
+  check.disjoint(std::move(regions),
+                 {read("cache_seqlens_src", src.cache_seqlens),
+                  read("cu_seqlens_k_src", src.cu_seqlens_k),
+                  read("page_indices_src", src.page_table_1),
+                  read("dsa_cache_seqlens_src", src.dsa_cache_seqlens),
+                  read("seqlens_expanded_src", sh.expanded ? src.seqlens_expanded : nullptr),
+                  read("dsa_cu_seqlens_k_src", src.dsa_cu_seqlens_k),
+                  read("real_page_table_src", src.real_page_table),
+                  read("flashmla_num_splits_src", src.flashmla_num_splits),
+                  read("flashmla_metadata_src", src.flashmla_metadata)});
 }
 
 const char* const kFieldName[kDsaNumFields] = {

@@ -1,6 +1,7 @@
 // kv_read_page_table / kv_read_token_stream: torch bindings (checks, params,
 // dispatch).
 #include <climits>
+#include <vector>
 
 #include "common/cuda_launch.h"
 #include "common/index_tensor.h"
@@ -50,6 +51,19 @@ KvReadSource checked_source(const ArgChecker& check, const Tensor& req_to_token,
   return s;
 }
 
+// The inputs of both forms, for the no-alias check of their output.
+std::vector<ArgChecker::Written> read_inputs(const Tensor& req_to_token,
+                                             const Tensor& req_pool_indices,
+                                             const Tensor& seq_lens,
+                                             const std::optional<Tensor>& v2p,
+                                             const std::optional<Tensor>& kv_start_idx) {
+  return {ArgChecker::whole("req_to_token", &req_to_token),
+          ArgChecker::whole("req_pool_indices", &req_pool_indices),
+          ArgChecker::whole("seq_lens", &seq_lens),
+          ArgChecker::whole("v2p", v2p ? &*v2p : nullptr),
+          ArgChecker::whole("kv_start_idx", kv_start_idx ? &*kv_start_idx : nullptr)};
+}
+
 }  // namespace
 
 void kv_read_page_table(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
@@ -67,6 +81,8 @@ void kv_read_page_table(Tensor req_to_token, Tensor req_pool_indices, Tensor seq
                req_to_token);
   check.rows_disjoint(out, "out", bs, max_pages);
   if (bs == 0) return;  // documented no-op
+  check.disjoint({{"out", &out, bs, max_pages}},
+                 read_inputs(req_to_token, req_pool_indices, seq_lens, v2p, kv_start_idx));
 
   p.out = out.mutable_data_ptr<int32_t>();
   p.out_stride = out.stride(0);
@@ -89,6 +105,10 @@ void kv_read_token_stream(Tensor req_to_token, Tensor req_pool_indices, Tensor s
                req_to_token);
   check.tensor(out, "out", {DT::kIndex, 1}, req_to_token);
   if (bs == 0) return;  // documented no-op
+  std::vector<ArgChecker::Written> inputs =
+      read_inputs(req_to_token, req_pool_indices, seq_lens, v2p, kv_start_idx);
+  inputs.push_back(ArgChecker::whole("indptr", &indptr));
+  check.disjoint({ArgChecker::whole("out", &out)}, std::move(inputs));
 
   p.indptr = index_array_of(indptr);
   p.out = out.mutable_data_ptr();

@@ -171,7 +171,18 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
                   "max_seq_pages = ", max_seq_pages, " pages of page_size = ", sc.page_size,
                   " need req_to_token.size(1) > (max_seq_pages - 1) * page_size, got "
                   "req_to_token.size(1) = ", ctx);
-  check.outputs_disjoint(std::move(written));
+  const auto read = [](const char* name, const std::optional<Tensor>& o, bool used) {
+    return ArgChecker::whole(name, used && o ? &*o : nullptr);
+  };
+  check.disjoint(std::move(written),
+                 {ArgChecker::whole("req_pool_indices", &t.req_pool_indices),
+                  ArgChecker::whole("seq_lens", &t.seq_lens),
+                  ArgChecker::whole("req_to_token", pages ? &t.req_to_token : nullptr),
+                  read("swa_mapping", t.swa_mapping, swa_table || swa_out),
+                  read("out_cache_loc", t.out_cache_loc, swa_out),
+                  read("qlens", t.qlens, q_mode == kQModeCumsum),
+                  read("seqlen_offsets", t.seqlen_offsets, true),
+                  read("v2p", t.v2p, pages), read("swa_v2p", t.swa_v2p, swa_table)});
 
   TrtllmMhaInputs in;
   in.req_pool_indices = index_array_of(t.req_pool_indices);

@@ -42,9 +42,12 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
                   "[0, full_to_swa.numel() - 1]), got 0 elements");
   }
   if (bs == 0) return;  // documented no-op
-  check.outputs_disjoint({{"page_table", &page_table, bs, width},
-                          {"swa_page_table", swa_page_table ? &*swa_page_table : nullptr,
-                           bs, width}});
+  check.disjoint({{"page_table", &page_table, bs, width},
+                  {"swa_page_table", swa_page_table ? &*swa_page_table : nullptr, bs, width}},
+                 {ArgChecker::whole("req_to_token", &req_to_token),
+                  ArgChecker::whole("req_pool_indices", &req_pool_indices),
+                  ArgChecker::whole("cache_seqlens", &cache_seqlens),
+                  ArgChecker::whole("full_to_swa", full_to_swa ? &*full_to_swa : nullptr)});
 
   TrtllmMhaPageTableParams p;
   p.req_pool_indices = index_array_of(req_pool_indices);

@@ -13,6 +13,15 @@ from .plugin import ENTRY_POINT, inactive_reason, plan
 
 def main() -> None:
     import os
+    from pathlib import Path
+
+    import torch
+
+    from .. import __version__
+
+    print(f"sgl-meta {__version__} at {Path(__file__).resolve().parents[1]}")
+    if not torch.cuda.is_available():
+        print("note: no CUDA device is visible here; the hooks below take effect where SGLang runs on a GPU")
 
     allowed = os.environ.get("SGLANG_PLUGINS", "").strip()
     if allowed and ENTRY_POINT not in {x.strip() for x in allowed.split(",")}:

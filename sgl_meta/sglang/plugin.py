@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import Optional
 
 from .hooks import HOOKS, CudaKernel, Hook, Skip
@@ -29,7 +30,8 @@ ENV = "SGL_META_SGLANG_PLUGIN"
 ENTRY_POINT = "sgl_meta"
 """The plugin's name in SGLang's ``SGLANG_PLUGINS`` allow-list."""
 
-_OFF = {"0", "false", "off", "no"}
+_OFF = {"0", "false", "off", "no", "disable", "disabled"}
+_ON = {"1", "true", "on", "yes", "auto", "enable", "enabled"}
 _FORCE = "force"
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,10 @@ def inactive_reason() -> Optional[str]:
     mode = _mode()
     if mode in _OFF:
         return f"{ENV}={os.environ[ENV]}"
+    if mode not in _ON and mode != _FORCE:
+        # A typo must not leave kernels swapped that the user meant to keep.
+        return (f"{ENV}={os.environ[ENV]!r} is not one of 0/off/false/no (off), 1/on/true/auto "
+                f"(on) or force")
     if mode != _FORCE:
         # Cheap: one dispatcher lookup. A CPU-only build registers CPU kernels only.
         why = CudaKernel("update_trtllm_mha_graph_metadata").missing()
@@ -72,9 +78,10 @@ def register() -> None:
     from .. import __version__
 
     head = f"sgl-meta {__version__} SGLang plugin"
+    where = f" [sgl_meta from {Path(__file__).resolve().parents[1]}]"
     why = inactive_reason()
     if why:
-        announce(f"{head}: inactive, SGLang keeps its own kernels ({why})")
+        announce(f"{head}: inactive, SGLang keeps its own kernels ({why}){where}")
         return
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
@@ -88,7 +95,7 @@ def register() -> None:
         for hook, why in skipped:
             by_reason.setdefault(why, []).append(hook.name)
         line += "; not hooked: " + "; ".join(f"{', '.join(n)} ({w})" for w, n in by_reason.items())
-    announce(line)
+    announce(line + where)
 
 
 def announce(line: str) -> None:

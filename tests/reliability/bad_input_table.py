@@ -134,6 +134,10 @@ TRTLLM_ROWS = [
     r("cache_seqlens is cu_seqlens_k", alias("cache_seqlens", "cu_seqlens_k"), "cache_seqlens", "cu_seqlens_k", "overlap in memory"),
     r("swa_page_table is page_table", alias("swa_page_table", "page_table"), "page_table and swa_page_table overlap in memory"),
     r("cu_seqlens_q inside cu_seqlens_k", alias("cu_seqlens_q", "cu_seqlens_k", offset=2), "cu_seqlens_k and cu_seqlens_q overlap"),
+    # an output sharing memory with an input the kernel reads (a fresh user's
+    # segfault: page_table passed as req_to_token, seq_lens inside cu_seqlens_k)
+    r("page_table is req_to_token", alias("page_table", "req_to_token"), "page_table (written) and req_to_token (read) overlap in memory"),
+    r("seq_lens inside cu_seqlens_k", alias("seq_lens", "cu_seqlens_k"), "cu_seqlens_k (written) and seq_lens (read) overlap in memory"),
     # (max_seq_pages - 1) * page_size overflowing int64 used to pass the width
     # check and gather at a wild address (segfault): found by this matrix.
     r("page_size overflows the width check", set_(page_size=2**61 + 2**40, max_seq_pages=5),

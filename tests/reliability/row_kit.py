@@ -69,13 +69,13 @@ def overlapping_rows(t):
 
 
 def alias(name, onto, offset=0):
-    """Makes output `name` a view into output `onto` (from element `offset` on,
-    same shape as `name` had where `onto` is large enough): two distinct
-    outputs of one call that share memory."""
+    """Makes `name` a view into `onto` (from element `offset` on, same shape as
+    `name` had where `onto` is large enough; a 1-D view of a strided 2-D tensor
+    takes its first row): two tensors of one call that share memory."""
     def edit(kw):
         src, dst = kw[name], kw[onto]
-        flat = dst.reshape(-1) if dst.is_contiguous() else dst.view(-1)
         if src.dim() == 1:
+            flat = dst.reshape(-1) if dst.is_contiguous() else dst[0]
             n = min(src.numel(), flat.numel() - offset)
             kw[name] = flat[offset:offset + n]
         else:

@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+
+import sgl_meta
 import torch
 
 import sglang_source
@@ -122,7 +124,9 @@ def test_one_log_line_naming_what_it_replaced(runs):
     lines = our_lines(stderr)
     assert len(lines) == 1, stderr[-3000:]
     assert "SGLang plugin: replaces SGLang's " in lines[0]
-    replaced = lines[0].split("replaces SGLang's ", 1)[1].split("; not hooked:")[0].split(", ")
+    line, _, where = lines[0].rpartition(" [sgl_meta from ")
+    assert where.rstrip("]") == str(Path(sgl_meta.__file__).resolve().parent), lines[0]  # which copy is hooked
+    replaced = line.split("replaces SGLang's ", 1)[1].split("; not hooked:")[0].split(", ")
     assert replaced == [h.name for h in HOOKS if usable(h)], lines[0]
 
 
@@ -163,6 +167,11 @@ def test_cli_lists_every_row(runs):
     """``python -m sgl_meta.sglang`` says, per row, what the plugin would do."""
     stdout, _ = runs["cli"]
     lines = stdout.splitlines()
+    # First which sgl_meta it is (and, without a GPU, a note saying so), then one line per row.
+    assert lines[0] == f"sgl-meta {sgl_meta.__version__} at {Path(sgl_meta.__file__).resolve().parent}", stdout
+    if not torch.cuda.is_available():
+        assert lines[1].startswith("note: no CUDA device is visible here"), stdout
+    lines = [line for line in lines if line.startswith(("replaces ", "keeps "))]
     assert len(lines) == len(HOOKS), stdout
     for hook, line in zip(sorted(HOOKS, key=usable, reverse=True), lines):
         verb = "replaces" if usable(hook) else "keeps   "

@@ -167,6 +167,14 @@ def test_our_switch_off(monkeypatch, value):
     assert plugin.inactive_reason() == f"SGL_META_SGLANG_PLUGIN={value}"
 
 
+@pytest.mark.parametrize("value", ["bogus", "disble", "2"])
+def test_unknown_switch_value_is_off(monkeypatch, value):
+    """A typo in our switch keeps SGLang's kernels and says why."""
+    monkeypatch.setenv(plugin.ENV, value)
+    why = plugin.inactive_reason()
+    assert why is not None and f"SGL_META_SGLANG_PLUGIN={value!r} is not one of" in why
+
+
 def test_force_skips_the_cuda_check(monkeypatch):
     monkeypatch.setenv(plugin.ENV, "force")
     assert plugin.inactive_reason() is None
