@@ -252,8 +252,6 @@ class ArgChecker {
     }
   }
 
-  void outputs_disjoint(std::vector<Written> regions) const { disjoint(std::move(regions)); }
-
   void optional_tensor(const std::optional<Tensor>& t, ArgName name,
                        const Expect& e, const Tensor& device_of) const {
     if (t.has_value()) tensor(*t, name, e, device_of);

@@ -34,28 +34,13 @@ void launch_on_device_of(const ArgChecker& check, const Tensor&, Launch&&) {
 }
 #endif
 
-// Wraps a binding's CUDA launch lambda. A CPU-only build has no CUDA
-// launchers to link against, so the lambda is compiled out there.
+// Wraps a binding's CUDA launcher (run_on_device's last argument). A CPU-only
+// build has no CUDA launchers to link against, so it is nullptr there.
 #ifdef SGL_META_WITH_CUDA
 #define SGL_CUDA_ONLY(...) __VA_ARGS__
 #else
 #define SGL_CUDA_ONLY(...) nullptr
 #endif
-
-// Dispatches a validated call: CPU tensors run `cpu()`, CUDA tensors
-// `launch_on_device_of(..., cuda)`. (Ops that cannot be bound: a call while a
-// plan is being recorded raises instead of running.)
-template <typename Cpu, typename Cuda>
-void run_on_device(const ArgChecker& check, const Tensor& t, Cpu&& cpu, Cuda&& cuda) {
-  check.require(!plan_recording(), "this op cannot be bound (sgl_meta.bind)");
-  if (t.is_cpu()) {
-    cpu();
-  } else if (t.is_cuda()) {
-    launch_on_device_of(check, t, cuda);
-  } else {
-    check.fail("tensors on ", DeviceOf{t}, " are not supported");
-  }
-}
 
 template <typename P>
 using CpuKernel = void (*)(const P&);

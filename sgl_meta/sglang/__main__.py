@@ -8,18 +8,17 @@ but registers nothing. Exit status 0 whatever it finds.
 
 from __future__ import annotations
 
-from .plugin import ENTRY_POINT, inactive_reason, plan
+from .plugin import ENTRY_POINT, inactive_reason, package_dir, plan
 
 
 def main() -> None:
     import os
-    from pathlib import Path
 
     import torch
 
     from .. import __version__
 
-    print(f"sgl-meta {__version__} at {Path(__file__).resolve().parents[1]}")
+    print(f"sgl-meta {__version__} at {package_dir()}")
     if not torch.cuda.is_available():
         print("note: no CUDA device is visible here; the hooks below take effect where SGLang runs on a GPU")
 

@@ -41,6 +41,11 @@ def _mode() -> str:
     return os.environ.get(ENV, "auto").strip().lower() or "auto"
 
 
+def package_dir() -> Path:
+    """The sgl_meta package this plugin belongs to (which copy SGLang hooks)."""
+    return Path(__file__).resolve().parents[1]
+
+
 def inactive_reason() -> Optional[str]:
     """Why the plugin must do nothing in this process, or None."""
     mode = _mode()
@@ -78,7 +83,7 @@ def register() -> None:
     from .. import __version__
 
     head = f"sgl-meta {__version__} SGLang plugin"
-    where = f" [sgl_meta from {Path(__file__).resolve().parents[1]}]"
+    where = f" [sgl_meta from {package_dir()}]"
     why = inactive_reason()
     if why:
         announce(f"{head}: inactive, SGLang keeps its own kernels ({why}){where}")
