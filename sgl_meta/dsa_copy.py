@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from . import _fast
 from ._common import explain_missing_tensor
 
 FORWARD_MODE_DECODE = 0
@@ -21,8 +22,14 @@ FORWARD_MODE_TARGET_VERIFY = 1
 FORWARD_MODE_DRAFT_EXTEND = 2
 """DSA copy mode: copies exactly like ``FORWARD_MODE_TARGET_VERIFY``."""
 
-_fused_metadata_copy = torch.ops.sgl_meta.fused_metadata_copy.default
-_fused_metadata_copy_multi = torch.ops.sgl_meta.fused_metadata_copy_multi.default
+# The dispatcher ops behind the eager fast path (sgl_meta/_fast.py): 18 tensor
+# arguments through torch.ops cost more host time than SGLang's tvm-ffi launcher.
+_fused_metadata_copy = _fast.route(
+    "sgl_meta_fast_fused_metadata_copy", torch.ops.sgl_meta.fused_metadata_copy.default
+)
+_fused_metadata_copy_multi = _fast.route(
+    "sgl_meta_fast_fused_metadata_copy_multi", torch.ops.sgl_meta.fused_metadata_copy_multi.default
+)
 
 def fused_metadata_copy(
     *,

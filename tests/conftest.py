@@ -50,3 +50,16 @@ def gen(request):
     g = torch.Generator()
     g.manual_seed((BASE_SEED * 1_000_003 + zlib.crc32(request.node.nodeid.encode())) % 2**63)
     return g
+
+
+@pytest.fixture(params=["fast", "dispatcher"])
+def call_path(request, monkeypatch):
+    """Runs a test once through the eager fast path (sgl_meta/_fast.py) and once
+    through torch.ops (the fast path switched off): same results, same errors.
+    Use with ``pytestmark = pytest.mark.usefixtures("call_path")``."""
+    from sgl_meta import _fast
+
+    if request.param == "fast" and not _fast.available:
+        pytest.skip("this torch has no DLPack C exchange API (torch < 2.10)")
+    monkeypatch.setattr(_fast, "enabled", request.param == "fast")
+    return request.param

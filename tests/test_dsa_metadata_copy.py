@@ -26,6 +26,9 @@ from dsa_copy_cases import (
 )
 from helpers import assert_same, capture_cuda_graph, poison_
 
+# Every test runs through the eager fast path and through torch.ops (conftest.py).
+pytestmark = pytest.mark.usefixtures("call_path")
+
 OP = torch.ops.sgl_meta.fused_metadata_copy.default
 OP_MULTI = torch.ops.sgl_meta.fused_metadata_copy_multi.default
 MODES = [DECODE, TARGET_VERIFY, DRAFT_EXTEND]

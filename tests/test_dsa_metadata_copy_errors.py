@@ -8,6 +8,9 @@ import torch
 import sgl_meta
 from dsa_copy_cases import DECODE, DRAFT_EXTEND, TARGET_VERIFY, DsaCase, make_case, multi_lists
 
+# Every test runs through the eager fast path and through torch.ops (conftest.py).
+pytestmark = pytest.mark.usefixtures("call_path")
+
 
 def single_kwargs(gen, case=None):
     sources, dests, scalars = make_case(case or DsaCase(), gen, "cpu")

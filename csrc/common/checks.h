@@ -85,11 +85,17 @@ struct Expect {
 // Streams "cpu" / "cuda:N" for a tensor when (and only when) an error message
 // is built: check arguments are evaluated on every call, so anything passed to
 // `require` must be cheap until it is printed.
+// Templated on the tensor type: the dispatcher's stable tensors and the eager
+// fast path's TensorMeta (common/tensor_meta.h) go through the same checks.
+template <typename T>
 struct DeviceOf {
-  const Tensor& t;
+  const T& t;
 };
+template <typename T>
+DeviceOf(const T&) -> DeviceOf<T>;
 
-inline std::ostream& operator<<(std::ostream& os, const DeviceOf& d) {
+template <typename T>
+std::ostream& operator<<(std::ostream& os, const DeviceOf<T>& d) {
   if (d.t.is_cuda()) return os << "cuda:" << d.t.get_device_index();
   if (d.t.is_cpu()) return os << "cpu";
   return os << "device type " << static_cast<int>(d.t.device().type());
@@ -120,8 +126,8 @@ class ArgChecker {
 
   // Checks dtype, rank, minimum sizes, unit inner stride (rows are addressed
   // with stride(0)) and that `t` lives on `device_of`'s device.
-  void tensor(const Tensor& t, ArgName name, const Expect& e,
-              const Tensor& device_of) const {
+  template <typename T>
+  void tensor(const T& t, ArgName name, const Expect& e, const T& device_of) const {
     const ScalarType st = t.scalar_type();
     switch (e.dtype) {
       case Expect::DType::kInt32:
@@ -167,7 +173,8 @@ class ArgChecker {
   // The `rows` x `cols` region an op writes into `t` must not have rows that
   // share memory (an expand()ed or too-narrow strided view): rows written by
   // different CUDA blocks would race.
-  void rows_disjoint(const Tensor& t, ArgName name, int64_t rows, int64_t cols) const {
+  template <typename T>
+  void rows_disjoint(const T& t, ArgName name, int64_t rows, int64_t cols) const {
     if (rows <= 1 || cols == 0) return;
     const int64_t stride = t.stride(0);
     require(stride >= cols, name, " rows overlap: stride(0) = ", stride, " < ", cols,
@@ -186,16 +193,19 @@ class ArgChecker {
   // One output region of a call: `rows` rows of `cols` elements of `t`, rows
   // stride(0) apart (rows == 1 for a 1-D output), starting `offset` elements
   // into `t`. Absent (null) tensors and empty regions are ignored.
-  struct Written {
+  template <typename T>
+  struct WrittenOf {
     ArgName name;
-    const Tensor* t;
+    const T* t;
     int64_t rows;
     int64_t cols;
     int64_t offset = 0;
   };
+  using Written = WrittenOf<Tensor>;
 
   // The whole of an input tensor as a region (what the kernel may read).
-  static Written whole(ArgName name, const Tensor* t) {
+  template <typename T>
+  static WrittenOf<T> whole(ArgName name, const T* t) {
     if (t == nullptr) return {name, nullptr, 0, 0};
     const int64_t dim = t->dim();
     if (dim == 2) return {name, t, t->size(0), t->size(1)};
@@ -212,15 +222,21 @@ class ArgChecker {
   // buffer are fine); regions of different row strides whose address ranges
   // overlap are rejected. Sort + sweep: O(n log n) unless ranges interleave.
   void disjoint(std::vector<Written> outputs, std::vector<Written> inputs = {}) const {
+    disjoint_of<Tensor>(outputs, inputs);
+  }
+
+  template <typename T>
+  void disjoint_of(const std::vector<WrittenOf<T>>& outputs,
+                   const std::vector<WrittenOf<T>>& inputs) const {
     struct Span {
-      const Written* w;
+      const WrittenOf<T>* w;
       bool input;
       uintptr_t begin, end;  // bytes; end = one past the last written byte
       int64_t rows, stride, width;  // stride and width in bytes
     };
     std::vector<Span> spans;
     spans.reserve(outputs.size() + inputs.size());
-    auto add = [&](const Written& w, bool input) {
+    auto add = [&](const WrittenOf<T>& w, bool input) {
       if (w.t == nullptr || w.rows <= 0 || w.cols <= 0) return;
       const int64_t esz = element_size(w.t->scalar_type());
       const int64_t stride = w.rows > 1 ? w.t->stride(0) * esz : w.cols * esz;
@@ -230,10 +246,10 @@ class ArgChecker {
                        begin + uintptr_t((w.rows - 1) * stride + w.cols * esz), w.rows, stride,
                        w.cols * esz});
     };
-    for (const Written& w : outputs) add(w, false);
+    for (const WrittenOf<T>& w : outputs) add(w, false);
     const size_t num_outputs = spans.size();
     if (num_outputs == 0) return;
-    for (const Written& w : inputs) add(w, true);
+    for (const WrittenOf<T>& w : inputs) add(w, true);
     if (spans.size() < 2) return;
     std::sort(spans.begin(), spans.end(),
               [](const Span& x, const Span& y) { return x.begin < y.begin; });
@@ -267,7 +283,8 @@ class ArgChecker {
   }
 
   // A tensor-list argument must hold `expected` tensors (`why` says why).
-  void list_size(const std::vector<Tensor>& list, const char* name, size_t expected,
+  template <typename T>
+  void list_size(const std::vector<T>& list, const char* name, size_t expected,
                  const char* why) const {
     require(list.size() == expected, name, " must hold ", expected, " tensors (", why,
             "), got ", list.size());

@@ -7,28 +7,47 @@
 
 #include <memory>
 
+#ifdef SGL_META_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "common/checks.h"
 #include "common/plan.h"
 
 namespace sgl_meta {
 
 #ifdef SGL_META_WITH_CUDA
+// Calls `launch(stream)` with `device` current and that device's current
+// stream; nullptr or the error text. The device is switched (and restored)
+// only when it is not already current: the usual case needs no guard, which
+// costs a heap allocation and device queries through the shim per call.
+template <typename Launch>
+const char* with_device(int32_t device, Launch&& launch) {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) {
+    void* stream = nullptr;
+    if (aoti_torch_get_current_cuda_stream(device, &stream) != AOTI_TORCH_SUCCESS)
+      return "could not get the current CUDA stream";
+    return launch(stream);
+  }
+  torch::stable::accelerator::DeviceGuard guard(device);
+  void* stream = nullptr;
+  if (aoti_torch_get_current_cuda_stream(device, &stream) != AOTI_TORCH_SUCCESS)
+    return "could not get the current CUDA stream";
+  return launch(stream);
+}
+
 // Runs `launch(stream)` on `t`'s device and that device's current stream (not
 // the process-wide "current" device), then turns a launch error into an
 // exception naming the op.
-template <typename Launch>
-void launch_on_device_of(const ArgChecker& check, const Tensor& t, Launch&& launch) {
-  const int32_t device = t.get_device_index();
-  torch::stable::accelerator::DeviceGuard guard(device);
-  void* stream = nullptr;
-  check.require(aoti_torch_get_current_cuda_stream(device, &stream) == AOTI_TORCH_SUCCESS,
-                "could not get the current CUDA stream of cuda:", device);
-  const char* err = launch(stream);
+template <typename T, typename Launch>
+void launch_on_device_of(const ArgChecker& check, const T& t, Launch&& launch) {
+  const char* err = with_device(t.get_device_index(), launch);
   check.require(err == nullptr, "CUDA kernel launch failed: ", err ? err : "");
 }
 #else
-template <typename Launch>
-void launch_on_device_of(const ArgChecker& check, const Tensor&, Launch&&) {
+template <typename T, typename Launch>
+void launch_on_device_of(const ArgChecker& check, const T&, Launch&&) {
   check.fail("this build of sgl_meta has no CUDA kernels (it was built without nvcc); "
              "reinstall a CUDA wheel or build with CUDA to run on GPU tensors");
 }
@@ -70,11 +89,7 @@ struct SavedLaunchOf final : SavedLaunch {
       return nullptr;
     }
 #ifdef SGL_META_WITH_CUDA
-    torch::stable::accelerator::DeviceGuard guard(device);
-    void* stream = nullptr;
-    if (aoti_torch_get_current_cuda_stream(device, &stream) != AOTI_TORCH_SUCCESS)
-      return "could not get the current CUDA stream";
-    return cuda(p, stream);
+    return with_device(device, [&](void* stream) { return cuda(p, stream); });
 #else
     return "this build of sgl_meta has no CUDA kernels";
 #endif
@@ -85,8 +100,8 @@ struct SavedLaunchOf final : SavedLaunch {
 // CUDA launcher by `t`'s device; while a plan is being recorded, saves the
 // launch instead of running it (nothing is written). Pass the CUDA launcher
 // as SGL_CUDA_ONLY(fn) so CPU-only builds compile.
-template <typename P>
-void run_on_device(const ArgChecker& check, const Tensor& t, const P& p, CpuKernel<P> cpu,
+template <typename P, typename T>
+void run_on_device(const ArgChecker& check, const T& t, const P& p, CpuKernel<P> cpu,
                    typename NonDeduced<CudaLauncher<P>>::type cuda) {
   if (plan_recording()) {
     check.require(t.is_cpu() || (t.is_cuda() && cuda != nullptr),

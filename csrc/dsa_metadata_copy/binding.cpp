@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/cuda_launch.h"
+#include "common/dlpack_args.h"
 #include "dsa_metadata_copy/params.h"
 #include "ops.h"
 
@@ -19,19 +20,24 @@ using DT = Expect::DType;
 
 // One set of the nine fields, sources or one destination set; null = not
 // given. (The source of page_table_1 is the seed's `page_indices_src`.)
+// Templated on the tensor type (torch::stable::Tensor from the dispatcher,
+// TensorMeta from the eager fast path): both run the same checks.
+template <typename T>
 struct DsaTensors {
-  const Tensor* cache_seqlens;
-  const Tensor* cu_seqlens_k;
-  const Tensor* page_table_1;
-  const Tensor* dsa_cache_seqlens;
-  const Tensor* seqlens_expanded;
-  const Tensor* dsa_cu_seqlens_k;
-  const Tensor* real_page_table;
-  const Tensor* flashmla_num_splits;
-  const Tensor* flashmla_metadata;
+  const T* cache_seqlens;
+  const T* cu_seqlens_k;
+  const T* page_table_1;
+  const T* dsa_cache_seqlens;
+  const T* seqlens_expanded;
+  const T* dsa_cu_seqlens_k;
+  const T* real_page_table;
+  const T* flashmla_num_splits;
+  const T* flashmla_metadata;
 };
-using DsaSources = DsaTensors;
-using DsaDests = DsaTensors;
+template <typename T>
+using DsaSources = DsaTensors<T>;
+template <typename T>
+using DsaDests = DsaTensors<T>;
 const Tensor* opt(const std::optional<Tensor>& t) { return t ? &*t : nullptr; }
 
 const char* mode_name(int64_t mode) {
@@ -61,7 +67,8 @@ bool check_mode_and_bs(const ArgChecker& check, int64_t mode, int64_t bs) {
 }
 
 // Checks the other scalars and the sources; resolves the shape.
-void check_sources(const ArgChecker& check, const DsaSources& src, int64_t mode,
+template <typename T>
+void check_sources(const ArgChecker& check, const DsaSources<T>& src, int64_t mode,
                    int64_t bs, int64_t max_len, int64_t max_seqlen_k, int64_t S,
                    DsaShape& sh) {
   sh.mode = mode;
@@ -89,7 +96,7 @@ void check_sources(const ArgChecker& check, const DsaSources& src, int64_t mode,
     sh.cols = max_len;
   }
 
-  const Tensor& dev = *src.page_table_1;
+  const T& dev = *src.page_table_1;
   // In modes 1 and 2 its own row count is `rows`, so only DECODE bounds it.
   check.tensor(dev, "page_indices_src",
                {DT::kInt32, 2, sh.expanded ? 0 : bs, sh.cols, "bs", sh.cols_name}, dev);
@@ -129,17 +136,19 @@ void check_sources(const ArgChecker& check, const DsaSources& src, int64_t mode,
 }
 
 // `dst` is given iff `src` is.
-void check_pair(const ArgChecker& check, const Tensor* src, const char* src_name,
-                const Tensor* dst, ArgName dst_name) {
+template <typename T>
+void check_pair(const ArgChecker& check, const T* src, const char* src_name,
+                const T* dst, ArgName dst_name) {
   check.require((src != nullptr) == (dst != nullptr), src_name, " and ", dst_name,
                 " must be given together (got ", src_name, src ? "" : "=None", ", ",
                 dst_name, dst ? "" : "=None", ")");
 }
 
 // Checks destination set `index` (-1: the single op, names without "[i]").
-void check_dests(const ArgChecker& check, const DsaSources& src, const DsaDests& dst,
+template <typename T>
+void check_dests(const ArgChecker& check, const DsaSources<T>& src, const DsaDests<T>& dst,
                  const DsaShape& sh, int64_t index) {
-  const Tensor& dev = *src.page_table_1;
+  const T& dev = *src.page_table_1;
   const ArgName name_cache("cache_seqlens_dst", index);
   check.tensor(*dst.cache_seqlens, name_cache, {DT::kInt32, 1, sh.bs, 0, "bs"}, dev);
   check.tensor(*dst.cu_seqlens_k, {"cu_seqlens_k_dst", index},
@@ -200,15 +209,16 @@ void check_dests(const ArgChecker& check, const DsaSources& src, const DsaDests&
 // Every destination region of every set, pairwise disjoint (docs/operators.md: distinct
 // outputs of one call never alias; a page_table_1 shared by two sets would
 // be written twice concurrently).
-void check_dests_disjoint(const ArgChecker& check, const DsaSources& src,
-                          const DsaDests* sets, int64_t count, bool indexed,
+template <typename T>
+void check_dests_disjoint(const ArgChecker& check, const DsaSources<T>& src,
+                          const DsaDests<T>* sets, int64_t count, bool indexed,
                           const DsaShape& sh) {
-  std::vector<ArgChecker::Written> regions;
+  std::vector<ArgChecker::WrittenOf<T>> regions;
   regions.reserve(static_cast<size_t>(count) * kDsaNumFields);
   const int64_t real_cols = src.real_page_table ? src.real_page_table->size(1) : 0;
   const int64_t meta = src.flashmla_metadata ? src.flashmla_metadata->numel() : 0;
   for (int64_t d = 0; d < count; ++d) {
-    const DsaDests& t = sets[d];
+    const DsaDests<T>& t = sets[d];
     const int64_t i = indexed ? d : -1;
     regions.push_back({{"cache_seqlens_dst", i}, t.cache_seqlens, 1, sh.bs});
     regions.push_back({{"cu_seqlens_k_dst", i}, t.cu_seqlens_k, 1, sh.bs, 1});
@@ -221,8 +231,8 @@ void check_dests_disjoint(const ArgChecker& check, const DsaSources& src,
     regions.push_back({{"flashmla_num_splits_dst", i}, t.flashmla_num_splits, 1, sh.n + 1});
     regions.push_back({{"flashmla_metadata_dst", i}, t.flashmla_metadata, 1, meta});
   }
-  const auto read = [](const char* name, const Tensor* t) { return ArgChecker::whole(name, t); };
-  check.disjoint(std::move(regions),
+  const auto read = [](const char* name, const T* t) { return ArgChecker::whole(name, t); };
+  check.disjoint_of<T>(regions,
                  {read("cache_seqlens_src", src.cache_seqlens),
                   read("cu_seqlens_k_src", src.cu_seqlens_k),
                   read("page_indices_src", src.page_table_1),
@@ -245,14 +255,15 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 // kDsaMaxSetsPerLaunch). Store width per field: 4 when every destination of
 // this launch starts 16-byte aligned with a row stride that is a multiple of
 // 4 elements, else 1 (params.h).
-void build_params(const ArgChecker& check, const DsaSources& src, const DsaShape& sh,
-                  const DsaDests* sets, int64_t count, DsaCopyParams& p) {
+template <typename T>
+void build_params(const ArgChecker& check, const DsaSources<T>& src, const DsaShape& sh,
+                  const DsaDests<T>* sets, int64_t count, DsaCopyParams& p) {
   int64_t rows[kDsaNumFields] = {};
-  auto region = [&](int f, const Tensor* s, int64_t offset, int64_t r, int64_t c,
+  auto region = [&](int f, const T* s, int64_t offset, int64_t r, int64_t c,
                     bool two_d) {
     if (s == nullptr || r == 0 || c == 0) return;
     rows[f] = r;
-    p.field[f].src = s->const_data_ptr<int32_t>() + offset;
+    p.field[f].src = s->template const_data_ptr<int32_t>() + offset;
     p.field[f].src_row_stride = two_d ? s->stride(0) : 0;
     p.field[f].cols = c;
   };
@@ -272,10 +283,10 @@ void build_params(const ArgChecker& check, const DsaSources& src, const DsaShape
 
   p.num_sets = static_cast<int32_t>(count);
   for (int64_t d = 0; d < count; ++d) {
-    const DsaDests& t = sets[d];
+    const DsaDests<T>& t = sets[d];
     DsaDstSet& o = p.dst[d];
-    auto ptr = [&](int f, const Tensor* dst, int64_t offset) {
-      if (rows[f] > 0) o.ptr[f] = dst->mutable_data_ptr<int32_t>() + offset;
+    auto ptr = [&](int f, const T* dst, int64_t offset) {
+      if (rows[f] > 0) o.ptr[f] = dst->template mutable_data_ptr<int32_t>() + offset;
     };
     ptr(kDsaCacheSeqlens, t.cache_seqlens, 0);
     ptr(kDsaCuSeqlensK, t.cu_seqlens_k, 1);
@@ -315,7 +326,8 @@ void build_params(const ArgChecker& check, const DsaSources& src, const DsaShape
 // Checks, then copies into `count` destination sets (`indexed`: the multi op,
 // whose error messages name list elements). forward_mode and bs are checked
 // by the caller.
-void run(const ArgChecker& check, const DsaSources& src, const DsaDests* sets,
+template <typename T>
+void run(const ArgChecker& check, const DsaSources<T>& src, const DsaDests<T>* sets,
          int64_t count, bool indexed, int64_t mode, int64_t bs, int64_t max_len,
          int64_t max_seqlen_k, int64_t S) {
   DsaShape sh;
@@ -331,6 +343,64 @@ void run(const ArgChecker& check, const DsaSources& src, const DsaDests* sets,
     run_on_device(check, *src.page_table_1, p, &fused_metadata_copy_cpu,
                   SGL_CUDA_ONLY(&fused_metadata_copy_cuda));
   }
+}
+
+// The multi op's body on either tensor type: `lists` are the destination lists
+// in argument order (one tensor per set; an optional field's list empty when
+// unused).
+constexpr int kDestLists = 9;
+template <typename T>
+void run_multi(const ArgChecker& check, const DsaSources<T>& src,
+               const std::vector<T>* const (&lists)[kDestLists], int64_t forward_mode,
+               int64_t bs, int64_t max_len, int64_t max_seqlen_k, int64_t S) {
+  if (!check_mode_and_bs(check, forward_mode, bs)) return;  // bs == 0: no-op
+  const auto& [cache, cu, pt1, dsa_cache, expanded, dsa_cu, real, splits, meta] = lists;
+  const size_t k = cache->size();
+  check.require(k >= 1, "cache_seqlens_dst must hold at least one tensor (one per "
+                "destination set), got 0");
+  const char* kPerSet = "one per destination set, like cache_seqlens_dst";
+  check.list_size(*cu, "cu_seqlens_k_dst", k, kPerSet);
+  check.list_size(*pt1, "page_table_1_dst", k, kPerSet);
+  check.list_size(*dsa_cache, "dsa_cache_seqlens_dst", k, kPerSet);
+  check.list_size(*dsa_cu, "dsa_cu_seqlens_k_dst", k, kPerSet);
+  // An optional field's list holds K tensors when its source is given, else
+  // none (see the schema comment in torch_bindings.cpp for why not `[]?`).
+  auto optional_list = [&](const std::vector<T>& list, const char* name, bool used,
+                           const char* src_name) {
+    if (used)
+      check.require(list.size() == k, name, " must hold ", k, " tensors (one per "
+                    "destination set, as ", src_name, " is given), got ", list.size());
+    else
+      check.require(list.empty(), name, " must be empty (", src_name,
+                    " is None), got ", list.size(), " tensors");
+  };
+  if (forward_mode != kDsaDecode)
+    check.require(src.seqlens_expanded != nullptr && expanded->size() == k,
+                  "seqlens_expanded_src and ", k, " seqlens_expanded_dst tensors (one "
+                  "per destination set) are required when forward_mode = ",
+                  forward_mode, " (", mode_name(forward_mode), "), got seqlens_expanded_src",
+                  src.seqlens_expanded ? "" : "=None", " and ", expanded->size(),
+                  " seqlens_expanded_dst tensors");
+  else
+    optional_list(*expanded, "seqlens_expanded_dst", src.seqlens_expanded != nullptr,
+                  "seqlens_expanded_src");
+  optional_list(*real, "real_page_table_dst", src.real_page_table != nullptr,
+                "real_page_table_src");
+  optional_list(*splits, "flashmla_num_splits_dst", src.flashmla_num_splits != nullptr,
+                "flashmla_num_splits_src");
+  optional_list(*meta, "flashmla_metadata_dst", src.flashmla_metadata != nullptr,
+                "flashmla_metadata_src");
+
+  auto at = [](const std::vector<T>* list, size_t i) {
+    return list->empty() ? nullptr : &(*list)[i];
+  };
+  std::vector<DsaDests<T>> sets(k);
+  for (size_t i = 0; i < k; ++i)
+    sets[i] = DsaDests<T>{&(*cache)[i], &(*cu)[i],      &(*pt1)[i],
+                          &(*dsa_cache)[i], at(expanded, i), &(*dsa_cu)[i],
+                          at(real, i),     at(splits, i),   at(meta, i)};
+  run(check, src, sets.data(), static_cast<int64_t>(k), true, forward_mode, bs, max_len,
+      max_seqlen_k, S);
 }
 
 }  // namespace
@@ -349,16 +419,16 @@ void fused_metadata_copy(
     int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size) {
   const ArgChecker check("fused_metadata_copy");
   if (!check_mode_and_bs(check, forward_mode, bs)) return;  // bs == 0: no-op
-  const DsaSources src{&cache_seqlens_src,        &cu_seqlens_k_src,
-                       &page_indices_src,         &dsa_cache_seqlens_src,
-                       opt(seqlens_expanded_src), &dsa_cu_seqlens_k_src,
-                       opt(real_page_table_src),  opt(flashmla_num_splits_src),
-                       opt(flashmla_metadata_src)};
-  const DsaDests dst{&cache_seqlens_dst,        &cu_seqlens_k_dst,
-                     &page_table_1_dst,         &dsa_cache_seqlens_dst,
-                     opt(seqlens_expanded_dst), &dsa_cu_seqlens_k_dst,
-                     opt(real_page_table_dst),  opt(flashmla_num_splits_dst),
-                     opt(flashmla_metadata_dst)};
+  const DsaSources<Tensor> src{&cache_seqlens_src,        &cu_seqlens_k_src,
+                               &page_indices_src,         &dsa_cache_seqlens_src,
+                               opt(seqlens_expanded_src), &dsa_cu_seqlens_k_src,
+                               opt(real_page_table_src),  opt(flashmla_num_splits_src),
+                               opt(flashmla_metadata_src)};
+  const DsaDests<Tensor> dst{&cache_seqlens_dst,        &cu_seqlens_k_dst,
+                             &page_table_1_dst,         &dsa_cache_seqlens_dst,
+                             opt(seqlens_expanded_dst), &dsa_cu_seqlens_k_dst,
+                             opt(real_page_table_dst),  opt(flashmla_num_splits_dst),
+                             opt(flashmla_metadata_dst)};
   run(check, src, &dst, 1, false, forward_mode, bs, max_len, max_seqlen_k, seqlens_expanded_size);
 }
 
@@ -374,61 +444,74 @@ void fused_metadata_copy_multi(
     std::vector<Tensor> flashmla_num_splits_dst,
     std::vector<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
     int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size) {
-  const ArgChecker check("fused_metadata_copy_multi");
-  if (!check_mode_and_bs(check, forward_mode, bs)) return;  // bs == 0: no-op
-  const size_t k = cache_seqlens_dst.size();
-  check.require(k >= 1, "cache_seqlens_dst must hold at least one tensor (one per "
-                "destination set), got 0");
-  const char* kPerSet = "one per destination set, like cache_seqlens_dst";
-  check.list_size(cu_seqlens_k_dst, "cu_seqlens_k_dst", k, kPerSet);
-  check.list_size(page_table_1_dst, "page_table_1_dst", k, kPerSet);
-  check.list_size(dsa_cache_seqlens_dst, "dsa_cache_seqlens_dst", k, kPerSet);
-  check.list_size(dsa_cu_seqlens_k_dst, "dsa_cu_seqlens_k_dst", k, kPerSet);
-  // An optional field's list holds K tensors when its source is given, else
-  // none (see the schema comment in torch_bindings.cpp for why not `[]?`).
-  auto optional_list = [&](const std::vector<Tensor>& list, const char* name,
-                           bool used, const char* src_name) {
-    if (used)
-      check.require(list.size() == k, name, " must hold ", k, " tensors (one per "
-                    "destination set, as ", src_name, " is given), got ", list.size());
-    else
-      check.require(list.empty(), name, " must be empty (", src_name,
-                    " is None), got ", list.size(), " tensors");
-  };
-  if (forward_mode != kDsaDecode)
-    check.require(seqlens_expanded_src.has_value() && seqlens_expanded_dst.size() == k,
-                  "seqlens_expanded_src and ", k, " seqlens_expanded_dst tensors (one "
-                  "per destination set) are required when forward_mode = ",
-                  forward_mode, " (", mode_name(forward_mode), "), got seqlens_expanded_src",
-                  seqlens_expanded_src ? "" : "=None", " and ",
-                  seqlens_expanded_dst.size(), " seqlens_expanded_dst tensors");
-  else
-    optional_list(seqlens_expanded_dst, "seqlens_expanded_dst",
-                  seqlens_expanded_src.has_value(), "seqlens_expanded_src");
-  optional_list(real_page_table_dst, "real_page_table_dst",
-                real_page_table_src.has_value(), "real_page_table_src");
-  optional_list(flashmla_num_splits_dst, "flashmla_num_splits_dst",
-                flashmla_num_splits_src.has_value(), "flashmla_num_splits_src");
-  optional_list(flashmla_metadata_dst, "flashmla_metadata_dst",
-                flashmla_metadata_src.has_value(), "flashmla_metadata_src");
-
-  const DsaSources src{&cache_seqlens_src,        &cu_seqlens_k_src,
-                       &page_indices_src,         &dsa_cache_seqlens_src,
-                       opt(seqlens_expanded_src), &dsa_cu_seqlens_k_src,
-                       opt(real_page_table_src),  opt(flashmla_num_splits_src),
-                       opt(flashmla_metadata_src)};
-  auto at = [](const std::vector<Tensor>& list, size_t i) {
-    return list.empty() ? nullptr : &list[i];
-  };
-  std::vector<DsaDests> sets(k);
-  for (size_t i = 0; i < k; ++i)
-    sets[i] = DsaDests{&cache_seqlens_dst[i],         &cu_seqlens_k_dst[i],
-                       &page_table_1_dst[i],          &dsa_cache_seqlens_dst[i],
-                       at(seqlens_expanded_dst, i),   &dsa_cu_seqlens_k_dst[i],
-                       at(real_page_table_dst, i),    at(flashmla_num_splits_dst, i),
-                       at(flashmla_metadata_dst, i)};
-  run(check, src, sets.data(), static_cast<int64_t>(k), true, forward_mode, bs, max_len,
-      max_seqlen_k, seqlens_expanded_size);
+  const DsaSources<Tensor> src{&cache_seqlens_src,        &cu_seqlens_k_src,
+                               &page_indices_src,         &dsa_cache_seqlens_src,
+                               opt(seqlens_expanded_src), &dsa_cu_seqlens_k_src,
+                               opt(real_page_table_src),  opt(flashmla_num_splits_src),
+                               opt(flashmla_metadata_src)};
+  const std::vector<Tensor>* const lists[kDestLists] = {
+      &cache_seqlens_dst,    &cu_seqlens_k_dst,    &page_table_1_dst,
+      &dsa_cache_seqlens_dst, &seqlens_expanded_dst, &dsa_cu_seqlens_k_dst,
+      &real_page_table_dst,  &flashmla_num_splits_dst, &flashmla_metadata_dst};
+  run_multi(ArgChecker("fused_metadata_copy_multi"), src, lists, forward_mode, bs, max_len,
+            max_seqlen_k, seqlens_expanded_size);
 }
 
 }  // namespace sgl_meta
+
+// Eager fast path (common/dlpack_args.h): `args` is the op's 23 positional
+// arguments as a tuple, in schema order (the multi op: destination lists).
+// Returns kFastDone, kFastFallback (use torch.ops) or kFastError (a Python
+// RuntimeError is set, the same text the dispatcher path raises).
+extern "C" int sgl_meta_fast_fused_metadata_copy(PyObject* args) {
+  using namespace sgl_meta;
+  return fast_call([&] {
+    const FastArgs a(args, 23);
+    if (!a.ok()) return false;
+    TensorMeta t[18];
+    bool present[18];
+    for (int i = 0; i < 18; ++i)
+      if (!a.optional_tensor(i, t[i], present[i])) return false;
+    // Required tensors: None goes to the dispatcher path (its TypeError).
+    for (int i : {0, 1, 2, 3, 5, 9, 10, 11, 12, 14})
+      if (!present[i]) return false;
+    int64_t sc[5];
+    for (int i = 0; i < 5; ++i)
+      if (!a.integer(18 + i, sc[i])) return false;
+    const ArgChecker check("fused_metadata_copy");
+    if (!check_mode_and_bs(check, sc[0], sc[1])) return true;  // bs == 0: no-op
+    auto p = [&](int i) { return present[i] ? &t[i] : nullptr; };
+    const DsaSources<TensorMeta> src{p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8)};
+    const DsaDests<TensorMeta> dst{p(9), p(10), p(11), p(12), p(13), p(14), p(15), p(16), p(17)};
+    run(check, src, &dst, 1, false, sc[0], sc[1], sc[2], sc[3], sc[4]);
+    return true;
+  });
+}
+
+extern "C" int sgl_meta_fast_fused_metadata_copy_multi(PyObject* args) {
+  using namespace sgl_meta;
+  return fast_call([&] {
+    const FastArgs a(args, 23);
+    if (!a.ok()) return false;
+    TensorMeta t[9];
+    bool present[9];
+    for (int i = 0; i < 9; ++i)
+      if (!a.optional_tensor(i, t[i], present[i])) return false;
+    for (int i : {0, 1, 2, 3, 5})
+      if (!present[i]) return false;
+    std::vector<TensorMeta> lists[kDestLists];
+    for (int i = 0; i < kDestLists; ++i)
+      if (!a.tensor_list(9 + i, lists[i])) return false;
+    int64_t sc[5];
+    for (int i = 0; i < 5; ++i)
+      if (!a.integer(18 + i, sc[i])) return false;
+    auto p = [&](int i) { return present[i] ? &t[i] : nullptr; };
+    const DsaSources<TensorMeta> src{p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8)};
+    const std::vector<TensorMeta>* const ptrs[kDestLists] = {
+        &lists[0], &lists[1], &lists[2], &lists[3], &lists[4],
+        &lists[5], &lists[6], &lists[7], &lists[8]};
+    run_multi(ArgChecker("fused_metadata_copy_multi"), src, ptrs, sc[0], sc[1], sc[2], sc[3],
+              sc[4]);
+    return true;
+  });
+}

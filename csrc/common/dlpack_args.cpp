@@ -1,0 +1,128 @@
+// The eager fast path's argument reader (common/dlpack_args.h).
+#include "common/dlpack_args.h"
+
+#include <Python.h>
+
+#include "common/dlpack_abi.h"
+
+namespace sgl_meta {
+namespace {
+
+using torch::headeronly::ScalarType;
+using namespace dlpack;
+
+// Set once by sgl_meta_fast_init() (import time, under the GIL).
+PyObject* g_tensor_type = nullptr;
+const DLPackExchangeAPI* g_api = nullptr;
+
+bool read_tensor(PyObject* obj, TensorMeta& out) {
+  if (obj == nullptr || reinterpret_cast<PyObject*>(Py_TYPE(obj)) != g_tensor_type) return false;
+  DLTensor dl;
+  if (g_api->dltensor_from_py_object_no_sync(obj, &dl) != 0) {
+    PyErr_Clear();  // not describable (e.g. a sparse tensor): the dispatcher says why
+    return false;
+  }
+  ScalarType dtype;
+  if (dl.dtype.code != kDLInt || dl.dtype.lanes != 1) return false;
+  if (dl.dtype.bits == 32)
+    dtype = ScalarType::Int;
+  else if (dl.dtype.bits == 64)
+    dtype = ScalarType::Long;
+  else
+    return false;
+  TensorMeta::DeviceType device;
+  if (dl.device.device_type == kDLCPU)
+    device = TensorMeta::DeviceType::kCPU;
+  else if (dl.device.device_type == kDLCUDA)
+    device = TensorMeta::DeviceType::kCUDA;
+  else
+    return false;
+  if (dl.ndim < 0 || dl.ndim > TensorMeta::kMaxDim) return false;
+  int64_t compact[TensorMeta::kMaxDim];
+  const int64_t* strides = dl.strides;
+  if (strides == nullptr) {  // DLPack: null strides = compact row-major
+    int64_t s = 1;
+    for (int32_t i = dl.ndim - 1; i >= 0; --i) {
+      compact[i] = s;
+      s *= dl.shape[i];
+    }
+    strides = compact;
+  }
+  out = TensorMeta(static_cast<char*>(dl.data) + dl.byte_offset, dtype, device,
+                   device == TensorMeta::DeviceType::kCUDA ? dl.device.device_id : -1, dl.ndim,
+                   dl.shape, strides);
+  return true;
+}
+
+}  // namespace
+
+bool fast_path_ready() { return g_api != nullptr; }
+
+FastArgs::FastArgs(PyObject* args, int n)
+    : args_(args), ok_(args != nullptr && PyTuple_Check(args) && PyTuple_Size(args) == n) {}
+
+PyObject* FastArgs::item(int i) const { return PyTuple_GetItem(args_, i); }
+
+bool FastArgs::tensor(int i, TensorMeta& out) const { return read_tensor(item(i), out); }
+
+bool FastArgs::optional_tensor(int i, TensorMeta& out, bool& present) const {
+  PyObject* obj = item(i);
+  present = obj != Py_None;
+  return !present || read_tensor(obj, out);
+}
+
+bool FastArgs::tensor_list(int i, std::vector<TensorMeta>& out) const {
+  PyObject* obj = item(i);
+  const bool is_list = PyList_Check(obj);
+  if (!is_list && !PyTuple_Check(obj)) return false;
+  const Py_ssize_t n = is_list ? PyList_Size(obj) : PyTuple_Size(obj);
+  out.resize(static_cast<size_t>(n));
+  for (Py_ssize_t k = 0; k < n; ++k)
+    if (!read_tensor(is_list ? PyList_GetItem(obj, k) : PyTuple_GetItem(obj, k), out[k]))
+      return false;
+  return true;
+}
+
+bool FastArgs::integer(int i, int64_t& out) const {
+  PyObject* obj = item(i);
+  if (obj == nullptr || Py_TYPE(obj) != &PyLong_Type) return false;  // bool, numpy ints: dispatcher
+  const long long v = PyLong_AsLongLong(obj);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();  // out of int64: the dispatcher's error
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+void set_python_error(const char* what) { PyErr_SetString(PyExc_RuntimeError, what); }
+
+}  // namespace sgl_meta
+
+extern "C" {
+
+// Enables the fast path for `tensor_type` (torch.Tensor) when it exposes a
+// DLPack exchange API of a major version we read; 0 when enabled, else 1.
+int sgl_meta_fast_init(PyObject* tensor_type) {
+  PyObject* capsule = PyObject_GetAttrString(tensor_type, "__dlpack_c_exchange_api__");
+  if (capsule == nullptr) {
+    PyErr_Clear();
+    return 1;
+  }
+  auto* api = static_cast<const sgl_meta::dlpack::DLPackExchangeAPI*>(
+      PyCapsule_GetPointer(capsule, "dlpack_exchange_api"));
+  Py_DECREF(capsule);  // the API struct is static in torch, not owned by the capsule
+  if (api == nullptr) {
+    PyErr_Clear();
+    return 1;
+  }
+  if (api->header.version.major != sgl_meta::dlpack::kMajorVersion ||
+      api->dltensor_from_py_object_no_sync == nullptr)
+    return 1;
+  Py_INCREF(tensor_type);
+  sgl_meta::g_tensor_type = tensor_type;
+  sgl_meta::g_api = api;
+  return 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,66 @@
+"""The eager fast path: plain eager calls skip the dispatcher's argument handling.
+
+``torch.ops`` costs ~0.5 us per tensor argument before the kernel runs (Python
+argument parsing, the dispatcher, stable-ABI boxing). For the ops with many
+tensor arguments (the DSA copies take 18) a wrapper built with :func:`route`
+first hands its positional arguments, as one tuple, to an ``extern "C"`` entry
+of the extension (``ctypes.PyDLL``: the GIL stays held), which reads each
+tensor's metadata through PyTorch's DLPack C exchange API
+(``torch.Tensor.__dlpack_c_exchange_api__``, no allocation) and runs the op's
+own checks and launch: same checks, same error messages, same kernels
+(``csrc/common/dlpack_args.h``).
+
+The dispatcher path (``torch.ops.sgl_meta.*``) is taken instead whenever the
+fast path could change what a caller sees: under ``torch.compile`` tracing,
+while a TorchFunctionMode or TorchDispatchMode is active (make_fx, FakeTensorMode,
+debug modes), for tensor subclasses, devices other than CPU / CUDA, dtypes
+other than int32 / int64, None for a required tensor, or a scalar that is not a
+plain int: the C entry declines and the op is called as before. Set
+``SGL_META_FAST_PATH=0`` to always take the dispatcher path; torch builds
+without the exchange API (it appeared in torch 2.10) do so automatically.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Callable
+
+import torch
+
+from . import _C
+
+_lib = ctypes.PyDLL(_C.__file__)
+_lib.sgl_meta_fast_init.argtypes = [ctypes.py_object]
+_lib.sgl_meta_fast_init.restype = ctypes.c_int
+
+available: bool = os.environ.get("SGL_META_FAST_PATH", "1") != "0" and _lib.sgl_meta_fast_init(torch.Tensor) == 0
+"""Whether this process can take the fast path at all."""
+
+enabled: bool = available
+"""Switch read on every call (tests set it to False to exercise the dispatcher path)."""
+
+_compiling = torch.compiler.is_compiling
+_function_mode = torch._C._is_torch_function_mode_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
+
+
+def route(entry: str, op: Callable) -> Callable:
+    """``op`` (a ``torch.ops`` overload) behind the fast entry ``entry``.
+
+    The returned callable takes ``op``'s positional arguments. The entry returns
+    0 when it ran the op, 1 to decline (then ``op`` runs), and raises the op's
+    own RuntimeError when a check fails.
+    """
+    if not available:
+        return op
+    fast = getattr(_lib, entry)
+    fast.argtypes = [ctypes.py_object]
+    fast.restype = ctypes.c_int
+
+    def call(*args):
+        if not enabled or _compiling() or _function_mode() or _dispatch_modes() or fast(args):
+            op(*args)
+
+    call.__name__ = call.__qualname__ = f"route({entry})"
+    return call
