@@ -1,20 +1,29 @@
-"""Host time of a bound call (sgl_meta.bind) vs the same op through torch.ops (GPU).
+"""Host time of a bound call (sgl_meta.bind) vs the same op called directly (GPU).
 
     python benchmarks/bound_calls.py [--json PATH]
 
 Per case: median wall time of one Python call over many calls (the device is
-synchronised every 200 calls so the launch queue never fills), direct op call
-vs the Plan returned by sgl_meta.bind for the same arguments, plus a Plan that
-binds a bs == 0 call (no launch: the floor of the C call itself).
+synchronised every 200 calls so the launch queue never fills): the op through
+torch.ops, the op through the eager fast path where it has one (sgl_meta/_fast.py),
+and the Plan returned by sgl_meta.bind for the same arguments; plus a Plan that
+binds a bs == 0 call (no launch: the floor of the C call itself). With nvcc on
+PATH it also compiles benchmarks/launch_floor.cu and times an empty kernel
+launched through ctypes (parameter blocks of 64 / 512 / 2048 bytes): the floor
+any launch from Python pays on that machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import dataclasses
 import datetime
 import json
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,8 +32,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the test case makers
 
 import sgl_meta  # noqa: E402
+from sgl_meta import _fast  # noqa: E402
 from dsa_copy_cases import EDGE_CASES as DSA_COPY_CASES  # noqa: E402
 from dsa_copy_cases import make_case as make_copy_case  # noqa: E402
+from dsa_copy_cases import multi_lists  # noqa: E402
 from trtllm_mha_cases import MetaCase, make_case as make_mha_case  # noqa: E402
 
 
@@ -53,6 +64,28 @@ def cases(device: str):
     sources, dests, sc = make_copy_case(DSA_COPY_CASES["realistic_decode"], gen, device)
     copy = {**sources, **dests[0], **sc}
     yield "fused_metadata_copy decode bs64 (real table + FlashMLA)", sgl_meta.fused_metadata_copy, (), copy
+    case = dataclasses.replace(DSA_COPY_CASES["realistic_decode"], sets=3)
+    sources, dests, sc = make_copy_case(case, gen, device)
+    multi = {**sources, **multi_lists(dests), **sc}
+    yield "fused_metadata_copy_multi decode bs64, K=3", sgl_meta.fused_metadata_copy_multi, (), multi
+
+
+def launch_floor():
+    """(case, host us) for benchmarks/launch_floor.cu through ctypes; nothing without nvcc."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        print("launch floor: nvcc not on PATH, skipped")
+        return []
+    src = Path(__file__).with_name("launch_floor.cu")
+    so = Path(tempfile.mkdtemp()) / "launch_floor.so"
+    cc = torch.cuda.get_device_capability()
+    subprocess.run([nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC", f"-arch=sm_{cc[0]}{cc[1]}", str(src),
+                    "-o", str(so)], check=True)
+    lib = ctypes.CDLL(str(so))
+    out = [("ctypes call, no launch (floor_noop)", host_us(lib.floor_noop))]
+    for size in (64, 512, 2048):
+        out.append((f"ctypes + empty kernel launch, {size} B params", host_us(getattr(lib, f"floor_launch_{size}"))))
+    return out
 
 
 def main() -> int:
@@ -65,9 +98,17 @@ def main() -> int:
     rows = []
     for name, op, a, kw in cases("cuda"):
         plan = sgl_meta.bind(op, *a, **kw)
-        direct, bound = host_us(lambda: op(*a, **kw)), host_us(plan)
-        rows.append(dict(case=name, direct_us=direct, bound_us=bound, launches=plan.num_launches))
-        print(f"{name:58s} direct {direct:6.2f} us   bound {bound:6.2f} us   ({plan.num_launches} launch)")
+        _fast.enabled = False
+        direct = host_us(lambda: op(*a, **kw))
+        _fast.enabled = _fast.available
+        fast = host_us(lambda: op(*a, **kw)) if _fast.available and op.__module__ == "sgl_meta.dsa_copy" else None
+        bound = host_us(plan)
+        rows.append(dict(case=name, direct_us=direct, fast_path_us=fast, bound_us=bound, launches=plan.num_launches))
+        fast_txt = f"fast path {fast:6.2f} us   " if fast is not None else ""
+        print(f"{name:58s} torch.ops {direct:6.2f} us   {fast_txt}bound {bound:6.2f} us   ({plan.num_launches} launch)")
+    for name, us in launch_floor():
+        rows.append(dict(case=name, floor_us=us))
+        print(f"{name:58s} {us:6.2f} us")
     env = dict(date=datetime.datetime.now().isoformat(timespec="seconds"), gpu=torch.cuda.get_device_name(),
                torch=torch.__version__, python=sys.version.split()[0])
     print(env)

@@ -7,7 +7,7 @@
 # + abi3 build. Logs and JSON go to $OUT (or ./device-out). The short tables
 # are printed last.
 #
-#   bash scripts/device_check.sh [tests] [wheel] [micro] [small] [bench] [upstream] [sanitize]   (default: tests micro bench)
+#   bash scripts/device_check.sh [tests] [wheel] [micro] [small] [bench] [upstream] [bound] [sanitize]   (default: tests micro bench)
 #
 # `wheel` installs the carried dist/*.whl (built by scripts/check_wheel.py) into
 # this machine's Python and runs the smoke test and the whole test suite against
@@ -39,7 +39,7 @@ run() {  # run NAME CMD... : log to $OUT/NAME.log, remember the exit status
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$OUT/gpu.txt"
-$PY -c "import sys, torch, sgl_meta; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'sgl_meta', sgl_meta.__version__, sgl_meta.__file__)" | tee -a "$OUT/gpu.txt"
+$PY -c "import sys, torch, sgl_meta; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'sgl_meta', sgl_meta.__version__, sgl_meta.__file__); from sgl_meta import _fast; print('eager fast path (DLPack C exchange API):', _fast.available)" | tee -a "$OUT/gpu.txt"
 
 for step in "${steps[@]}"; do
   case $step in
@@ -56,6 +56,7 @@ for step in "${steps[@]}"; do
       run small "$PY" benchmarks/small_sizes.py --json "$OUT/small_sizes.json" "${small_args[@]}" ;;
     bench) run bench "$PY" -m sgl_meta.bench --json "$OUT/bench.json" --plot "$OUT/bench.png" ;;
     upstream) run upstream bash scripts/upstream_bench.sh "$OUT" ;;
+    bound) run bound "$PY" benchmarks/bound_calls.py --json "$OUT/bound_calls.json" ;;
     sanitize) run sanitize bash scripts/sanitize.sh ;;
     *) echo "unknown step $step"; status=1 ;;
   esac
