@@ -358,13 +358,17 @@ def test_ragged_verify_falls_back_when_not_covered(gen):
 
 
 def test_hook_table():
-    """The plugin's table registers both functions as AROUND hooks on these targets."""
+    """The plugin's table registers both functions (and the unified pool's two)
+    as AROUND hooks on these targets."""
+    from sgl_meta.sglang import trtllm_mha_unified as unified
     from sgl_meta.sglang.hooks import HOOKS, load
 
     targets = {h.target: (load(h.replacement), h.kind) for h in HOOKS if h.kind == "AROUND"}
     assert targets == {
         spec.MULTI_STEP_TARGET: (spec.multi_step_draft_init_forward_metadata_in_graph, "AROUND"),
         spec.RAGGED_VERIFY_TARGET: (spec.ragged_verify_write_graph_metadata, "AROUND"),
+        unified.APPLY_TARGET: (unified.apply_cuda_graph_metadata, "AROUND"),
+        unified.OUT_GRAPH_TARGET: (unified.init_forward_metadata_out_graph, "AROUND"),
     }
 
 
@@ -372,5 +376,6 @@ def test_module_does_not_import_sglang():
     import subprocess
     import sys
 
-    code = "import sys, sgl_meta.sglang.trtllm_mha_spec; assert 'sglang' not in sys.modules"
+    code = ("import sys, sgl_meta.sglang.trtllm_mha_spec, sgl_meta.sglang.trtllm_mha_unified; "
+            "assert 'sglang' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -214,5 +214,19 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("update_trtllm_mha_graph_metadata_multi"),),
         kind="AROUND",
     ),
+    # Unified memory pool (docs/sglang.md, "The unified memory pool"): the page tables through
+    # v2p in the recorded update, and the out-of-graph rebuild of those tables skipped.
+    Hook(
+        f"{_MHA_BACKEND}.TRTLLMHAAttnBackend._apply_cuda_graph_metadata",
+        "sgl_meta.sglang.trtllm_mha_unified:apply_cuda_graph_metadata",
+        (CudaKernel("update_trtllm_mha_graph_metadata"), Keywords(_UPDATE, ("live_pages_only", "v2p", "swa_v2p"))),
+        kind="AROUND",
+    ),
+    Hook(
+        f"{_MHA_BACKEND}.TRTLLMHAAttnBackend.init_forward_metadata_out_graph",
+        "sgl_meta.sglang.trtllm_mha_unified:init_forward_metadata_out_graph",
+        (CudaKernel("update_trtllm_mha_graph_metadata"), Keywords(_UPDATE, ("live_pages_only", "v2p", "swa_v2p"))),
+        kind="AROUND",
+    ),
 )
 """Every hook the plugin knows, in the order they are considered."""

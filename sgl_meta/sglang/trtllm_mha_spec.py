@@ -14,8 +14,10 @@ differences), and calls ``original`` otherwise. The plugin's hook table
   per draft step backend ``i`` with ``seqlen_offset = i + 1``, each gathering the
   same page table. :func:`multi_step_draft_init_forward_metadata_in_graph`
   records one :func:`sgl_meta.update_trtllm_mha_graph_metadata_multi` into all
-  K - 1 backends' buffers (static pool with or without SWA; the unified pool's
-  seqlens-only form, whose tables the out-of-graph refresh still fills).
+  K - 1 backends' buffers (static pool with or without SWA; on the unified pool
+  the tables through v2p when :mod:`.trtllm_mha_unified` allows it for every
+  step, which marks them so the out-of-graph refresh skips them, else the
+  seqlens-only form, whose tables that refresh still fills).
 * ``TRTLLMHAAttnBackend._write_ragged_verify_graph_metadata`` (out of graph, on
   every replay prep): 10-14 eager launches (geometry, cumsums, copies, the
   page-table builder, the SWA write-id translation). :func:`ragged_verify_write_graph_metadata`
@@ -36,6 +38,7 @@ import logging
 from typing import Any, Callable, Optional
 
 from ..trtllm_mha import Q_MODE_CUMSUM, update_trtllm_mha_graph_metadata, update_trtllm_mha_graph_metadata_multi
+from . import trtllm_mha_unified as _unified
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +52,29 @@ RAGGED_VERIFY_TARGET = f"{BACKEND}.TRTLLMHAAttnBackend._write_ragged_verify_grap
 _BACKEND_CLASS = "TRTLLMHAAttnBackend"
 _REIMPLEMENTED = ("init_forward_metadata_in_graph", "_apply_cuda_graph_metadata", "_fill_page_table_device")
 _MISSING = object()
+# sgl-meta's own AROUND hooks on those methods: a method wrapped only by these
+# still does what the replacements here do (they follow the same rules).
+_OURS = (_unified.apply_cuda_graph_metadata,)
+
+
+def _hook_of(wrapper: Callable) -> Any:
+    """The ``hook`` a HookRegistry wrapper closes over (its ``_wrap_fn``), or None."""
+    code = getattr(wrapper, "__code__", None)
+    cells = getattr(wrapper, "__closure__", None) or ()
+    if code is None or len(code.co_freevars) != len(cells):
+        return None
+    return dict(zip(code.co_freevars, (c.cell_contents for c in cells))).get("hook")
+
+
+def _wrapped_by_us_only(fn: Callable) -> bool:
+    """``fn`` is the class's own method, or HookRegistry wrappers (``__wrapped__``)
+    around it whose hooks are all in :data:`_OURS`."""
+    while getattr(fn, "__wrapped__", None) is not None:
+        hook = _hook_of(fn)
+        if not any(hook is ours for ours in _OURS):
+            return False
+        fn = fn.__wrapped__
+    return True
 
 
 def _plain_backend(backend: Any) -> bool:
@@ -57,7 +83,7 @@ def _plain_backend(backend: Any) -> bool:
         return False
     for name in _REIMPLEMENTED:
         fn = getattr(cls, name, None)
-        if fn is None or getattr(fn, "__wrapped__", None) is not None:
+        if fn is None or not _wrapped_by_us_only(fn):
             return False
         if getattr(fn, "__qualname__", "") != f"{_BACKEND_CLASS}.{name}":
             return False
@@ -108,6 +134,12 @@ def _multi_step_call(self: Any, forward_batch: Any) -> Optional[dict]:
             return None  # the original raises its own KeyError
         metas.append((meta, fields))
     unified = bool(getattr(translator, "is_translating", False))
+    # Unified pool: the tables through v2p in this launch, as the single-backend
+    # hook (trtllm_mha_unified) records them, when every step allows it.
+    tables = [_unified.unified_v2p(b, m) for b, (m, _) in zip(backends, metas)] if unified else []
+    if tables and not all(t is not None and t["v2p"] is tables[0]["v2p"] and t["swa_v2p"] is tables[0]["swa_v2p"]
+                          for t in tables):
+        tables = []
     kw = dict(
         req_pool_indices=forward_batch.req_pool_indices[:bs],
         seq_lens=forward_batch.seq_lens[:bs],
@@ -121,8 +153,13 @@ def _multi_step_call(self: Any, forward_batch: Any) -> Optional[dict]:
         swa_mapping=swa_mapping,
         out_cache_loc=getattr(forward_batch, "out_cache_loc", None),
         live_pages_only=True,  # 0.5.23 rewrites each row's live prefix only
-        skip_page_table=unified,
+        skip_page_table=unified and not tables,
     )
+    if tables:
+        kw.update(page_table=[f[2] for _, f in metas], v2p=tables[0]["v2p"])
+        if tables[0]["swa_v2p"] is not None:
+            kw.update(swa_page_table=[f[3] for _, f in metas], swa_v2p=tables[0]["swa_v2p"])
+        kw["_mark"] = True
     if not unified:
         kw["page_table"] = [f[2] for _, f in metas]
         for name, j in (("swa_page_table", 3), ("swa_out_cache_loc", 4)):
@@ -155,9 +192,11 @@ def multi_step_draft_init_forward_metadata_in_graph(original: Callable, self: An
     kw = _multi_step_call(self, forward_batch)
     if kw is None:
         return original(self, forward_batch)
-    metas, backends = kw.pop("_metas"), kw.pop("_backends")
+    metas, backends, recorded = kw.pop("_metas"), kw.pop("_backends"), kw.pop("_mark", False)
     update_trtllm_mha_graph_metadata_multi(**kw)
     for backend, meta in zip(backends, metas):
+        if recorded:
+            _unified.mark(meta)
         backend.forward_metadata = meta
     return None
 

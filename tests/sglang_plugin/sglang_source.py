@@ -160,6 +160,23 @@ class CallSite:
         return f"{self.file}:{self.line} ({self.positional} positional; keywords: {kw or '-'})"
 
 
+def _calls_of_own_method(tree: ast.Module, name: str, skip_class: Optional[str]) -> set[int]:
+    """ids of the ``self.<name>(...)`` calls inside a class (other than
+    ``skip_class``) that defines ``name`` itself: they reach that class's own
+    method, never the hooked one (e.g. another backend's ``_apply_cuda_graph_metadata``)."""
+    out: set[int] = set()
+    for cls in ast.walk(tree):
+        if not isinstance(cls, ast.ClassDef) or cls.name == skip_class:
+            continue
+        if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name for n in cls.body):
+            continue
+        for node in ast.walk(cls):
+            f = node.func if isinstance(node, ast.Call) else None
+            if isinstance(f, ast.Attribute) and f.attr == name and isinstance(f.value, ast.Name) and f.value.id == "self":
+                out.add(id(node))
+    return out
+
+
 def call_sites(target: str) -> list[CallSite]:
     """Every call of ``target`` in the installed SGLang (tests excluded).
 
@@ -168,7 +185,8 @@ def call_sites(target: str) -> list[CallSite]:
     ``self._x(...)``, as the DSA backend does with its metadata generators).
     A method target matches every ``obj.name(...)`` call (any of them may
     reach the hooked class), with the instance counted as a positional
-    argument.
+    argument, except ``self.name(...)`` inside another class that defines
+    ``name`` itself (that reaches its own method).
     """
     defn = find_definition(target)
     name = target.rsplit(".", 1)[-1]
@@ -194,8 +212,10 @@ def call_sites(target: str) -> list[CallSite]:
     scan = [(p, t) for p, t in _sources() if any(a in t for a in attrs)]
     sites = []
     for path, _ in scan:
-        for node in ast.walk(_parse(path)):
-            if not isinstance(node, ast.Call):
+        tree = _parse(path)
+        own = _calls_of_own_method(tree, name, skip_class=defn.cls if defn is not None and path == defn.path else None)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call) or id(node) in own:
                 continue
             f = node.func
             by_name = isinstance(f, ast.Name) and f.id in local_names.get(path, ())
