@@ -60,6 +60,11 @@ def cases(device: str):
                  n_out=None, swa_out_len=None), gen, device)
     mha = {**inputs, **outputs, **scalars}
     yield "update_trtllm_mha_graph_metadata bs256 x 2048 pages", sgl_meta.update_trtllm_mha_graph_metadata, (), mha
+    inputs1, outputs1, scalars1 = make_mha_case(
+        MetaCase(bs=1, max_seq_pages=2048, page_size=64, pool=4, live_pages_only=True, swa=False,
+                 n_out=None, swa_out_len=None), gen, device)
+    yield ("update_trtllm_mha_graph_metadata bs1 (device time < host time)", sgl_meta.update_trtllm_mha_graph_metadata,
+           (), {**inputs1, **outputs1, **scalars1})
     yield "update_trtllm_mha_graph_metadata bs0 (no launch)", sgl_meta.update_trtllm_mha_graph_metadata, (), {**mha, "bs": 0}
     sources, dests, sc = make_copy_case(DSA_COPY_CASES["realistic_decode"], gen, device)
     copy = {**sources, **dests[0], **sc}

@@ -2,11 +2,11 @@
 // The C entry points are reached from Python with ctypes (sgl_meta/plan.py);
 // _C stays an empty limited-API module and the ops themselves are reached
 // through the dispatcher as always.
-#include <cstring>
 #include <exception>
 #include <memory>
 #include <vector>
 
+#include "common/dlpack_args.h"  // set_python_error
 #include "common/plan.h"
 
 namespace sgl_meta {
@@ -17,12 +17,6 @@ struct Plan {
 };
 
 thread_local Plan* g_recording = nullptr;
-
-void copy_error(const char* what, char* err, size_t err_len) {
-  if (err == nullptr || err_len == 0) return;
-  std::strncpy(err, what, err_len - 1);
-  err[err_len - 1] = '\0';
-}
 
 }  // namespace
 
@@ -57,23 +51,25 @@ int64_t sgl_meta_plan_size(void* plan) {
   return static_cast<int64_t>(static_cast<sgl_meta::Plan*>(plan)->launches.size());
 }
 
-// Repeats the plan's launches; 0 on success, else 1 with the error in `err`.
-int sgl_meta_plan_launch(void* plan, char* err, size_t err_len) {
+// Repeats the plan's launches. Called through ctypes.PyDLL (the GIL is
+// held): 0 on success, else -1 with a Python RuntimeError set, which ctypes
+// raises. One argument, so the hot call converts nothing but the handle.
+int sgl_meta_plan_run(void* plan) {
   if (plan == nullptr) {
-    sgl_meta::copy_error("no plan (null handle)", err, err_len);
-    return 1;
+    sgl_meta::set_python_error("no plan (null handle)");
+    return -1;
   }
   try {
     for (const auto& launch : static_cast<sgl_meta::Plan*>(plan)->launches) {
       if (const char* e = launch->run()) {
-        sgl_meta::copy_error(e, err, err_len);
-        return 1;
+        sgl_meta::set_python_error(e);
+        return -1;
       }
     }
     return 0;
   } catch (const std::exception& e) {
-    sgl_meta::copy_error(e.what(), err, err_len);
-    return 1;
+    sgl_meta::set_python_error(e.what());
+    return -1;
   }
 }
 

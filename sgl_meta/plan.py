@@ -55,14 +55,13 @@ _lib.sgl_meta_plan_end.restype = ctypes.c_void_p
 _lib.sgl_meta_plan_end.argtypes = []
 _lib.sgl_meta_plan_size.restype = ctypes.c_int64
 _lib.sgl_meta_plan_size.argtypes = [ctypes.c_void_p]
-# The hot call: no argtypes (ctypes then skips its per-argument converters,
-# ~1 us) and every argument a prebuilt ctypes object (Plan.__init__).
-_launch = ctypes.CDLL(_C.__file__).sgl_meta_plan_launch
-_launch.restype = ctypes.c_int
+# The hot call: one prebuilt ctypes argument and no argtypes (ctypes then
+# skips its per-argument converters); PyDLL keeps the GIL so that the C side
+# raises a failed launch as a Python RuntimeError itself.
+_run = ctypes.PyDLL(_C.__file__).sgl_meta_plan_run
+_run.restype = ctypes.c_int
 _lib.sgl_meta_plan_free.restype = None
 _lib.sgl_meta_plan_free.argtypes = [ctypes.c_void_p]
-
-_ERR_LEN = ctypes.c_size_t(1024)
 
 # The modules whose public functions are op wrappers / drop-ins that end in
 # exactly one op call on the given tensors (nothing copied first): the only
@@ -88,7 +87,7 @@ class Plan:
     Made by :func:`bind`; see the module docstring for the contract.
     """
 
-    __slots__ = ("_handle", "_launch", "_err", "_bound", "_storages", "_check", "op_name",
+    __slots__ = ("_handle", "_run", "_bound", "_storages", "_check", "op_name",
                  "num_launches", "__weakref__")
 
     def __init__(self, op_name: str, handle: int, bound: list):
@@ -96,8 +95,7 @@ class Plan:
             raise TypeError("sgl_meta.Plan: plans are made by sgl_meta.bind(op, ...), not directly")
         self.op_name = op_name
         self._handle = ctypes.c_void_p(handle)
-        self._launch = _launch
-        self._err = ctypes.create_string_buffer(_ERR_LEN.value)
+        self._run = _run
         # (name, tensor, data_ptr at bind time); the storages keep the memory
         # alive even if the tensors are later re-pointed.
         self._bound = bound
@@ -110,14 +108,13 @@ class Plan:
         """Repeat the bound launch (current stream of the bound device)."""
         if self._check:
             self.check()
-        if self._launch(self._handle, self._err, _ERR_LEN):
-            self._raise()
-
-    def _raise(self) -> None:
-        msg = self._err.value.decode(errors="replace")
-        if not msg.startswith("sgl_meta."):
-            msg = f"sgl_meta.{self.op_name} (bound call): {msg}"
-        raise RuntimeError(msg)
+        try:
+            self._run(self._handle)
+        except RuntimeError as err:
+            msg = str(err)
+            if not msg.startswith("sgl_meta."):
+                msg = f"sgl_meta.{self.op_name} (bound call): {msg}"
+            raise RuntimeError(msg) from None
 
     def check(self) -> None:
         """Raise if a bound tensor no longer points at the memory the plan uses."""

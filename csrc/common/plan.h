@@ -6,7 +6,7 @@
 // would launch, run_on_device() saves a copy of its plain params struct and
 // its CPU / CUDA entry points instead (nothing is written). sgl_meta_plan_end()
 // hands the saved launches to Python as an opaque handle, and
-// sgl_meta_plan_launch(handle) repeats them on the device's current stream.
+// sgl_meta_plan_run(handle) repeats them on the device's current stream.
 //
 // A saved launch holds raw pointers into the tensors of the recorded call;
 // the Python Plan object keeps those tensors' storages alive (plan.py), so a
