@@ -15,9 +15,10 @@
 // (token stream) issues all its first-level loads, then all its second-level
 // loads, before it uses any of them.
 //
-// Page table: 128-thread blocks, 256 columns per block step, 2 per thread (A/B
+// Page table: 256-thread blocks, 512 columns per block step, 2 per thread (A/B
 // on the H200: 2 per thread 13.0 us, 4: 13.4, 8: 14.5 at bs 256 x 2048 pages),
-// strided by 128 so a warp's stores cover 32 consecutive columns.
+// strided by 256 so a warp's stores cover 32 consecutive columns; a 2-D grid
+// (row = blockIdx.y) so no block divides its index.
 // Token stream: one warp per chunk of 32 pages: lane j gathers and translates
 // page j of the chunk, then the warp writes the chunk's ids (page_size per
 // page, contiguous in out) with 16-byte vector stores, each id taking its
@@ -31,12 +32,21 @@
 namespace sgl_meta {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 128;  // token stream
+// Page table: 256-thread blocks of 2 columns per thread. 2 columns beat 4 and
+// 8 at long rows (more gathers in flight per SM); 256 threads halve the blocks
+// of short rows against 128, each of which pays the row's scalar loads and
+// checks before it finds nothing to do (ncu, bs 256 at contexts <= 8k: the
+// instruction issue of those blocks, not DRAM, set the time).
+constexpr int kPageThreads = 256;
 #ifndef SGL_META_KV_COLS_PER_THREAD
-#define SGL_META_KV_COLS_PER_THREAD 2  // 2 beat 4 and 8 on the H200 (results/small_sizes)
+#define SGL_META_KV_COLS_PER_THREAD 2
 #endif
 constexpr int kColsPerThread = SGL_META_KV_COLS_PER_THREAD;
-constexpr int64_t kColsPerBlock = kThreads * kColsPerThread;
+constexpr int64_t kColsPerBlock = kPageThreads * kColsPerThread;
+// Page-table grid: x = a block's share of its row, y = the row (gridDim.y is
+// capped at 65535; larger batches loop over rows).
+constexpr int64_t kMaxGridRows = 65535;
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kPagesPerChunk = 32;  // token stream: one page per lane
 // Past this many blocks (about two waves of 128-thread blocks on an H100/H200)
@@ -129,7 +139,7 @@ __device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
   int32_t slot[kColsPerThread];
 #pragma unroll
   for (int k = 0; k < kColsPerThread; ++k) {
-    const int64_t c = c0 + k * kThreads;
+    const int64_t c = c0 + k * kPageThreads;
     slot[k] = c < n ? load_ro(row_in + c * step) : 0;
   }
   int64_t entry[kColsPerThread];
@@ -140,7 +150,7 @@ __device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
     // Second-level gather, issued for all columns before any is used.
 #pragma unroll
     for (int k = kColsPerThread - 1; k >= 0; --k) {
-      const bool live = c0 + k * kThreads < n;
+      const bool live = c0 + k * kPageThreads < n;
       const bool inside = entry[k] < s.v2p_size;
       if (live && !inside) bad = k;
       entry[k] = live && inside ? max_i64(load_ro(s.v2p + entry[k]), 0) : 0;
@@ -148,11 +158,11 @@ __device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
 #pragma unroll
     for (int k = kColsPerThread - 1; k >= 0; --k)
       if (entry[k] > INT32_MAX && (bad < 0 || k < bad)) bad = k;
-    if (bad >= 0) return c0 + bad * kThreads;
+    if (bad >= 0) return c0 + bad * kPageThreads;
   }
 #pragma unroll
   for (int k = 0; k < kColsPerThread; ++k) {
-    const int64_t c = c0 + k * kThreads;
+    const int64_t c = c0 + k * kPageThreads;
     if (c < n)
       out[c] = static_cast<int32_t>(entry[k]);
     else if (c < limit)
@@ -161,12 +171,10 @@ __device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
   return -1;
 }
 
-__global__ void __launch_bounds__(kThreads)
-    kv_read_page_table_kernel(const __grid_constant__ KvReadPageTableParams p,
-                              uint32_t blocks_per_row) {
+// One row's share [first_step, ...) of block steps; false after a failed check.
+__device__ __forceinline__ bool page_row(const KvReadPageTableParams& p, uint32_t row,
+                                         uint32_t first_step, uint32_t steps) {
   const KvReadSource& s = p.src;
-  const uint32_t row = blockIdx.x / blocks_per_row;
-  const uint32_t first_step = blockIdx.x - row * blocks_per_row;
   // Row scalars, loaded before any is used (one latency, not three). Every
   // block checks them, live or not, so a bad index fails whatever the
   // lengths (the CPU kernel checks every row too).
@@ -175,23 +183,30 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
   if (req < 0 || req >= s.pool_size || start < 0) {
     fail_row<false>(s, row, req, start);
-    return;
+    return false;
   }
   const int64_t n = live_columns(p, seq, start);
   const int64_t limit = p.zero_tail ? p.max_pages : n;
-  int64_t begin = first_step * kColsPerBlock;
-  if (begin >= limit) return;  // past the row's live columns: nothing to do
+  int64_t begin = int64_t{first_step} * kColsPerBlock;
+  if (begin >= limit) return true;  // past the row's live columns: nothing to do
 
   const int32_t* row_in = s.req_to_token + req * s.req_to_token_stride + start;
   int32_t* out = p.out + row * p.out_stride;
-  const int64_t stride = static_cast<int64_t>(blocks_per_row) * kColsPerBlock;
+  const int64_t stride = int64_t{steps} * kColsPerBlock;
   for (; begin < limit; begin += stride) {
     const int64_t bad = page_step(p, row_in, out, begin, n, limit);
     if (bad >= 0) {
       fail_page_column(p, row, req, start, bad);
-      return;
+      return false;
     }
   }
+  return true;
+}
+
+__global__ void __launch_bounds__(kPageThreads)
+    kv_read_page_table_kernel(const __grid_constant__ KvReadPageTableParams p) {
+  for (int64_t row = blockIdx.y; row < p.src.bs; row += gridDim.y)
+    if (!page_row(p, static_cast<uint32_t>(row), blockIdx.x, gridDim.x)) return;
 }
 
 // ---- token stream ---------------------------------------------------------------
@@ -397,14 +412,13 @@ const char* kv_read_page_table_cuda(const KvReadPageTableParams& p, void* stream
   // At least one block per row even when no column can be written, so every
   // request index is still checked. Without zero_tail no row writes past the
   // columns whose first token lies in the req_to_token row.
+  if (p.src.bs == 0) return nullptr;
   const int64_t row_cols = p.src.div.page.ceil_div(p.src.row_len);
   const int64_t cols = p.zero_tail ? p.max_pages : min_i64(p.max_pages, row_cols);
   const int64_t per_row = blocks_per_row(cols, kColsPerBlock, p.src.bs);
-  const int64_t blocks = p.src.bs * per_row;
-  if (blocks > INT32_MAX) return "grid too large (req_pool_indices.numel() out of range)";
-  kv_read_page_table_kernel<<<static_cast<unsigned>(blocks), kThreads, 0,
-                              static_cast<cudaStream_t>(stream)>>>(
-      p, static_cast<uint32_t>(per_row));
+  const dim3 grid(static_cast<unsigned>(per_row),
+                  static_cast<unsigned>(min_i64(p.src.bs, kMaxGridRows)));
+  kv_read_page_table_kernel<<<grid, kPageThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }

@@ -8,7 +8,7 @@
 //                             written to every set whose live prefix covers it
 //   [.., + swa_out_blocks)    swa_out_cache_loc translate + zero padding
 // skip_page_table (or nothing but seqlens to write) launches the scan alone,
-// as its own smaller kernel: one block, one warp when bs <= 32.
+// as its own smaller kernel: one block, one warp when bs <= 256.
 //
 // Where the time goes at small sizes (a few microseconds end to end), and what
 // the code does about it:
@@ -17,9 +17,9 @@
 //   can before using any (a row's request index, length and per-row offset
 //   together; all gathered slots of a thread; then all second-level loads),
 //   and the scan loads its whole tile before scanning (no load per loop trip).
-// * the scan: bs <= 32 is one warp-shuffle scan (no shared memory, no
-//   barrier); larger batches scan kScanItems rows per thread, one barrier per
-//   256-row tile.
+// * the scan: bs <= 256 is one warp-shuffle scan, up to 8 consecutive rows
+//   per lane (no shared memory, no barrier); larger batches scan kScanItems
+//   rows per thread, one barrier per 256-row tile.
 // * scattered gathers per SM: the L1 serves an uncoalesced warp load one
 //   cache line (wavefront) per cycle, 32 of them for 32 page slots, so a
 //   block that gathers a thousand slots spends ~1000 cycles on its SM just
@@ -60,6 +60,10 @@ constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
 // shares their kernel) for batches that are rarely captured.
 constexpr int kScanItems = 2;
 constexpr int64_t kScanTile = int64_t{kThreads} * kScanItems;
+// Batches up to kWarpScanRows rows (every usual CUDA-graph batch) scan in one
+// warp, kWarpItems consecutive rows per lane at most.
+constexpr int kWarpItems = 8;
+constexpr int64_t kWarpScanRows = 32 * kWarpItems;
 
 // What the scan reads and writes (the whole parameter block of the
 // seqlens-only kernel: kept small, it is copied on every launch).
@@ -164,19 +168,85 @@ __device__ __forceinline__ void write_scan_zeros(const ScanArgs<N>& a) {
   }
 }
 
-// bs <= 32: one warp, shuffles only, no shared memory, no barrier.
-template <int N>
+// bs <= 32 * kItems: one warp, shuffles only, no shared memory, no barrier.
+// Lane l scans rows [l * R, l * R + R), R = ceil(bs / 32) <= kItems, with
+// every load issued before the scan; one warp scan of the lane totals then
+// gives each lane its offset. (A block-wide scan costs a barrier and shared
+// memory round trips that the small batches of CUDA graphs do not need.)
+// kItems = 1 (bs <= 32) keeps the smallest batches on the shortest code.
+// Rows [first, first + kItems) of an index array into `v` (0 past `live`
+// rows), every load issued before any is used; the dtype is resolved once for
+// the whole run, not per row (per-row branches multiplied the code).
+template <int kItems>
+__device__ __forceinline__ void load_rows(const IndexArray& x, int64_t first, int live,
+                                          uint32_t (&v)[kItems]) {
+  if (x.is64) {
+    const int64_t* p = static_cast<const int64_t*>(x.data) + first;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) v[j] = j < live ? static_cast<uint32_t>(p[j]) : 0u;
+  } else {
+    const int32_t* p = static_cast<const int32_t*>(x.data) + first;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) v[j] = j < live ? static_cast<uint32_t>(p[j]) : 0u;
+  }
+}
+
+template <int N, int kItems>
 __device__ __forceinline__ void scan_rows_warp(const ScanArgs<N>& a) {
   write_scan_zeros(a);
   if (threadIdx.x >= 32) return;
+  const int per_lane = kItems == 1 ? 1 : static_cast<int>((a.bs + 31) / 32);
+  const int64_t first = int64_t{threadIdx.x} * per_lane;
+  const int live = static_cast<int>(min_i64(per_lane, max_i64(a.bs - first, 0)));
+  uint32_t base[kItems], off[kItems], q[kItems];
+  load_rows<kItems>(a.seq_lens, first, live, base);
+  const bool offsets = a.seqlen_offsets.present();
+  if (offsets) load_rows<kItems>(a.seqlen_offsets, first, live, off);
   const bool cumsum = a.q_mode == kQModeCumsum;
-  const int64_t i = threadIdx.x;
-  const bool live = i < a.bs;
-  const uint32_t base = live ? scan_base(a, i) : 0u;
-  const uint32_t q = live && cumsum ? static_cast<uint32_t>(a.qlens[i]) : 0u;
-  const uint32_t k_incl = warp_inclusive_sum(base);
-  const uint32_t q_incl = cumsum ? warp_inclusive_sum(q) : 0u;
-  if (live) write_scan_row(a, i, base, k_incl, q_incl);
+  if (cumsum) load_rows<kItems>(a.qlens, first, live, q);
+  uint32_t k_run = 0, q_run = 0;
+  uint32_t k_pre[kItems];
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    if (offsets) base[j] += off[j];  // mod 2**32, as scan_base
+    k_run += base[j];
+    k_pre[j] = k_run;
+    if (cumsum) {
+      q_run += q[j];
+      q[j] = q_run;
+    }
+  }
+  const uint32_t k_off = warp_inclusive_sum(k_run) - k_run;
+  const uint32_t q_off = cumsum ? warp_inclusive_sum(q_run) - q_run : 0u;
+  // Row i of every set (write_scan_row, one field at a time).
+#pragma unroll
+  for (int s = 0; s < N; ++s) {
+    const uint32_t so = static_cast<uint32_t>(a.seqlen_offset[s]);
+    int32_t* cache = a.cache_seqlens[s] + first;
+    int32_t* cu_k = a.cu_seqlens_k[s] + first + 1;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      if (j >= live) break;
+      cache[j] = static_cast<int32_t>(base[j] + so);
+      cu_k[j] = static_cast<int32_t>(k_off + k_pre[j] + static_cast<uint32_t>(first + j + 1) * so);
+    }
+    if (cumsum) {
+      int32_t* cu_q = a.cu_seqlens_q[s] + first + 1;
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        if (j >= live) break;
+        cu_q[j] = static_cast<int32_t>(q_off + q[j]);
+      }
+    } else if (a.q_mode == kQModeStrided) {
+      int32_t* cu_q = a.cu_seqlens_q[s] + first + 1;
+      const uint32_t qs = static_cast<uint32_t>(a.q_stride);
+#pragma unroll
+      for (int j = 0; j < kItems; ++j) {
+        if (j >= live) break;
+        cu_q[j] = static_cast<int32_t>(static_cast<uint32_t>(first + j + 1) * qs);
+      }
+    }
+  }
 }
 
 template <int N>
@@ -185,12 +255,14 @@ __device__ void scan_rows_tiles(const ScanArgs<N>& a);
 template <int N>
 __device__ void scan_rows(const ScanArgs<N>& a) {
   if (a.bs <= 32)
-    scan_rows_warp(a);
+    scan_rows_warp<N, 1>(a);
+  else if (a.bs <= kWarpScanRows)
+    scan_rows_warp<N, kWarpItems>(a);
   else
     scan_rows_tiles(a);
 }
 
-// bs > 32: kScanItems consecutive rows per thread and tile.
+// bs > kWarpScanRows: kScanItems consecutive rows per thread and tile.
 template <int N>
 __device__ void scan_rows_tiles(const ScanArgs<N>& a) {
   write_scan_zeros(a);
@@ -244,7 +316,11 @@ __device__ void scan_rows_tiles(const ScanArgs<N>& a) {
   }
 }
 
-template <int N>
+// kPlain: no SWA table, no v2p, no swa_out_cache_loc (a static pool without a
+// sliding window, the common decode graph): those paths are compiled out, so
+// a block runs (and fetches) a short straight-line path. With cold caches the
+// instruction fetch of a longer path costs DRAM round trips of its own.
+template <int N, bool kPlain>
 __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
   const PageArgs& in = a.in;
   // Every row scalar is loaded before any is used: one memory latency.
@@ -276,14 +352,15 @@ __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
 
   // Second-level loads of both tables (v2p, swa_v2p, the SWA mapping), all
   // issued before any store.
-  const bool swa = a.swa_page_table[0] != nullptr;
+  const bool swa = !kPlain && a.swa_page_table[0] != nullptr;
+  const bool translate = !kPlain && in.v2p != nullptr;
   int64_t full[kPagesPerThread], swa_val[kPagesPerThread];
 #pragma unroll
   for (int k = 0; k < kPagesPerThread; ++k) {
     const int64_t c = c0 + k * kThreads;
     const bool live = c < cols_max;
     const int64_t vpage = virtual_page(in, slot[k]);
-    if (in.v2p != nullptr) {
+    if (translate) {
       SGL_DEVICE_CHECK_COLD(!live || vpage < in.v2p_size,
                             "%s: virtual page %lld (req_to_token slot %d // page_size, row %u, "
                             "page %lld) is outside v2p [0, %lld)",
@@ -314,7 +391,7 @@ __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
   }
 #pragma unroll
   for (int k = 0; k < kPagesPerThread; ++k) {
-    if (in.v2p != nullptr) full[k] = max_i64(full[k], 0);
+    if (translate) full[k] = max_i64(full[k], 0);
     if (!swa) continue;
     if (in.swa_v2p != nullptr) {
       swa_val[k] = max_i64(swa_val[k], 0);
@@ -378,7 +455,7 @@ __device__ void swa_out_block(const Args<N>& a, int64_t block) {
 
 // At least 8 blocks per SM (<= 64 registers): the page blocks are bound by
 // gathers in flight, which occupancy provides.
-template <int N>
+template <int N, bool kPlain>
 __global__ void __launch_bounds__(kThreads, 8)
     metadata_kernel(const __grid_constant__ Args<N> a) {
   const uint32_t b = blockIdx.x;
@@ -388,8 +465,8 @@ __global__ void __launch_bounds__(kThreads, 8)
   }
   if (b - 1 < a.page_blocks) {
     const uint32_t row = a.chunks.div(b - 1);
-    page_block(a, row, b - 1 - row * a.chunks.divisor);
-  } else {
+    page_block<N, kPlain>(a, row, b - 1 - row * a.chunks.divisor);
+  } else if (!kPlain) {
     swa_out_block(a, int64_t{b} - 1 - a.page_blocks);
   }
 }
@@ -402,9 +479,9 @@ __global__ void __launch_bounds__(kThreads) seqlens_kernel(const __grid_constant
   scan_rows_tiles(a);
 }
 
-template <int N>
+template <int N, int kItems>
 __global__ void __launch_bounds__(kThreads) seqlens_warp_kernel(const __grid_constant__ ScanArgs<N> a) {
-  scan_rows_warp(a);
+  scan_rows_warp<N, kItems>(a);
 }
 
 template <int N>
@@ -439,12 +516,14 @@ const char* launch(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, bool mu
   const int64_t out_blocks = (out_len_max + kOutPerBlock - 1) / kOutPerBlock;
   if (chunks == 0 && out_blocks == 0) {
     // Seqlen metadata only: the scan alone, one warp when it fits.
-    // Always kThreads threads (a bs <= 32 scan uses warp 0 only): a one-warp
+    // Always kThreads threads (a warp scan uses warp 0 only): a one-warp
     // block lets 32 blocks share an SM, which makes the driver pick a 64 KB
     // shared-memory carveout (ncu on the H200) unlike the kernels around it;
     // a carveout switch between kernels is paid at launch.
     if (in.bs <= 32)
-      seqlens_warp_kernel<N><<<1, kThreads, 0, stream>>>(a.scan);
+      seqlens_warp_kernel<N, 1><<<1, kThreads, 0, stream>>>(a.scan);
+    else if (in.bs <= kWarpScanRows)
+      seqlens_warp_kernel<N, kWarpItems><<<1, kThreads, 0, stream>>>(a.scan);
     else
       seqlens_kernel<N><<<1, kThreads, 0, stream>>>(a.scan);
     return nullptr;
@@ -472,8 +551,12 @@ const char* launch(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, bool mu
   a.chunks = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
   a.page_blocks = static_cast<uint32_t>(page_blocks);
   a.multi = multi;
-  metadata_kernel<N><<<static_cast<unsigned>(1 + page_blocks + out_blocks), kThreads, 0,
-                       stream>>>(a);
+  const unsigned grid = static_cast<unsigned>(1 + page_blocks + out_blocks);
+  const bool plain = a.swa_page_table[0] == nullptr && in.v2p == nullptr && out_blocks == 0;
+  if (plain)
+    metadata_kernel<N, true><<<grid, kThreads, 0, stream>>>(a);
+  else
+    metadata_kernel<N, false><<<grid, kThreads, 0, stream>>>(a);
   return nullptr;
 }
 
