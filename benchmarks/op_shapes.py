@@ -9,7 +9,10 @@ does not serve repeated gathers), and the memory floor: bytes that must move
 (strided page-boundary gathers count a whole 32-byte sector each) over the
 measured device-to-device copy bandwidth. The KV read-table cases also time
 the bare gather of the same pages (``sgl_meta.bench.bare_gather``, the
-ceiling) on the same inputs. GPU only.
+ceiling) on the same inputs; the unified-pool step (the update building its
+page tables through v2p in one launch) is timed beside SGLang 0.5.23's split of
+the same work (seqlens-only update + one read-table build per table, our
+kernels). GPU only.
 """
 
 from __future__ import annotations
@@ -248,6 +251,47 @@ def kv_read_case(bs, pages, page_size, form, max_len=None, delta=0, zero_tail=Fa
     return kwargs, nbytes
 
 
+def unified_step_case(bs, pages, page_size, swa, sets=8):
+    """One decode refresh of TRT-LLM MHA on SGLang 0.5.23's unified pool (issue 13): the
+    update with the page tables (and the SWA table) built through v2p / swa_v2p in the
+    same launch, as the plugin records it. Compared (``split`` column) with 0.5.23's
+    replay work done by our kernels: the seqlens-only update (``skip_page_table``) plus
+    one read-table build per table (``copy_page_table`` -> ``build_kv_read_table``)."""
+    kwargs_kv, _ = kv_read_case(bs, pages, page_size, "table", sets=sets)
+    dev = "cuda"
+    vpages = kwargs_kv[0]["v2p"].numel()
+    swa_v2p = torch.randperm(vpages, device=dev, dtype=torch.int64) if swa else None
+    i32 = dict(dtype=torch.int32, device=dev)
+    outs = dict(cache_seqlens=torch.empty(bs, **i32), cu_seqlens_k=torch.empty(bs + 1, **i32),
+                page_table=torch.empty(bs, pages, **i32),
+                swa_page_table=torch.empty(bs, pages, **i32) if swa else None)
+    kwargs, live = [], 0.0
+    for k in kwargs_kv:
+        kwargs.append(dict(req_pool_indices=k["req_pool_indices"], seq_lens=k["seq_lens"],
+                           req_to_token=k["req_to_token"], bs=bs, seqlen_offset=1, max_seq_pages=pages,
+                           page_size=page_size, live_pages_only=True, v2p=k["v2p"], swa_v2p=swa_v2p, **outs))
+        live += float(((k["seq_lens"].long() + page_size) // page_size).clamp(max=pages).sum()) / sets
+    tables = 2 if swa else 1
+    nbytes = live * (GATHER + tables * (GATHER + 4)) + bs * 16
+    return kwargs, nbytes
+
+
+def _unified_split():
+    """0.5.23's unified-pool replay with our kernels: seqlens-only update + a table build per table."""
+    def run(*, req_pool_indices, seq_lens, req_to_token, page_table, swa_page_table, v2p, swa_v2p,
+            max_seq_pages, page_size, **kw):
+        sgl_meta.update_trtllm_mha_graph_metadata(
+            req_pool_indices=req_pool_indices, seq_lens=seq_lens, req_to_token=req_to_token,
+            page_table=None, swa_page_table=None, max_seq_pages=max_seq_pages, page_size=page_size,
+            skip_page_table=True, **kw)
+        for out, table in ((page_table, v2p), (swa_page_table, swa_v2p)):
+            if out is not None:
+                sgl_meta.kv_read_page_table(req_to_token=req_to_token, req_pool_indices=req_pool_indices,
+                                            seq_lens=seq_lens, v2p=table, page_size=page_size,
+                                            max_pages=max_seq_pages, out=out, seq_len_delta=kw["seqlen_offset"])
+    return run
+
+
 def _bare_gather(form):
     from sgl_meta.bench import bare_gather
 
@@ -343,6 +387,8 @@ CASES = {
     "kv_read_page_table bs256x8192p16 ctx<=8k": (kv_read_case, (256, 8192, 16, "table", 8192)),
     "kv_read_page_table bs1x2048p64": (kv_read_case, (1, 2048, 64, "table")),
     "kv_read_page_table bs256x2048p64 zero_tail": (kv_read_case, (256, 2048, 64, "table", 8192, 0, True)),
+    "unified_step bs256x2048p64": (unified_step_case, (256, 2048, 64, False)),
+    "unified_step bs256x2048p64 swa": (unified_step_case, (256, 2048, 64, True)),
     "kv_read_token_stream bs256x2048p64 ctx<=8k": (kv_read_case, (256, 2048, 64, "stream", 8192)),
     "kv_read_token_stream bs32x2048p64": (kv_read_case, (32, 2048, 64, "stream")),
     "kv_read_token_stream bs256x8192p16 ctx<=8k": (kv_read_case, (256, 8192, 16, "stream", 8192)),
@@ -370,11 +416,14 @@ OPS = {
                           _gen_then_copy(reference.fused_dsa_decode_metadata, reference.fused_metadata_copy_multi)),
     "kv_read_page_table": (sgl_meta.kv_read_page_table, reference.kv_read_page_table),
     "kv_read_token_stream": (sgl_meta.kv_read_token_stream, reference.kv_read_token_stream),
+    "unified_step": (sgl_meta.update_trtllm_mha_graph_metadata, reference.update_trtllm_mha_graph_metadata),
 }
-# A third column: the bare gather of the same pages (not for zero_tail, which it does not do).
+# A third column: the bare gather of the same pages (not for zero_tail, which it does not
+# do), or for the unified-pool step 0.5.23's split of the same work into three launches.
 BASELINES = {
-    "kv_read_page_table": lambda: _bare_gather("table"),
-    "kv_read_token_stream": lambda: _bare_gather("stream"),
+    "kv_read_page_table": lambda: ("gather", _bare_gather("table")),
+    "kv_read_token_stream": lambda: ("gather", _bare_gather("stream")),
+    "unified_step": lambda: ("split", _unified_split()),
 }
 
 
@@ -392,7 +441,7 @@ def main():
         r = dict(case=name, floor_us=nbytes / bw * 1e6, bytes=nbytes)
         impls = [("fused", fused), ("eager", ref)]
         if op in BASELINES and "zero_tail" not in name:
-            impls.append(("gather", BASELINES[op]()))
+            impls.append(BASELINES[op]())
         for label, fn in impls:
             r[f"{label}_host_med_us"], r[f"{label}_host_p99_us"] = host_us(lambda: fn(**kwargs[0]))
             r[f"{label}_dev_us"] = device_us([lambda k=k: fn(**k) for k in kwargs])
@@ -404,10 +453,11 @@ def main():
             json.dump(dict(meta=meta, rows=rows), f, indent=1)
     print(f"\n{meta}")
     print(f"{'case':46s} {'host us fused/eager':>20s} {'p99 fused':>9s} {'dev us fused/eager':>19s} {'floor us':>8s}"
-          f" {'gather us':>9s} {'fused/gather':>12s}")
+          f" {'3rd us':>9s} {'fused/3rd':>12s}  (3rd: bare gather, or split = 0.5.23's three launches)")
     for r in rows:
-        gather = (f" {r['gather_dev_us']:9.2f} {r['fused_dev_us'] / r['gather_dev_us']:11.2f}x"
-                  if "gather_dev_us" in r else "")
+        third = next((k for k in ("gather", "split") if f"{k}_dev_us" in r), None)
+        gather = (f" {r[third + '_dev_us']:9.2f} {r['fused_dev_us'] / r[third + '_dev_us']:11.2f}x {third}"
+                  if third else "")
         print(f"{r['case']:46s} {r['fused_host_med_us']:8.1f} / {r['eager_host_med_us']:8.1f} "
               f"{r['fused_host_p99_us']:9.1f} {r['fused_dev_us']:8.2f} / {r['eager_dev_us']:8.2f} {r['floor_us']:8.2f}"
               + gather)
