@@ -175,17 +175,12 @@ __device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
 __device__ __forceinline__ bool page_row(const KvReadPageTableParams& p, uint32_t row,
                                          uint32_t first_step, uint32_t steps) {
   const KvReadSource& s = p.src;
-  // Row scalars, loaded before any is used (one latency, not three).
+  // Row scalars, loaded before any is used (one latency, not three). Every
+  // block checks them, live or not, so a bad index fails whatever the
+  // lengths (the CPU kernel checks every row too).
   const int64_t req = s.req_pool_indices[row];
   const int64_t seq = s.seq_lens[row];
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
-  // A block past every column the row's length can reach leaves on the length
-  // alone (most blocks of short rows): its warps cost a few instructions, not
-  // the checks and the column count. Block 0 of each row always goes on, so a
-  // bad request index or start still fails whatever the lengths.
-  if (first_step != 0 && !p.zero_tail &&
-      int64_t{first_step} * kColsPerBlock >= s.div.page.ceil_div(add_sat(seq, s.seq_len_delta)))
-    return true;
   if (req < 0 || req >= s.pool_size || start < 0) {
     fail_row<false>(s, row, req, start);
     return false;
