@@ -13,9 +13,13 @@ own checks and launch: same checks, same error messages, same kernels
 The dispatcher path (``torch.ops.sgl_meta.*``) is taken instead whenever the
 fast path could change what a caller sees: under ``torch.compile`` tracing,
 while a TorchFunctionMode or TorchDispatchMode is active (make_fx, FakeTensorMode,
-debug modes), for tensor subclasses, devices other than CPU / CUDA, dtypes
-other than int32 / int64, None for a required tensor, or a scalar that is not a
-plain int: the C entry declines and the op is called as before. Set
+debug modes) or the autograd profiler records, for tensor subclasses, tensors
+without data (functionalize's wrappers, ZeroTensor, a freed storage), devices
+other than CPU / CUDA, dtypes other than int32 / int64, None for a required
+tensor, or a scalar that is not a plain int: the C entry declines and the op is
+called as before. (DLPack does not carry PyTorch's lazy negative-view bit, which
+integer tensors only get from the private ``torch._neg_view``: such a tensor is
+read as its stored values.) Set
 ``SGL_META_FAST_PATH=0`` to always take the dispatcher path; torch builds
 without the exchange API (it appeared in torch 2.10) do so automatically.
 """
@@ -43,6 +47,7 @@ enabled: bool = available
 _compiling = torch.compiler.is_compiling
 _function_mode = torch._C._is_torch_function_mode_enabled
 _dispatch_modes = torch._C._len_torch_dispatch_stack
+_profiling = torch._C._autograd._profiler_enabled
 
 
 def route(entry: str, op: Callable) -> Callable:
@@ -59,7 +64,8 @@ def route(entry: str, op: Callable) -> Callable:
     fast.restype = ctypes.c_int
 
     def call(*args):
-        if not enabled or _compiling() or _function_mode() or _dispatch_modes() or fast(args):
+        if (not enabled or _compiling() or _function_mode() or _dispatch_modes() or _profiling()
+                or fast(args)):
             op(*args)
 
     call.__name__ = call.__qualname__ = f"route({entry})"

@@ -142,6 +142,16 @@ def test_installed_sglang_has_every_kernel_file():
         assert (loc.site / rel).exists(), rel
 
 
+@pytest.fixture
+def fresh_sglang_modules(monkeypatch):
+    """The loader's promise is about a process that has not imported sglang: hide any
+    sglang modules an earlier test imported (the plugin tests use SGLang's classes
+    in-process) for this test; monkeypatch puts them back after it."""
+    for name in [n for n in sys.modules if n == "sglang" or n.startswith("sglang.")]:
+        monkeypatch.delitem(sys.modules, name)
+
+
+@pytest.mark.usefixtures("fresh_sglang_modules")
 def test_triton_files_load_by_path_without_the_package():
     loc = installed_site()
     pytest.importorskip("triton", reason="the Triton kernel files import triton")
@@ -156,6 +166,7 @@ def test_triton_files_load_by_path_without_the_package():
     assert inspect.getsourcefile(k.update_trtllm_mha_graph_metadata).startswith(str(loc.site))
 
 
+@pytest.mark.usefixtures("fresh_sglang_modules")
 def test_jit_loader_imports_without_the_server():
     loc = installed_site()
     pytest.importorskip("msgspec", reason="SGLang's JIT build cache imports msgspec")

@@ -162,3 +162,63 @@ def _env():
     env = dict(os.environ)
     env.pop("SGL_META_FAST_PATH", None)
     return env
+
+
+# ---- found by a fresh-user review: tensors DLPack describes without data ------------
+
+
+@pytest.mark.parametrize("where", ["cache_seqlens_src", "cache_seqlens_dst"])
+def test_zero_tensor_goes_to_torch_ops(where, routed, gen):
+    call, rec = routed
+    args = positional(gen)
+    i = NAMES.index(where)
+    args[i] = torch._efficientzerotensor(args[i].shape, dtype=torch.int32)
+    with pytest.raises(RuntimeError):
+        call(*args)  # torch.ops' own error, not a null-pointer read
+    assert rec.calls == 1
+
+
+def test_functionalize_goes_to_torch_ops(gen):
+    args = positional(gen)
+    i = NAMES.index("page_indices_src")
+
+    def step(src):
+        a = list(args)
+        a[i] = src
+        sgl_meta.fused_metadata_copy_cuda(*a)
+        return src
+
+    with pytest.raises(RuntimeError, match="alias annotations|mutat|custom"):
+        torch.func.functionalize(step)(args[i])
+
+
+def test_profiler_sees_the_op(gen):
+    args = positional(gen)
+    with torch.profiler.profile() as prof:
+        sgl_meta.fused_metadata_copy_cuda(*args)
+    assert any("fused_metadata_copy" in e.key for e in prof.key_averages())
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "dispatcher"])
+def test_freed_storage_is_a_named_error(fast, gen, monkeypatch):
+    monkeypatch.setattr(_fast, "enabled", fast)
+    args = positional(gen)
+    i = NAMES.index("page_indices_src")
+    t = args[i].clone()
+    t.untyped_storage().resize_(0)
+    args[i] = t
+    with pytest.raises(RuntimeError, match="page_indices_src has no data"):
+        sgl_meta.fused_metadata_copy_cuda(*args)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "dispatcher"])
+def test_overlap_error_names_the_pair_in_argument_order(fast, gen, monkeypatch):
+    monkeypatch.setattr(_fast, "enabled", fast)
+    from dsa_copy_cases import multi_lists
+
+    src, dsts, sc = make_case(DsaCase(sets=2), gen, "cpu")
+    lists = multi_lists(dsts)
+    lists["page_table_1_dst"][1] = lists["page_table_1_dst"][0]
+    for _ in range(20):  # the sort of equal start addresses used to pick either order
+        with pytest.raises(RuntimeError, match=r"page_table_1_dst\[0\] and page_table_1_dst\[1\] overlap"):
+            sgl_meta.fused_metadata_copy_multi(**src, **lists, **sc)

@@ -36,6 +36,9 @@ inline const char* dtype_name(ScalarType t) {
     case ScalarType::Double: return "torch.float64";
     case ScalarType::Half: return "torch.float16";
     case ScalarType::BFloat16: return "torch.bfloat16";
+    case ScalarType::UInt16: return "torch.uint16";
+    case ScalarType::UInt32: return "torch.uint32";
+    case ScalarType::UInt64: return "torch.uint64";
     default: return torch::headeronly::toString(t);
   }
 }
@@ -144,6 +147,10 @@ class ArgChecker {
                 dtype_name(st));
         break;
     }
+    // A non-empty tensor without data (a freed or never allocated storage)
+    // would be dereferenced as a null pointer by the kernels.
+    if (C10_UNLIKELY(t.data_ptr() == nullptr))
+      require(t.numel() == 0, name, " has no data (its storage is not allocated)");
     // Each shape query is a shim call: read every value once.
     const int64_t dim = t.dim();
     if (e.dim != Expect::kAnyDim)
@@ -251,8 +258,10 @@ class ArgChecker {
     if (num_outputs == 0) return;
     for (const WrittenOf<T>& w : inputs) add(w, true);
     if (spans.size() < 2) return;
-    std::sort(spans.begin(), spans.end(),
-              [](const Span& x, const Span& y) { return x.begin < y.begin; });
+    // Stable: regions that start together keep argument order, so an error
+    // names the same pair in the same order every time.
+    std::stable_sort(spans.begin(), spans.end(),
+                     [](const Span& x, const Span& y) { return x.begin < y.begin; });
     for (size_t i = 0; i < spans.size(); ++i) {
       for (size_t j = i + 1; j < spans.size() && spans[j].begin < spans[i].end; ++j) {
         if (spans[i].input && spans[j].input) continue;

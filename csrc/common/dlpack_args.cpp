@@ -38,6 +38,14 @@ bool read_tensor(PyObject* obj, TensorMeta& out) {
   else
     return false;
   if (dl.ndim < 0 || dl.ndim > TensorMeta::kMaxDim) return false;
+  // No data behind a non-empty tensor (functionalize's C++ wrapper, ZeroTensor,
+  // a freed storage): DLPack reports success with a null pointer; the
+  // dispatcher path knows what to say about such a tensor.
+  if (dl.data == nullptr) {
+    bool empty = false;
+    for (int32_t i = 0; i < dl.ndim; ++i) empty = empty || dl.shape[i] == 0;
+    if (!empty) return false;
+  }
   int64_t compact[TensorMeta::kMaxDim];
   const int64_t* strides = dl.strides;
   if (strides == nullptr) {  // DLPack: null strides = compact row-major

@@ -2,7 +2,8 @@
 // without the PyTorch dispatcher (sgl_meta/plan.py).
 //
 // Recording: sgl_meta_plan_begin() sets a thread-local flag; the op is then
-// called as usual through torch.ops (every host check runs), and where it
+// called as usual (torch.ops, or the DSA copies' eager fast path: every host
+// check runs), and where it
 // would launch, run_on_device() saves a copy of its plain params struct and
 // its CPU / CUDA entry points instead (nothing is written). sgl_meta_plan_end()
 // hands the saved launches to Python as an opaque handle, and

@@ -403,6 +403,33 @@ void run_multi(const ArgChecker& check, const DsaSources<T>& src,
       max_seqlen_k, S);
 }
 
+// The eager fast path's argument reads (common/dlpack_args.h): one set of the
+// nine fields at tuple positions [first, first + 9), its required ones present
+// (None goes to the dispatcher path, whose TypeError names it), and the five
+// scalars at [18, 23).
+struct FastSet {
+  TensorMeta t[kDestLists];
+  bool present[kDestLists];
+
+  bool read(const FastArgs& a, int first) {
+    for (int i = 0; i < kDestLists; ++i)
+      if (!a.optional_tensor(first + i, t[i], present[i])) return false;
+    for (int i : {0, 1, 2, 3, 5})  // cache_seqlens, cu_seqlens_k, page table, dsa_*
+      if (!present[i]) return false;
+    return true;
+  }
+  const TensorMeta* at(int i) const { return present[i] ? &t[i] : nullptr; }
+  DsaTensors<TensorMeta> tensors() const {
+    return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8)};
+  }
+};
+
+bool read_scalars(const FastArgs& a, int64_t (&sc)[5]) {
+  for (int i = 0; i < 5; ++i)
+    if (!a.integer(18 + i, sc[i])) return false;
+  return true;
+}
+
 }  // namespace
 
 void fused_metadata_copy(
@@ -467,23 +494,13 @@ extern "C" int sgl_meta_fast_fused_metadata_copy(PyObject* args) {
   using namespace sgl_meta;
   return fast_call([&] {
     const FastArgs a(args, 23);
-    if (!a.ok()) return false;
-    TensorMeta t[18];
-    bool present[18];
-    for (int i = 0; i < 18; ++i)
-      if (!a.optional_tensor(i, t[i], present[i])) return false;
-    // Required tensors: None goes to the dispatcher path (its TypeError).
-    for (int i : {0, 1, 2, 3, 5, 9, 10, 11, 12, 14})
-      if (!present[i]) return false;
+    FastSet src, dst;
     int64_t sc[5];
-    for (int i = 0; i < 5; ++i)
-      if (!a.integer(18 + i, sc[i])) return false;
+    if (!a.ok() || !src.read(a, 0) || !dst.read(a, 9) || !read_scalars(a, sc)) return false;
     const ArgChecker check("fused_metadata_copy");
     if (!check_mode_and_bs(check, sc[0], sc[1])) return true;  // bs == 0: no-op
-    auto p = [&](int i) { return present[i] ? &t[i] : nullptr; };
-    const DsaSources<TensorMeta> src{p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8)};
-    const DsaDests<TensorMeta> dst{p(9), p(10), p(11), p(12), p(13), p(14), p(15), p(16), p(17)};
-    run(check, src, &dst, 1, false, sc[0], sc[1], sc[2], sc[3], sc[4]);
+    const DsaDests<TensorMeta> dests = dst.tensors();
+    run(check, src.tensors(), &dests, 1, false, sc[0], sc[1], sc[2], sc[3], sc[4]);
     return true;
   });
 }
@@ -492,26 +509,17 @@ extern "C" int sgl_meta_fast_fused_metadata_copy_multi(PyObject* args) {
   using namespace sgl_meta;
   return fast_call([&] {
     const FastArgs a(args, 23);
-    if (!a.ok()) return false;
-    TensorMeta t[9];
-    bool present[9];
-    for (int i = 0; i < 9; ++i)
-      if (!a.optional_tensor(i, t[i], present[i])) return false;
-    for (int i : {0, 1, 2, 3, 5})
-      if (!present[i]) return false;
+    FastSet src;
+    int64_t sc[5];
+    if (!a.ok() || !src.read(a, 0) || !read_scalars(a, sc)) return false;
     std::vector<TensorMeta> lists[kDestLists];
     for (int i = 0; i < kDestLists; ++i)
       if (!a.tensor_list(9 + i, lists[i])) return false;
-    int64_t sc[5];
-    for (int i = 0; i < 5; ++i)
-      if (!a.integer(18 + i, sc[i])) return false;
-    auto p = [&](int i) { return present[i] ? &t[i] : nullptr; };
-    const DsaSources<TensorMeta> src{p(0), p(1), p(2), p(3), p(4), p(5), p(6), p(7), p(8)};
     const std::vector<TensorMeta>* const ptrs[kDestLists] = {
         &lists[0], &lists[1], &lists[2], &lists[3], &lists[4],
         &lists[5], &lists[6], &lists[7], &lists[8]};
-    run_multi(ArgChecker("fused_metadata_copy_multi"), src, ptrs, sc[0], sc[1], sc[2], sc[3],
-              sc[4]);
+    run_multi(ArgChecker("fused_metadata_copy_multi"), src.tensors(), ptrs, sc[0], sc[1], sc[2],
+              sc[3], sc[4]);
     return true;
   });
 }
