@@ -23,18 +23,16 @@ namespace sgl_meta {
 // costs a heap allocation and device queries through the shim per call.
 template <typename Launch>
 const char* with_device(int32_t device, Launch&& launch) {
-  int current = -1;
-  if (cudaGetDevice(&current) == cudaSuccess && current == device) {
+  auto on_current_stream = [&]() -> const char* {
     void* stream = nullptr;
     if (aoti_torch_get_current_cuda_stream(device, &stream) != AOTI_TORCH_SUCCESS)
       return "could not get the current CUDA stream";
     return launch(stream);
-  }
+  };
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == device) return on_current_stream();
   torch::stable::accelerator::DeviceGuard guard(device);
-  void* stream = nullptr;
-  if (aoti_torch_get_current_cuda_stream(device, &stream) != AOTI_TORCH_SUCCESS)
-    return "could not get the current CUDA stream";
-  return launch(stream);
+  return on_current_stream();
 }
 
 // Runs `launch(stream)` on `t`'s device and that device's current stream (not
