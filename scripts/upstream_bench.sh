@@ -11,7 +11,8 @@
 # the bench reads from it is Python and CUDA source, so pip is told to take it as
 # if for CPython 3.11 on manylinux_2_34 (`--python-version/--abi/--platform` need
 # `--only-binary=:all:` and `--target`). tvm-ffi and msgspec are this Python's.
-# Writes OUTDIR/upstream.json and OUTDIR/upstream.md (also printed).
+# Writes OUTDIR/upstream.json and OUTDIR/upstream.md (also printed); UPSTREAM_ARGS
+# adds bench options (e.g. --no-cold-start).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:-${OUT:-device-out}}
@@ -26,8 +27,9 @@ shopt -s nullglob
 extra=(.whl/apache_tvm_ffi-0.1.11-*.whl .whl/msgspec-*.whl)
 [[ ${#extra[@]} -gt 0 ]] && "${pipt[@]}" "${extra[@]}"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}:$site" PYTHONUNBUFFERED=1
+read -r -a bench_args <<< "${UPSTREAM_ARGS:-}"
 status=0
 "$PY" -m sgl_meta.bench --preset none --upstream "$site" \
-  --json "$out/upstream.json" --markdown "$out/upstream.md" --no-progress || status=$?
+  --json "$out/upstream.json" --markdown "$out/upstream.md" --no-progress "${bench_args[@]}" || status=$?
 cat "$out/upstream.md" 2>/dev/null || true
 exit $status

@@ -33,9 +33,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# The CUDA device the `device` fixture hands out: "cuda" (the current one), or
+# e.g. SGL_META_TEST_CUDA=cuda:1 on a two-GPU machine, to run the suite with
+# every tensor on device 1 while device 0 stays current (tensor-parallel ranks
+# see several GPUs). capture_cuda_graph captures on that device.
+TEST_CUDA = os.environ.get("SGL_META_TEST_CUDA", "cuda")
+
 DEVICES = [
     pytest.param("cpu", id="cpu"),
-    pytest.param("cuda", id="cuda", marks=pytest.mark.gpu),
+    pytest.param(TEST_CUDA, id="cuda", marks=pytest.mark.gpu),
 ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 
@@ -40,14 +42,17 @@ def assert_same(got: dict, want: dict, context: str = "") -> None:
             )
 
 
-def capture_cuda_graph(call) -> "torch.cuda.CUDAGraph":
-    """Warm `call` up on a side stream (as capture requires), then capture it."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        call()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
+def capture_cuda_graph(call, device=None) -> "torch.cuda.CUDAGraph":
+    """Warm `call` up on a side stream (as capture requires), then capture it,
+    with `device` current (default: the tests' CUDA device, SGL_META_TEST_CUDA);
+    the caller's current device is current again afterwards, also for replays."""
+    with torch.cuda.device(torch.device(device or os.environ.get("SGL_META_TEST_CUDA", "cuda"))):
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            call()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call()
     return graph

@@ -153,7 +153,7 @@ def test_negative_slots_and_freed_pages_read_the_sink(device):
 
 
 def test_v2p_shorter_than_pages_read(device):
-    if device == "cuda":
+    if device != "cpu":
         pytest.skip("the CUDA side trips a device assert: test_hostile_values_trip_device_assert")
     r2t = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7]], dtype=torch.int32)
     idx, lens = torch.tensor([0]), torch.tensor([8])

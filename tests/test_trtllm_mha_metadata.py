@@ -73,6 +73,17 @@ def test_random(i, gen, device):
     check_case(random_case(rng), gen, device)
 
 
+# The seqlens-only launch picks its kernel by bs (one row per thread up to 256
+# rows, tiles past it): every q_mode, per-row offsets and both dtypes on each side.
+@pytest.mark.parametrize("bs", [1, 31, 32, 33, 255, 256, 257, 600])
+@pytest.mark.parametrize("q_mode", [0, 1, 2])
+def test_seqlens_only_batch_boundaries(bs, q_mode, gen, device):
+    for offsets, dtype in ((None, torch.int32), (torch.int64, torch.int64)):
+        check_case(MetaCase(bs=bs, pool=bs + 1, q_mode=q_mode, skip_page_table=True, tables_given=False,
+                            row_offsets=offsets, ragged_verify=offsets is not None, seqlen_dtype=dtype,
+                            max_seq_pages=3), gen, device)
+
+
 def test_live_pages_only_keeps_tail(gen, device):
     case = MetaCase(live_pages_only=True, bs=8, max_seq_pages=50, page_size=4)
     inputs, outputs, scalars = make_case(case, gen, device)

@@ -2,10 +2,11 @@
 //
 // Both grids are sized from host-known shapes only (bs and a static cap: the
 // table width, or the req_to_token row), never from device lengths: nothing is
-// synchronised and a CUDA graph replays them with any new lengths. Each block
-// reads its row's scalars, checks them, and leaves after a few loads when its
-// share of the row lies past the row's live length, so short rows cost little
-// however wide the cap.
+// synchronised and a CUDA graph replays them with any new lengths. A block
+// reads its row's scalars (page table: thread 0, shared with the others) and
+// its threads (page table) or warps (token stream) leave when their share of
+// the row lies past the row's live length, so short rows cost little however
+// wide the cap; the grid stops growing at one wave of resident blocks.
 //
 // Cost model. Every page costs one scattered int32 read of req_to_token (its
 // first slot; page boundaries are page_size * 4 bytes apart) and, with v2p,
@@ -27,6 +28,7 @@
 #include <type_traits>
 
 #include "common/cuda_utils.cuh"
+#include "common/sm_count.h"
 #include "kv_read_table/params.h"
 
 namespace sgl_meta {
@@ -49,9 +51,17 @@ constexpr int64_t kColsPerBlock = kPageThreads * kColsPerThread;
 constexpr int64_t kMaxGridRows = 65535;
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kPagesPerChunk = 32;  // token stream: one page per lane
-// Past this many blocks (about two waves of 128-thread blocks on an H100/H200)
-// a block loops over several steps of its row instead of the grid growing.
-constexpr int64_t kMaxBlocks = 4096;
+// The grid stops growing at one wave of resident blocks (SMs x blocks per
+// SM, the latter fixed by __launch_bounds__: at most 32 registers a thread);
+// past it a block loops over several steps of its row. The grid is sized from
+// the static width, so at short rows most blocks are launched only to leave,
+// and a second wave, even a partial one, costs a whole extra gather chain
+// (H200, 38 registers: 6 resident 256-thread blocks per SM, so 1024 blocks ran
+// in 1.3 waves, 1.4x the bare gather at bs 256 and contexts <= 8k). One wave
+// of gathers already keeps DRAM busy (SGLang's Triton kernel caps its grid at
+// 1024 programs for the same reason).
+constexpr int kPageBlocksPerSm = 2048 / kPageThreads;
+constexpr int kStreamBlocksPerSm = 2048 / kThreads;  // the 32-bit (kSmall) kernels
 constexpr unsigned kFullMask = 0xffffffffu;
 // Token stream: a chunk of 32 pages spans 32 * page_size positions; up to this
 // page size they (plus a vector's overhang) fit int32.
@@ -126,15 +136,14 @@ __device__ __noinline__ void fail_page_column(const KvReadPageTableParams& p, ui
                    (long long)vpage, (long long)entry, row, (long long)c);
 }
 
-// One 512-column step of a row: columns [begin, begin + 512) below `limit`;
-// those below `n` get their entry, the rest (zero_tail) the sink 0. Returns
-// the first column that failed a check (its virtual page outside v2p: never
-// loaded; or an entry past int32), else -1.
+// One thread's columns c0 and c0 + 256 of a 512-column block step, below
+// `limit`; those below `n` get their entry, the rest (zero_tail) the sink 0.
+// Returns the first column that failed a check (its virtual page outside v2p:
+// never loaded; or an entry past int32), else -1.
 __device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
-                                             const int32_t* row_in, int32_t* out,
-                                             int64_t begin, int64_t n, int64_t limit) {
+                                             const int32_t* row_in, int32_t* out, int64_t c0,
+                                             int64_t n, int64_t limit) {
   const KvReadSource& s = p.src;
-  const int64_t c0 = begin + threadIdx.x;
   const int64_t step = s.page_size;
   int32_t slot[kColsPerThread];
 #pragma unroll
@@ -171,30 +180,48 @@ __device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
   return -1;
 }
 
+// A row's scalars, read and checked once per block by its thread 0 and
+// shared through shared memory.
+struct PageRow {
+  int64_t req;
+  int64_t start;
+  int64_t n;  // live columns
+  bool ok;    // req inside the pool and start >= 0
+};
+
 // One row's share [first_step, ...) of block steps; false after a failed check.
 __device__ __forceinline__ bool page_row(const KvReadPageTableParams& p, uint32_t row,
-                                         uint32_t first_step, uint32_t steps) {
+                                         uint32_t first_step, uint32_t steps, PageRow& sh) {
   const KvReadSource& s = p.src;
-  // Row scalars, loaded before any is used (one latency, not three). Every
-  // block checks them, live or not, so a bad index fails whatever the
-  // lengths (the CPU kernel checks every row too).
-  const int64_t req = s.req_pool_indices[row];
-  const int64_t seq = s.seq_lens[row];
-  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
-  if (req < 0 || req >= s.pool_size || start < 0) {
-    fail_row<false>(s, row, req, start);
+  // Thread 0 loads the row's scalars (all issued before any is used: one
+  // latency), checks them and divides out the live columns; the other threads
+  // read the result after one barrier. Most threads of a short row have nothing
+  // to write, and before this each of them loaded, converted and divided the
+  // row's scalars itself before finding that out: ncu at bs 256, contexts
+  // <= 8k, 3x the instructions of the bare gather, which set the time.
+  if (threadIdx.x == 0) {
+    const int64_t req = s.req_pool_indices[row];
+    const int64_t seq = s.seq_lens[row];
+    const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+    sh.req = req;
+    sh.start = start;
+    sh.ok = req >= 0 && req < s.pool_size && start >= 0;
+    sh.n = live_columns(p, seq, start);
+  }
+  __syncthreads();
+  const int64_t req = sh.req, start = sh.start, n = sh.n;
+  if (!sh.ok) {  // every block checks its row, whatever the lengths (as on the CPU)
+    if (threadIdx.x == 0) fail_row<false>(s, row, req, start);
     return false;
   }
-  const int64_t n = live_columns(p, seq, start);
   const int64_t limit = p.zero_tail ? p.max_pages : n;
-  int64_t begin = int64_t{first_step} * kColsPerBlock;
-  if (begin >= limit) return true;  // past the row's live columns: nothing to do
-
+  const int64_t c_first = int64_t{first_step} * kColsPerBlock + threadIdx.x;
+  if (c_first >= limit) return true;  // nothing of this row for this thread
   const int32_t* row_in = s.req_to_token + req * s.req_to_token_stride + start;
   int32_t* out = p.out + row * p.out_stride;
   const int64_t stride = int64_t{steps} * kColsPerBlock;
-  for (; begin < limit; begin += stride) {
-    const int64_t bad = page_step(p, row_in, out, begin, n, limit);
+  for (int64_t c0 = c_first; c0 < limit; c0 += stride) {
+    const int64_t bad = page_step(p, row_in, out, c0, n, limit);
     if (bad >= 0) {
       fail_page_column(p, row, req, start, bad);
       return false;
@@ -203,10 +230,13 @@ __device__ __forceinline__ bool page_row(const KvReadPageTableParams& p, uint32_
   return true;
 }
 
-__global__ void __launch_bounds__(kPageThreads)
+__global__ void __launch_bounds__(kPageThreads, kPageBlocksPerSm)
     kv_read_page_table_kernel(const __grid_constant__ KvReadPageTableParams p) {
-  for (int64_t row = blockIdx.y; row < p.src.bs; row += gridDim.y)
-    if (!page_row(p, static_cast<uint32_t>(row), blockIdx.x, gridDim.x)) return;
+  __shared__ PageRow sh;
+  for (int64_t row = blockIdx.y; row < p.src.bs; row += gridDim.y) {
+    if (row != blockIdx.y) __syncthreads();  // every thread is done with the last row's `sh`
+    if (!page_row(p, static_cast<uint32_t>(row), blockIdx.x, gridDim.x, sh)) return;
+  }
 }
 
 // ---- token stream ---------------------------------------------------------------
@@ -328,26 +358,38 @@ __device__ __forceinline__ void write_chunk(OutT* out, int64_t align, int64_t e_
 // and the divide-free FastDivU32. The 64-bit path is a kernel of its own: as a
 // branch it would set the register count of the common one.
 template <typename OutT, bool kSmall>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kSmall ? kStreamBlocksPerSm : 1)
     kv_read_token_stream_kernel(const __grid_constant__ KvReadTokenStreamParams p,
                                 uint32_t blocks_per_row) {
   constexpr int V = Vec<OutT>::kN;
   const KvReadSource& s = p.src;
   const uint32_t row = blockIdx.x / blocks_per_row;
   const uint32_t blk = blockIdx.x - row * blocks_per_row;
-  // Row scalars (see the page-table kernel), and the row's CSR slot: every
-  // block of the row checks that [lo, lo + n) lies inside [lo, hi) and inside
-  // out, with 0 <= lo <= hi (so no two rows overlap).
+  // Row scalars (see the page-table kernel, also for the empty asm), and the
+  // row's CSR slot.
   const int64_t lo = p.indptr[row];
   const int64_t hi = p.indptr[row + 1];
   const int64_t req = s.req_pool_indices[row];
   const int64_t seq = s.seq_lens[row];
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  asm volatile("" ::"l"(lo), "l"(hi), "l"(req), "l"(seq), "l"(start));
+  const int64_t n = live_tokens(s, seq, start);
+  int64_t first_page = 0, last_page = -1, chunks = 0;
+  if (n > 0) {  // (n > 0 implies start >= 0: row_tokens_left)
+    first_page = s.div.div(start);
+    last_page = s.div.div(start + n - 1);
+    chunks = (last_page - first_page) / kPagesPerChunk + 1;
+  }
+  const int64_t first_chunk = static_cast<int64_t>(blk) * kWarps;
+  // A block past the row's chunks leaves on the length alone; block 0 of every
+  // row always checks it (request index, start, and that [lo, lo + n) lies
+  // inside [lo, hi) and inside out, with 0 <= lo <= hi, so no two rows
+  // overlap), and so does every block that writes.
+  if (blk != 0 && first_chunk >= chunks) return;
   if (req < 0 || req >= s.pool_size || start < 0) {
     fail_row<true>(s, row, req, start);
     return;
   }
-  const int64_t n = live_tokens(s, seq, start);
   if (lo < 0 || hi < lo || (n > 0 && (n > hi - lo || lo > p.out_size - n))) {
     fail_csr(p, row, lo, hi, n);
     return;
@@ -355,11 +397,8 @@ __global__ void __launch_bounds__(kThreads)
   if (n == 0) return;
 
   const int64_t ps = s.page_size;
-  const int64_t first_page = s.div.div(start);
-  const int64_t last_page = s.div.div(start + n - 1);
-  const int64_t chunks = (last_page - first_page) / kPagesPerChunk + 1;
   const int lane = threadIdx.x & 31;
-  int64_t ch = static_cast<int64_t>(blk) * kWarps + (threadIdx.x >> 5);
+  int64_t ch = first_chunk + (threadIdx.x >> 5);
   if (ch >= chunks) return;  // whole warps leave together: the shuffles stay full-warp
 
   const int32_t* row_in = s.req_to_token + req * s.req_to_token_stride;
@@ -399,12 +438,17 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Blocks per row: enough for the static cap `units` (each block covering
-// `per_block` of them), but no more than keeps the grid near kMaxBlocks.
-int64_t blocks_per_row(int64_t units, int64_t per_block, int64_t bs) {
+// `per_block` of them), but no more than keeps the grid within `max_blocks`
+// (one wave), and at least one.
+int64_t blocks_per_row(int64_t units, int64_t per_block, int64_t bs, int64_t max_blocks) {
   const int64_t needed = units > 0 ? (units + per_block - 1) / per_block : 1;
-  const int64_t spread = (kMaxBlocks + bs - 1) / bs;  // >= 1
+  const int64_t spread = max_blocks / bs > 1 ? max_blocks / bs : 1;
   return needed < spread ? needed : spread;
 }
+
+// One wave of blocks on the current device (the binding made it the tensors'
+// device); 132 SMs when the query fails.
+int64_t wave(int blocks_per_sm) { return int64_t{current_device_sm_count(132)} * blocks_per_sm; }
 
 }  // namespace
 
@@ -415,7 +459,7 @@ const char* kv_read_page_table_cuda(const KvReadPageTableParams& p, void* stream
   if (p.src.bs == 0) return nullptr;
   const int64_t row_cols = p.src.div.page.ceil_div(p.src.row_len);
   const int64_t cols = p.zero_tail ? p.max_pages : min_i64(p.max_pages, row_cols);
-  const int64_t per_row = blocks_per_row(cols, kColsPerBlock, p.src.bs);
+  const int64_t per_row = blocks_per_row(cols, kColsPerBlock, p.src.bs, wave(kPageBlocksPerSm));
   const dim3 grid(static_cast<unsigned>(per_row),
                   static_cast<unsigned>(min_i64(p.src.bs, kMaxGridRows)));
   kv_read_page_table_kernel<<<grid, kPageThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
@@ -428,13 +472,15 @@ const char* kv_read_token_stream_cuda(const KvReadTokenStreamParams& p, void* st
   // start adds one); each warp takes 32 of them per step.
   const int64_t pages = p.src.div.page.ceil_div(p.src.row_len) + 1;
   const int64_t chunks = (pages + kPagesPerChunk - 1) / kPagesPerChunk;
-  const int64_t per_row = blocks_per_row(chunks, kWarps, p.src.bs);
+  const bool small = p.src.page_size <= kSmallPage;
+  // (The 64-bit kernels take 60-72 registers: 7-8 resident blocks per SM.)
+  const int64_t per_row =
+      blocks_per_row(chunks, kWarps, p.src.bs, wave(small ? kStreamBlocksPerSm : kStreamBlocksPerSm / 2));
   const int64_t blocks = p.src.bs * per_row;
   if (blocks > INT32_MAX) return "grid too large (req_pool_indices.numel() out of range)";
   const auto s = static_cast<cudaStream_t>(stream);
   const auto grid = static_cast<unsigned>(blocks);
   const auto bpr = static_cast<uint32_t>(per_row);
-  const bool small = p.src.page_size <= kSmallPage;
   if (p.out64 && small)
     kv_read_token_stream_kernel<int64_t, true><<<grid, kThreads, 0, s>>>(p, bpr);
   else if (p.out64)

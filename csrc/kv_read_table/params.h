@@ -50,6 +50,8 @@ struct KvDivisor {
   SGL_HD int64_t div(int64_t v) const {
     return (fast_ok && v <= INT32_MAX) ? div_small(v) : page.div(v);
   }
+  // ceil(v / page_size), 0 for v <= 0.
+  SGL_HD int64_t ceil(int64_t v) const { return v <= 0 ? 0 : div(v - 1) + 1; }
 };
 
 // What both forms read: the request rows, their lengths, the translation.
@@ -100,19 +102,20 @@ SGL_HD int64_t add_sat(int64_t a, int64_t b) {
 
 // Tokens of row b's window that lie inside its req_to_token row: a window
 // starting at or past the row's end has none, and none is read past the end
-// (the gather is capped at the row, whatever the length says).
+// (the gather is capped at the row, whatever the length says). A negative
+// start (an error every kernel reports) has none either.
 SGL_HD int64_t row_tokens_left(const KvReadSource& s, int64_t start) {
-  return start >= s.row_len ? 0 : s.row_len - start;
+  return start < 0 || start >= s.row_len ? 0 : s.row_len - start;
 }
 
 // Page-table columns of row b: min(ceil(max(seq_len + delta, 0) / page_size),
 // max_pages, columns whose first token lies inside the row).
+// (ceil is monotone, so the min of the two column counts is the column count
+// of the min: one division, in 32 bits for any row shorter than 2^31.)
 SGL_HD int64_t live_columns(const KvReadPageTableParams& p, int64_t seq_len, int64_t start) {
-  const int64_t len = add_sat(seq_len, p.src.seq_len_delta);
-  const int64_t left = row_tokens_left(p.src, start);
-  const int64_t by_len = p.src.div.page.ceil_div(len);
-  const int64_t by_row = p.src.div.page.ceil_div(left);
-  return min_i64(min_i64(by_len, by_row), p.max_pages);
+  const int64_t tokens =
+      min_i64(add_sat(seq_len, p.src.seq_len_delta), row_tokens_left(p.src, start));
+  return min_i64(p.src.div.ceil(tokens), p.max_pages);
 }
 
 // Token-stream ids of row b: min(max(seq_len + delta, 0), tokens left in the row).

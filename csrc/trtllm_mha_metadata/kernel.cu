@@ -471,17 +471,54 @@ __global__ void __launch_bounds__(kThreads, 8)
   }
 }
 
-// Seqlen metadata only (skip_page_table / no table): two kernels rather than
-// one with a branch, so a small batch runs a short straight-line kernel whose
-// code is fetched from its start (the branch put the warp path ~6.7 KB in).
+// Seqlen metadata only (skip_page_table / no table): kernels of their own
+// rather than a branch of the page-table kernel, so a small batch runs a short
+// straight-line kernel whose code is fetched from its start.
 template <int N>
 __global__ void __launch_bounds__(kThreads) seqlens_kernel(const __grid_constant__ ScanArgs<N> a) {
   scan_rows_tiles(a);
 }
 
-template <int N, int kItems>
-__global__ void __launch_bounds__(kThreads) seqlens_warp_kernel(const __grid_constant__ ScanArgs<N> a) {
-  scan_rows_warp<N, kItems>(a);
+// bs <= kRowScanRows: one row per thread. Every load and store of a warp
+// covers consecutive elements (the one-warp scan's lane-contiguous rows made
+// each of its 8-row loads and stores touch 32 sectors), one warp-shuffle scan
+// per warp, the warp totals through shared memory, one barrier. H200, L2
+// flushed, bare kernels of the same work (results/h200_2026-12-01-s3): 3.90 us
+// against 4.26 for the one-warp layout at bs 256, floor (a 1-element fill)
+// 2.91 us.
+constexpr int kRowScanRows = 256;
+constexpr int kRowScanWarps = kRowScanRows / 32;
+
+template <int N>
+__global__ void __launch_bounds__(kRowScanRows)
+    seqlens_rows_kernel(const __grid_constant__ ScanArgs<N> a) {
+  __shared__ uint32_t warp_k[kRowScanWarps], warp_q[kRowScanWarps];
+  const int i = threadIdx.x, warp = i / 32, lane = i % 32;
+  const bool live = i < a.bs;
+  const bool cumsum = a.q_mode == kQModeCumsum;
+  // Every load issued before any is used.
+  const uint32_t seq = live ? static_cast<uint32_t>(a.seq_lens[i]) : 0u;
+  const uint32_t off =
+      live && a.seqlen_offsets.present() ? static_cast<uint32_t>(a.seqlen_offsets[i]) : 0u;
+  const uint32_t q = live && cumsum ? static_cast<uint32_t>(a.qlens[i]) : 0u;
+  const uint32_t base = seq + off;  // mod 2**32, as scan_base
+  const uint32_t k_incl = warp_inclusive_sum(base);
+  const uint32_t q_incl = cumsum ? warp_inclusive_sum(q) : 0u;
+  if (lane == 31) {
+    warp_k[warp] = k_incl;
+    warp_q[warp] = q_incl;
+  }
+  write_scan_zeros(a);
+  __syncthreads();
+  uint32_t k_off = 0, q_off = 0;
+#pragma unroll
+  for (int w = 0; w < kRowScanWarps; ++w) {
+    if (w < warp) {
+      k_off += warp_k[w];
+      q_off += warp_q[w];
+    }
+  }
+  if (live) write_scan_row(a, i, base, k_off + k_incl, q_off + q_incl);
 }
 
 template <int N>
@@ -515,15 +552,9 @@ const char* launch(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, bool mu
   if (in.skip_page_table) out_len_max = 0;
   const int64_t out_blocks = (out_len_max + kOutPerBlock - 1) / kOutPerBlock;
   if (chunks == 0 && out_blocks == 0) {
-    // Seqlen metadata only: the scan alone, one warp when it fits.
-    // Always kThreads threads (a warp scan uses warp 0 only): a one-warp
-    // block lets 32 blocks share an SM, which makes the driver pick a 64 KB
-    // shared-memory carveout (ncu on the H200) unlike the kernels around it;
-    // a carveout switch between kernels is paid at launch.
-    if (in.bs <= 32)
-      seqlens_warp_kernel<N, 1><<<1, kThreads, 0, stream>>>(a.scan);
-    else if (in.bs <= kWarpScanRows)
-      seqlens_warp_kernel<N, kWarpItems><<<1, kThreads, 0, stream>>>(a.scan);
+    // Seqlen metadata only: the scan alone, one row per thread when it fits.
+    if (in.bs <= kRowScanRows)
+      seqlens_rows_kernel<N><<<1, kRowScanRows, 0, stream>>>(a.scan);
     else
       seqlens_kernel<N><<<1, kThreads, 0, stream>>>(a.scan);
     return nullptr;

@@ -3,9 +3,10 @@
 The bar a read-table kernel is measured against in the same run: kernels that
 read exactly the addresses ``kv_read_page_table`` / ``kv_read_token_stream``
 read (the page-start slot of each live page in ``req_to_token``, then its
-``v2p`` entry) and write the same outputs, with the same work split (page
-table: 4 columns per thread, loads issued before use; token stream: a warp
-per 32 pages, 16-byte stores), and nothing else: no request-index, window,
+``v2p`` entry) and write the same outputs, with the same work split and grid
+(page table: 256-thread blocks of 2 columns per thread, loads issued before
+use; token stream: 128-thread blocks, a warp per 32 pages, 16-byte stores;
+both grids capped at one wave, 2048 threads per SM), and nothing else: no request-index, window,
 CSR or ``v2p`` bounds checks, no dtype or page-size generality (int32 index
 inputs, power-of-two pages), no row cap, no ``zero_tail``. The difference to
 the op is what its checks and generality cost.
@@ -25,10 +26,11 @@ from sgl_meta import reference
 
 _SOURCE = r"""
 typedef long long i64;
+#define PAGE_THREADS 256
+#define COLS 2
 #define THREADS 128
-#define COLS 4
 
-extern "C" __global__ void __launch_bounds__(THREADS) bare_page_table(
+extern "C" __global__ void __launch_bounds__(PAGE_THREADS, 8) bare_page_table(
     const int* __restrict__ r2t, i64 r2t_stride, const int* __restrict__ req,
     const int* __restrict__ lens, const i64* __restrict__ v2p, int* __restrict__ out,
     i64 out_stride, int shift, int delta, int max_pages, int blocks_per_row) {
@@ -38,29 +40,29 @@ extern "C" __global__ void __launch_bounds__(THREADS) bare_page_table(
   const int n = min(len > 0 ? ((len - 1) >> shift) + 1 : 0, max_pages);
   const int* in = r2t + (i64)req[row] * r2t_stride;
   int* o = out + (i64)row * out_stride;
-  for (int c0 = first * THREADS * COLS + threadIdx.x; c0 < n; c0 += blocks_per_row * THREADS * COLS) {
+  for (int c0 = first * PAGE_THREADS * COLS + threadIdx.x; c0 < n; c0 += blocks_per_row * PAGE_THREADS * COLS) {
     int s[COLS];
     i64 e[COLS];
 #pragma unroll
     for (int k = 0; k < COLS; ++k) {
-      const int c = c0 + k * THREADS;
+      const int c = c0 + k * PAGE_THREADS;
       s[k] = c < n ? __ldg(in + ((i64)c << shift)) : 0;
     }
 #pragma unroll
     for (int k = 0; k < COLS; ++k) {
-      const int c = c0 + k * THREADS;
+      const int c = c0 + k * PAGE_THREADS;
       e[k] = c < n ? __ldg(v2p + (s[k] < 0 ? 0 : (s[k] >> shift))) : 0;
     }
 #pragma unroll
     for (int k = 0; k < COLS; ++k) {
-      const int c = c0 + k * THREADS;
+      const int c = c0 + k * PAGE_THREADS;
       if (c < n) o[c] = (int)(e[k] > 0 ? e[k] : 0);
     }
   }
 }
 
 #define BARE_STREAM(NAME, T, V, VT)                                                          \
-extern "C" __global__ void __launch_bounds__(THREADS) NAME(                                  \
+extern "C" __global__ void __launch_bounds__(THREADS, 16) NAME(                                \
     const int* __restrict__ r2t, i64 r2t_stride, const int* __restrict__ req,                \
     const int* __restrict__ lens, const int* __restrict__ starts,                            \
     const int* __restrict__ indptr, const i64* __restrict__ v2p, T* __restrict__ out,        \
@@ -121,12 +123,15 @@ BARE_STREAM(bare_stream_i32, int, 4, int4)
 BARE_STREAM(bare_stream_i64, i64, 2, longlong2)
 """
 
-_THREADS, _COLS, _MAX_BLOCKS = 128, 4, 4096
+# The op's constants (csrc/kv_read_table/kernel.cu): threads per block, page-table
+# columns per thread; both grids stop at one wave of 2048 threads per SM.
+_PAGE_THREADS, _COLS, _STREAM_THREADS = 256, 2, 128
 
 
-def _blocks_per_row(units: int, per_block: int, bs: int) -> int:
+def _blocks_per_row(units: int, per_block: int, bs: int, threads: int, device: torch.device) -> int:
     needed = max(1, -(-units // per_block))
-    return max(1, min(needed, -(-_MAX_BLOCKS // max(bs, 1))))
+    wave = torch.cuda.get_device_properties(device).multi_processor_count * (2048 // threads)
+    return max(1, min(needed, wave // max(bs, 1)))
 
 
 class _Kernels:
@@ -165,14 +170,14 @@ class _Kernels:
         self.fn = {name: _check(driver.cuModuleGetFunction(self.module, name.encode()))
                    for name in ("bare_page_table", "bare_stream_i32", "bare_stream_i64")}
 
-    def launch(self, name: str, blocks: int, args: list) -> None:
+    def launch(self, name: str, blocks: int, threads: int, args: list) -> None:
         """``args``: (value, numpy dtype) per kernel parameter, in order."""
         if blocks == 0:
             return
         cells = [np.array([v], dtype=t) for v, t in args]
         params = np.array([c.ctypes.data for c in cells], dtype=np.uint64)
         stream = self.driver.CUstream(torch.cuda.current_stream().cuda_stream)
-        _check(self.driver.cuLaunchKernel(self.fn[name], blocks, 1, 1, _THREADS, 1, 1, 0, stream,
+        _check(self.driver.cuLaunchKernel(self.fn[name], blocks, 1, 1, threads, 1, 1, 0, stream,
                                           params.ctypes.data, 0))
 
 
@@ -209,9 +214,9 @@ def page_table(*, req_to_token, req_pool_indices, seq_lens, out, page_size, max_
                                      v2p=v2p, seq_len_delta=seq_len_delta)
         return
     bs = req_pool_indices.numel()
-    bpr = _blocks_per_row(max_pages, _THREADS * _COLS, bs)
+    bpr = _blocks_per_row(max_pages, _PAGE_THREADS * _COLS, bs, _PAGE_THREADS, out.device)
     i32, i64 = np.int32, np.int64
-    _Kernels.get(out.device).launch("bare_page_table", bs * bpr, [
+    _Kernels.get(out.device).launch("bare_page_table", bs * bpr, _PAGE_THREADS, [
         _ptr(req_to_token), (req_to_token.stride(0), i64), _ptr(req_pool_indices), _ptr(seq_lens), _ptr(v2p),
         _ptr(out), (out.stride(0), i64), (page_size.bit_length() - 1, i32), (seq_len_delta, i32),
         (max_pages, i32), (bpr, i32),
@@ -228,12 +233,12 @@ def token_stream(*, req_to_token, req_pool_indices, seq_lens, indptr, out, page_
         return
     bs = req_pool_indices.numel()
     chunks = -(-(-(-req_to_token.shape[1] // page_size) + 1) // 32)
-    bpr = _blocks_per_row(chunks, _THREADS // 32, bs)
+    bpr = _blocks_per_row(chunks, _STREAM_THREADS // 32, bs, _STREAM_THREADS, out.device)
     v = 2 if out.dtype == torch.int64 else 4
     align = (out.data_ptr() // out.element_size()) % v
     i32, i64 = np.int32, np.int64
     name = "bare_stream_i64" if out.dtype == torch.int64 else "bare_stream_i32"
-    _Kernels.get(out.device).launch(name, bs * bpr, [
+    _Kernels.get(out.device).launch(name, bs * bpr, _STREAM_THREADS, [
         _ptr(req_to_token), (req_to_token.stride(0), i64), _ptr(req_pool_indices), _ptr(seq_lens),
         _ptr(kv_start_idx), _ptr(indptr), _ptr(v2p), _ptr(out), (page_size.bit_length() - 1, i32),
         (seq_len_delta, i32), (align, i32), (bpr, i32),
