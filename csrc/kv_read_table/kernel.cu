@@ -54,12 +54,12 @@ constexpr int64_t kPagesPerChunk = 32;  // token stream: one page per lane
 // The grid stops growing at one wave of resident blocks (SMs x blocks per
 // SM, the latter fixed by __launch_bounds__: at most 32 registers a thread);
 // past it a block loops over several steps of its row. The grid is sized from
-// the static width, so at short rows most blocks are launched only to leave,
-// and a second wave, even a partial one, costs a whole extra gather chain
-// (H200, 38 registers: 6 resident 256-thread blocks per SM, so 1024 blocks ran
-// in 1.3 waves, 1.4x the bare gather at bs 256 and contexts <= 8k). One wave
-// of gathers already keeps DRAM busy (SGLang's Triton kernel caps its grid at
-// 1024 programs for the same reason).
+// the static width, so at short rows most blocks are launched only to leave:
+// one wave bounds them (at bs 256 and 8192 columns, 4 blocks a row instead of
+// 16: 1.56x -> 1.11x of the bare gather on the H200) while one wave of gathers
+// already keeps DRAM busy (SGLang's Triton kernel caps its grid at 1024
+// programs for the same reason). Full-length rows paid about 5% for the cap
+// and the 32 registers (results/h200_2026-12-01-s3/diag_kv_ab_*.json).
 constexpr int kPageBlocksPerSm = 2048 / kPageThreads;
 constexpr int kStreamBlocksPerSm = 2048 / kThreads;  // the 32-bit (kSmall) kernels
 constexpr unsigned kFullMask = 0xffffffffu;

@@ -483,9 +483,9 @@ __global__ void __launch_bounds__(kThreads) seqlens_kernel(const __grid_constant
 // covers consecutive elements (the one-warp scan's lane-contiguous rows made
 // each of its 8-row loads and stores touch 32 sectors), one warp-shuffle scan
 // per warp, the warp totals through shared memory, one barrier. H200, L2
-// flushed, bare kernels of the same work (results/h200_2026-12-01-s3): 3.90 us
-// against 4.26 for the one-warp layout at bs 256, floor (a 1-element fill)
-// 2.91 us.
+// flushed, bs 256 (results/h200_2026-12-01-s3/diag_probe_small.log): 4.03 us,
+// as a bare kernel of this layout, against 4.19 for a bare kernel of the
+// one-warp layout and 4.42 for SGLang's; a 1-element fill kernel took 3.33.
 constexpr int kRowScanRows = 256;
 constexpr int kRowScanWarps = kRowScanRows / 32;
 
