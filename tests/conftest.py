@@ -21,23 +21,31 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return [f"sgl_meta test seed: SGL_META_TEST_SEED={BASE_SEED}", f"CUDA available: {HAS_CUDA}"]
+    return [f"sgl_meta test seed: SGL_META_TEST_SEED={BASE_SEED}", f"CUDA available: {HAS_CUDA}",
+            f"GPU tests on: {TEST_CUDA} (SGL_META_TEST_CUDA)"]
+
+
+def _test_cuda_missing() -> str:
+    """Why TEST_CUDA cannot be used here ("" when it can)."""
+    if not HAS_CUDA:
+        return "needs a CUDA device"
+    index = torch.device(TEST_CUDA).index
+    if index is not None and index >= torch.cuda.device_count():
+        return f"SGL_META_TEST_CUDA={TEST_CUDA} but this machine has {torch.cuda.device_count()} CUDA device(s)"
+    return ""
 
 
 def pytest_collection_modifyitems(config, items):
-    if HAS_CUDA:
+    why = _test_cuda_missing()
+    if not why:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA device")
+    skip = pytest.mark.skip(reason=why)
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
 
 
-# The CUDA device the `device` fixture hands out: "cuda" (the current one), or
-# e.g. SGL_META_TEST_CUDA=cuda:1 on a two-GPU machine, to run the suite with
-# every tensor on device 1 while device 0 stays current (tensor-parallel ranks
-# see several GPUs). capture_cuda_graph captures on that device.
-TEST_CUDA = os.environ.get("SGL_META_TEST_CUDA", "cuda")
+from helpers import TEST_CUDA  # noqa: E402  (the device GPU tests use: see there)
 
 DEVICES = [
     pytest.param("cpu", id="cpu"),

@@ -42,11 +42,19 @@ def assert_same(got: dict, want: dict, context: str = "") -> None:
             )
 
 
+# The CUDA device the GPU tests put their tensors on: "cuda" (the current one),
+# or e.g. SGL_META_TEST_CUDA=cuda:1 on a two-GPU machine, to run the suite with
+# the op tests' tensors on device 1 while device 0 stays current (tensor-parallel
+# ranks see several GPUs). The `device` fixture hands it out; the CUDA-graph
+# tests build their tensors on it and capture_cuda_graph captures on it.
+TEST_CUDA = os.environ.get("SGL_META_TEST_CUDA", "cuda")
+
+
 def capture_cuda_graph(call, device=None) -> "torch.cuda.CUDAGraph":
     """Warm `call` up on a side stream (as capture requires), then capture it,
-    with `device` current (default: the tests' CUDA device, SGL_META_TEST_CUDA);
-    the caller's current device is current again afterwards, also for replays."""
-    with torch.cuda.device(torch.device(device or os.environ.get("SGL_META_TEST_CUDA", "cuda"))):
+    with `device` current (default TEST_CUDA); the caller's current device is
+    current again afterwards, also for replays (a graph replays on its own)."""
+    with torch.cuda.device(torch.device(device or TEST_CUDA)):
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):

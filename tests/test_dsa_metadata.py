@@ -27,7 +27,7 @@ from dsa_metadata_cases import (
     random_case,
 )
 from dsa_metadata_upstream_model import upstream_writes
-from helpers import assert_same, capture_cuda_graph, poison_
+from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_
 
 OP = torch.ops.sgl_meta.fused_dsa_metadata.default
 
@@ -438,7 +438,7 @@ def _refill_inputs(inputs, case, gen):
 def test_cuda_graph_capture_and_replay(mode, impl, gen):
     case = GenCase(mode=mode, bs=16, sets=3, width=4096, page_size=64, topk=2048, next_n=4, pool=40,
                    total="static" if mode == DRAFT_EXTEND else "sum")
-    inputs, sets, scalars = make_case(case, gen, "cuda")
+    inputs, sets, scalars = make_case(case, gen, TEST_CUDA)
     static_out = clone_sets(sets)
     fn = sgl_meta.fused_dsa_metadata if impl == "fused" else reference.fused_dsa_metadata
     graph = capture_cuda_graph(lambda: fn(**inputs, **lists_of(static_out), **scalars))

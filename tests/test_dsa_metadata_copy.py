@@ -24,7 +24,7 @@ from dsa_copy_cases import (
     multi_lists,
     random_case,
 )
-from helpers import assert_same, capture_cuda_graph, poison_
+from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_
 
 # Every test runs through the eager fast path and through torch.ops (conftest.py).
 pytestmark = pytest.mark.usefixtures("call_path")
@@ -349,7 +349,7 @@ def test_fake_cuda_tracing_without_gpu(multi, gen):
 @pytest.mark.parametrize("multi", [False, True], ids=["single", "multi"])
 def test_cuda_graph_capture_and_replay(multi, mode, gen):
     case = DsaCase(mode=mode, bs=16, sets=3 if multi else 1, max_len=2048, max_seqlen_k=2048, real_cols=32)
-    sources, dests, scalars = make_case(case, gen, "cuda")
+    sources, dests, scalars = make_case(case, gen, TEST_CUDA)
     static_src = dict(sources)
     static_dst = clone_sets(dests)
     call = (

@@ -15,7 +15,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from helpers import capture_cuda_graph, poison_
+from helpers import TEST_CUDA, capture_cuda_graph, poison_
 from kv_read_table_cases import EDGE_CASES, PAGE_SIZES, STREAM_EDGE_CASES, KvCase, KvData, formula, make_case
 
 OPS = {
@@ -54,6 +54,15 @@ def check(case: KvCase, gen, device) -> tuple[KvData, torch.Tensor]:
 @pytest.mark.parametrize("name", sorted(EDGE_CASES))
 def test_edge_cases(name, form, gen, device):
     check(dataclasses.replace(EDGE_CASES[name], form=form), gen, device)
+
+
+# Past 65535 rows (the CUDA grid's y limit) the page table's blocks loop over
+# rows, re-reading each row through shared memory between two barriers.
+@pytest.mark.parametrize("form,zero_tail", [("table", False), ("table", True), ("stream", False)],
+                         ids=["table", "table_zero_tail", "stream"])
+def test_more_rows_than_grid_rows(form, zero_tail, gen, device):
+    check(KvCase(form=form, bs=70_000, pool=50, ctx=40, page_size=16, max_pages=3, zero_tail=zero_tail,
+                 pad_rows=1, pad_cols=1, lead=1, gap=1, tail=1), gen, device)
 
 
 @pytest.mark.parametrize("name", sorted(STREAM_EDGE_CASES))
@@ -286,12 +295,12 @@ def test_cuda_graph_capture_and_replay_with_compaction(form, zero_tail, gen):
     case = KvCase(form=form, bs=17, page_size=16, ctx=70 * 16, max_pages=70, pool=23, vpages=300,
                   kv_start="any" if form == "stream" else "none", delta=4, zero_tail=zero_tail, gap=0,
                   max_len=60 * 16)
-    data = make_case(case, gen, "cuda")
+    data = make_case(case, gen, TEST_CUDA)
     static = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in data.inputs.items()}
     if form == "stream":  # room for any row (the capacity a server sizes once)
-        static["indptr"] = torch.arange(case.bs + 2, device="cuda") * case.ctx
+        static["indptr"] = torch.arange(case.bs + 2, device=TEST_CUDA) * case.ctx
     if form == "stream":
-        buf = torch.empty(case.bs * case.ctx + 8, dtype=data.buffer.dtype, device="cuda")
+        buf = torch.empty(case.bs * case.ctx + 8, dtype=data.buffer.dtype, device=TEST_CUDA)
     else:
         buf = torch.empty_like(data.buffer)
     fused, ref = OPS[form]
@@ -302,7 +311,7 @@ def test_cuda_graph_capture_and_replay_with_compaction(form, zero_tail, gen):
         if step % 2 == 1:  # a compaction step: only v2p changes
             static["v2p"].copy_(_compaction(static["v2p"], gen))
         else:  # new lengths, request rows and windows
-            fresh = make_case(case, gen, "cuda")
+            fresh = make_case(case, gen, TEST_CUDA)
             for k in ("req_pool_indices", "seq_lens", "kv_start_idx"):
                 if static[k] is not None:
                     static[k].copy_(fresh.inputs[k])

@@ -12,7 +12,7 @@ import sgl_meta
 from sgl_meta import reference
 from dsa_copy_cases import EDGE_CASES as DSA_CASES
 from dsa_copy_cases import clone_sets, make_case as make_dsa_case, multi_lists
-from helpers import assert_same, capture_cuda_graph, poison_
+from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_
 from page_table_cases import EDGE_CASES as PT_CASES
 from page_table_cases import make_case as make_pt_case
 from trtllm_mha_cases import EDGE_CASES as MHA_CASES
@@ -166,7 +166,7 @@ def test_repointed_tensor_is_detected(gen, monkeypatch):
 
 @pytest.mark.gpu
 def test_plan_in_cuda_graph_replays_new_values(gen):
-    inputs, outputs, scalars = make_mha_case(MetaCase(bs=9, live_pages_only=True), gen, "cuda")
+    inputs, outputs, scalars = make_mha_case(MetaCase(bs=9, live_pages_only=True), gen, TEST_CUDA)
     plan = sgl_meta.bind(sgl_meta.update_trtllm_mha_graph_metadata, **inputs, **outputs, **scalars)
     graph = capture_cuda_graph(plan)
     for _ in range(3):

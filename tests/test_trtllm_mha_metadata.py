@@ -10,7 +10,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from helpers import assert_same, capture_cuda_graph, poison_, run_on_copies
+from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_, run_on_copies
 from trtllm_mha_cases import EDGE_CASES, MetaCase, make_case
 
 OP = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata.default
@@ -198,12 +198,12 @@ GRAPH_CASES = {
 @pytest.mark.parametrize("name", sorted(GRAPH_CASES))
 def test_cuda_graph_capture_and_replay(name, gen):
     case = GRAPH_CASES[name]
-    inputs, outputs, scalars = make_case(case, gen, "cuda")
+    inputs, outputs, scalars = make_case(case, gen, TEST_CUDA)
     static_in = {k: (None if v is None else v.clone()) for k, v in inputs.items()}
     static_out = {k: (None if v is None else v.clone()) for k, v in outputs.items()}
     graph = capture_cuda_graph(lambda: sgl_meta.update_trtllm_mha_graph_metadata(**static_in, **static_out, **scalars))
     for _ in range(3):  # new values in the static inputs, new poison in the outputs
-        fresh, _, _ = make_case(case, gen, "cuda")
+        fresh, _, _ = make_case(case, gen, TEST_CUDA)
         for k, v in fresh.items():
             if v is not None:
                 static_in[k].copy_(v)

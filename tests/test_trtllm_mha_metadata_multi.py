@@ -10,7 +10,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from helpers import capture_cuda_graph, poison_
+from helpers import TEST_CUDA, capture_cuda_graph, poison_
 from trtllm_mha_cases import EDGE_CASES, OUTPUT_NAMES, MetaCase, make_multi_case
 
 OP = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata_multi.default
@@ -221,13 +221,13 @@ GRAPH_CASES = {
 @pytest.mark.parametrize("name", sorted(GRAPH_CASES))
 def test_cuda_graph_capture_and_replay(name, gen):
     case, offsets = GRAPH_CASES[name]
-    inputs, outputs, scalars = make_multi_case(case, offsets, gen, "cuda")
+    inputs, outputs, scalars = make_multi_case(case, offsets, gen, TEST_CUDA)
     static_in = {k: (None if v is None else v.clone()) for k, v in inputs.items()}
     static_out = clone_outputs(outputs)
     graph = capture_cuda_graph(
         lambda: sgl_meta.update_trtllm_mha_graph_metadata_multi(**static_in, **static_out, **scalars))
     for _ in range(3):
-        fresh, _, _ = make_multi_case(case, offsets, gen, "cuda")
+        fresh, _, _ = make_multi_case(case, offsets, gen, TEST_CUDA)
         for k, v in fresh.items():
             if v is not None:
                 static_in[k].copy_(v)

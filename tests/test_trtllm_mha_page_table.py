@@ -14,7 +14,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from helpers import assert_same, capture_cuda_graph, poison_
+from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_
 from page_table_cases import EDGE_CASES, PAGE_SIZES, CaseData, PageTableCase, make_case
 
 OP = torch.ops.sgl_meta.build_trtllm_mha_page_table.default
@@ -215,7 +215,7 @@ def test_fake_cuda_tracing_without_gpu(gen):
 def test_cuda_graph_capture_and_replay(swa, gen):
     dtype = torch.int32 if swa is torch.int32 else torch.int64
     case = PageTableCase(bs=17, page_size=16, width=70, pool=23, swa=bool(swa), swa_size=500, mapping_dtype=dtype)
-    data = make_case(case, gen, "cuda")
+    data = make_case(case, gen, TEST_CUDA)
     static_in = {k: (None if v is None else v.clone()) for k, v in data.inputs.items()}
     static_buf = {k: (None if v is None else v.clone()) for k, v in data.buffers.items()}
     views = data.views(static_buf)
@@ -225,7 +225,7 @@ def test_cuda_graph_capture_and_replay(swa, gen):
 
     graph = capture_cuda_graph(call)
     for _ in range(3):  # new lengths, indices and slots; new poison in the buffers
-        fresh = make_case(case, gen, "cuda")
+        fresh = make_case(case, gen, TEST_CUDA)
         for k, v in fresh.inputs.items():
             if v is not None:
                 static_in[k].copy_(v)

@@ -1,9 +1,11 @@
 """Two GPUs: a CUDA graph captured on device 1 (tensor-parallel rank 1) and
 replayed while device 0 is current, for the ops a decode graph records.
 
-The other two-GPU tests (one per op file) check eager calls; run the whole
-suite with SGL_META_TEST_CUDA=cuda:1 to put every GPU test's tensors on
-device 1 while device 0 stays current.
+The other two-GPU tests (one per op file) check eager calls. Running the suite
+with SGL_META_TEST_CUDA=cuda:1 puts the op tests' tensors (the `device`
+fixture and the CUDA-graph tests) on device 1 while device 0 stays current;
+tests that spell "cuda" themselves (fake-tensor tracing, the device-assert
+subprocesses, tests/reliability) stay on the current device.
 """
 
 from __future__ import annotations

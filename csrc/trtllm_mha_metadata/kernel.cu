@@ -8,7 +8,7 @@
 //                             written to every set whose live prefix covers it
 //   [.., + swa_out_blocks)    swa_out_cache_loc translate + zero padding
 // skip_page_table (or nothing but seqlens to write) launches the scan alone,
-// as its own smaller kernel: one block, one warp when bs <= 256.
+// as its own smaller kernel: one block, one row per thread when bs <= 256.
 //
 // Where the time goes at small sizes (a few microseconds end to end), and what
 // the code does about it:
@@ -17,9 +17,11 @@
 //   can before using any (a row's request index, length and per-row offset
 //   together; all gathered slots of a thread; then all second-level loads),
 //   and the scan loads its whole tile before scanning (no load per loop trip).
-// * the scan: bs <= 256 is one warp-shuffle scan, up to 8 consecutive rows
-//   per lane (no shared memory, no barrier); larger batches scan kScanItems
-//   rows per thread, one barrier per 256-row tile.
+// * the scan: in block 0 of the update, bs <= 256 is one warp-shuffle scan,
+//   up to 8 consecutive rows per lane (no shared memory, no barrier); larger
+//   batches scan kScanItems rows per thread, one barrier per 256-row tile. The
+//   seqlens-only kernel puts one row on each of 256 threads instead (coalesced
+//   loads and stores, one barrier: faster there, where the scan is all the work).
 // * scattered gathers per SM: the L1 serves an uncoalesced warp load one
 //   cache line (wavefront) per cycle, 32 of them for 32 page slots, so a
 //   block that gathers a thousand slots spends ~1000 cycles on its SM just
