@@ -214,7 +214,9 @@ def page_table(*, req_to_token, req_pool_indices, seq_lens, out, page_size, max_
                                      v2p=v2p, seq_len_delta=seq_len_delta)
         return
     bs = req_pool_indices.numel()
-    bpr = _blocks_per_row(max_pages, _PAGE_THREADS * _COLS, bs, _PAGE_THREADS, out.device)
+    # The op's grid: no column past the req_to_token row can be live.
+    cols = min(max_pages, -(-req_to_token.shape[1] // page_size))
+    bpr = _blocks_per_row(cols, _PAGE_THREADS * _COLS, bs, _PAGE_THREADS, out.device)
     i32, i64 = np.int32, np.int64
     _Kernels.get(out.device).launch("bare_page_table", bs * bpr, _PAGE_THREADS, [
         _ptr(req_to_token), (req_to_token.stride(0), i64), _ptr(req_pool_indices), _ptr(seq_lens), _ptr(v2p),
