@@ -365,8 +365,10 @@ __global__ void __launch_bounds__(kThreads, kSmall ? kStreamBlocksPerSm : 1)
   const KvReadSource& s = p.src;
   const uint32_t row = blockIdx.x / blocks_per_row;
   const uint32_t blk = blockIdx.x - row * blocks_per_row;
-  // Row scalars (see the page-table kernel, also for the empty asm), and the
-  // row's CSR slot.
+  // Row scalars and the row's CSR slot, loaded before any is used (one
+  // latency, not several). The empty asm makes them all arrive before the
+  // early exit below: without it the compiler sinks the loads only a live
+  // block needs past that branch, and a live block pays a second latency.
   const int64_t lo = p.indptr[row];
   const int64_t hi = p.indptr[row + 1];
   const int64_t req = s.req_pool_indices[row];
