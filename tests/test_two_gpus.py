@@ -25,7 +25,7 @@ pytestmark = [
 ]
 
 
-def _replay_on_device_1(capture, refresh, check, gen):
+def _replay_on_device_1(capture, refresh, check):
     """Capture with cuda:1 current, then refresh inputs, replay and check three
     times with cuda:0 current."""
     graph = capture_cuda_graph(capture, device="cuda:1")
@@ -64,7 +64,7 @@ def test_update_graph_on_device_1(case, gen):
         assert_same(static_out, want, "update graph captured on cuda:1, replayed with cuda:0 current")
 
     _replay_on_device_1(lambda: sgl_meta.update_trtllm_mha_graph_metadata(**static_in, **static_out, **scalars),
-                        refresh, check, gen)
+                        refresh, check)
 
 
 @pytest.mark.parametrize("form", ["table", "stream"])
@@ -91,4 +91,4 @@ def test_kv_read_graph_on_device_1(form, gen):
         ref(**{**kwargs, "out": data.out_view(want)})
         assert torch.equal(buf.cpu(), want.cpu()), "kv read table graph captured on cuda:1, replayed with cuda:0 current"
 
-    _replay_on_device_1(lambda: op(**kwargs), refresh, check, gen)
+    _replay_on_device_1(lambda: op(**kwargs), refresh, check)
