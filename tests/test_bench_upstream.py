@@ -509,15 +509,14 @@ def test_whole_mode_emulated_on_cpu(tmp_path, monkeypatch, small_shapes, capsys)
     monkeypatch.setattr(run, "DeviceTimer", lambda device, flush: WallTimer())
     monkeypatch.setattr(measure, "HOST_ROUNDS", 2)
     monkeypatch.setattr(measure, "HOST_PER_ROUND", 4)
-    monkeypatch.setattr(measure, "DEVICE_REPLAYS", 2)
 
     # One row of each group (CPU time).
     specs = [s for s in ROW_SPECS if s.name in (
         "update bs1", "page-table builder bs1", "DSA copy verify bs64 x 4", "DSA generate decode bs1, K=5",
         "KV read table bs256 x 2048 pages of 64 (v2p)")]
     monkeypatch.setattr(run, "ROW_SPECS", specs)
-    up = run.run_upstream(str(site), torch.device("cpu"), buckets=[1, 2], log=lambda msg: None)
-    assert up["available"] and up["ok"], problems(up)
+    up = run.run_upstream(str(site), torch.device("cpu"), buckets=[1, 2], replays=3, log=lambda msg: None)
+    assert up["available"] and up["ok"], problems(up) and up["replays"] == 3
     assert [r["case"] for r in up["rows"]] == [s.name for s in specs]
     for r in up["rows"]:
         assert {"upstream", "ours"} <= set(r["impls"]) and r["ok"] and not r["checks"]["graph"]
@@ -535,3 +534,22 @@ def test_whole_mode_emulated_on_cpu(tmp_path, monkeypatch, small_shapes, capsys)
     assert "| update bs1 |" in md and "| TRT-LLM MHA update, EAGLE step" in md
     print_upstream(up)  # the rich table renders
     assert "ours host" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_replay_orders_balance_positions(n):
+    """Every implementation takes every position equally often over whole
+    cycles (no position bias in the device medians), and with the bench's three
+    (upstream, ours, eager) also follows each other one equally often."""
+    from collections import Counter
+
+    from sgl_meta.bench.upstream.measure import replay_orders
+
+    names = [f"impl{i}" for i in range(n)]
+    orders = list(replay_orders(names, 2 * n * 5))
+    assert len(orders) == 2 * n * 5 and all(sorted(o) == names for o in orders)
+    positions = Counter((name, pos) for o in orders for pos, name in enumerate(o))
+    assert set(positions.values()) == {10}
+    follows = Counter((a, b) for o in orders for a, b in zip(o, o[1:]))
+    if n <= 3:
+        assert len(set(follows.values())) <= 1 and len(follows) == n * (n - 1)

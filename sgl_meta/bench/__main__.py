@@ -74,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cold-start", action=argparse.BooleanOptionalAction, default=True,
                    help="with --upstream: time the first call over the bucket list with empty compile caches (default on)")
     p.add_argument("--markdown", metavar="PATH", help="with --upstream: write the side-by-side table as markdown")
+    p.add_argument("--replays", type=int, default=None, metavar="N",
+                   help="with --upstream: timed graph replays per row and implementation (default 300)")
     # Self-test of the checker: corrupt one fused output at this step.
     p.add_argument("--corrupt-fused", type=int, metavar="STEP", help=argparse.SUPPRESS)
     # CPU self-test of the graph-mode path: "graphs" that replay the calls eagerly.
@@ -107,6 +109,8 @@ def main(argv=None) -> int:
             parser.error(str(e))
     if args.markdown and not args.upstream:
         parser.error("--markdown writes the --upstream table; add --upstream")
+    if args.replays is not None and (args.replays < 1 or not args.upstream):
+        parser.error("--replays N (N >= 1) sets the --upstream rows' replays; add --upstream")
     if args.plot:
         from .plot import check_available
 
@@ -188,7 +192,7 @@ def run_upstream_section(doc: dict, args, device, max_bs: int) -> bool:
 
     buckets = args.buckets or capture_batch_sizes(max_bs, spec=True)
     up = run_upstream(args.upstream, device, seed=args.seed, buckets=buckets, cold_start=args.cold_start,
-                      flush_l2=args.flush_l2)
+                      flush_l2=args.flush_l2, **({"replays": args.replays} if args.replays else {}))
     doc["upstream"] = up
     print_upstream(up)
     bad = problems(up)

@@ -11,7 +11,10 @@ For each implementation present (upstream, ours, the eager reference):
    drained every few calls (untimed) so a full launch queue never blocks one;
 3. device us: the calls captured in a CUDA graph, replayed under CUDA events
    behind a spin kernel with L2 flushed first (``timing.DeviceTimer``, as the
-   trace replay); after a re-poison the first replay's outputs are checked too;
+   trace replay); after a re-poison the first replay's outputs are checked too.
+   Each round replays every implementation once, and the order rotates so that
+   each takes every position equally often (a row of a few microseconds moves
+   by a few percent between positions and runs, so 300 rounds by default);
 4. launch us: host wall time of ``graph.replay()`` for that graph, i.e. the
    per-step host cost when the refresh is recorded in the step's graph.
 """
@@ -31,7 +34,7 @@ from .fixtures import IMPLS, Row
 HOST_ROUNDS = 10
 HOST_PER_ROUND = 32
 DRAIN_EVERY = 8
-DEVICE_REPLAYS = 60
+DEVICE_REPLAYS = 300  # rounds; --replays
 UNWRITTEN_LIMIT = 0.01  # share of upstream's region still equal to the poison
 
 
@@ -109,7 +112,16 @@ def host_times(row: Row, impls) -> dict:
     return samples
 
 
-def measure_row(row: Row, timer: DeviceTimer, pool) -> dict:
+def replay_orders(names: list, rounds: int):
+    """``rounds`` orders of ``names``: every rotation, forwards then backwards,
+    so each name takes each position (and follows each other name) equally often."""
+    n = len(names)
+    for r in range(rounds):
+        rot = names[r % n:] + names[: r % n]
+        yield rot if (r // n) % 2 == 0 else rot[::-1]
+
+
+def measure_row(row: Row, timer: DeviceTimer, pool, replays: int = DEVICE_REPLAYS) -> dict:
     impls = [i for i in IMPLS if i in row.calls]
     result = {"case": row.name, "group": row.group, "params": row.params, "note": row.note, "impls": {}, "checks": {}}
     row.repoison()
@@ -140,9 +152,7 @@ def measure_row(row: Row, timer: DeviceTimer, pool) -> dict:
             g.replay()
         torch.cuda.synchronize()
         result["checks"]["graph"] = check_row(row, "graph") if set(graphs) == set(impls) else []
-        order = list(graphs)
-        for r in range(DEVICE_REPLAYS):
-            seq = order if r % 2 == 0 else order[::-1]
+        for seq in replay_orders(list(graphs), replays):
             d, h = timer.time_replays([graphs[i] for i in seq])
             for impl, dv, hv in zip(seq, d, h):
                 dev[impl].append(dv)

@@ -22,7 +22,7 @@ from ..timing import DeviceTimer
 from . import loader, rows_dsa, rows_kv, rows_mha
 from .coldstart import run_cold_start
 from .fixtures import Context, RowSpec
-from .measure import measure_row
+from .measure import DEVICE_REPLAYS, measure_row
 
 ROW_SPECS = rows_mha.ROWS + rows_dsa.ROWS + rows_dsa.GEN_ROWS + rows_kv.ROWS
 ROW_SIZE = 256  # the largest batch a row uses
@@ -55,6 +55,7 @@ def run_upstream(
     buckets: Optional[list] = None,
     cold_start: bool = True,
     flush_l2: bool = True,
+    replays: int = DEVICE_REPLAYS,
     log=_log,
 ) -> dict:
     """Run the comparison; returns the ``upstream`` section of the bench JSON."""
@@ -73,6 +74,7 @@ def run_upstream(
         "available": False,
         "ok": None,
         "buckets": buckets,
+        "replays": replays,
         "cold_start": [],
         "rows": [],
         "skipped_rows": [],
@@ -113,7 +115,7 @@ def run_upstream(
                 doc["skipped_rows"].append({"case": spec_.name, "reason": reason})
                 continue
             try:
-                res = measure_row(spec_.build(ctx, kernels), timer, pool)
+                res = measure_row(spec_.build(ctx, kernels), timer, pool, replays)
             except Exception as e:  # one broken row must not hide the others
                 res = {"case": spec_.name, "group": spec_.group, "ok": False, "error": f"{type(e).__name__}: {e}"}
             doc["rows"].append(res)

@@ -13,7 +13,8 @@ COLS = ("host_us", "device_us", "launch_us")
 
 LEGEND = (
     "host = median wall time of one direct Python call (outside a graph); device = median of "
-    "CUDA-graph replays (CUDA events, L2 flushed before each); launch = host time of "
+    "CUDA-graph replays (CUDA events, L2 flushed before each; the implementations take turns in "
+    "rotating order); launch = host time of "
     "`graph.replay()` with the refresh recorded in a graph (the per-step host cost in-graph); "
     "ratios are sgl_meta / upstream (below 1: sgl_meta is faster)."
 )
@@ -83,6 +84,8 @@ def notes(up: dict) -> list:
             f"Warning: {w}." for w in up.get("warnings", [])]
     for w in up.get("warnings", []):
         out.append(f"Warning: {w}.")
+    if up.get("replays"):
+        out.append(f"Device medians over {up['replays']} replays per implementation and row.")
     if up.get("cold_start"):
         b = up["buckets"]
         out.append(f"Cold start: first call over {len(b)} CUDA-graph buckets ({b[0]}..{b[-1]}), empty Triton and "
