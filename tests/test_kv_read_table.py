@@ -56,8 +56,8 @@ def test_edge_cases(name, form, gen, device):
     check(dataclasses.replace(EDGE_CASES[name], form=form), gen, device)
 
 
-# Past 65535 rows (the CUDA grid's y limit) the page table's blocks loop over
-# rows, re-reading each row through shared memory between two barriers.
+# Past 65535 rows (a CUDA grid's y and z limit): both kernels put the row on
+# grid x, which holds 2^31 - 1.
 @pytest.mark.parametrize("form,zero_tail", [("table", False), ("table", True), ("stream", False)],
                          ids=["table", "table_zero_tail", "stream"])
 def test_more_rows_than_grid_rows(form, zero_tail, gen, device):

@@ -51,4 +51,12 @@ __device__ __forceinline__ T load_ro(const T* p) {
   return __ldg(p);
 }
 
+// Global load of data read once (ld.global.cs: evict-first in L2). For the
+// first-level gathers of req_to_token, whose sectors a kernel reads once:
+// they then leave L2 before data the same kernel reads again (v2p entries).
+template <typename T>
+__device__ __forceinline__ T load_once(const T* p) {
+  return __ldcs(p);
+}
+
 }  // namespace sgl_meta

@@ -3,10 +3,10 @@
 // Both grids are sized from host-known shapes only (bs and a static cap: the
 // table width, or the req_to_token row), never from device lengths: nothing is
 // synchronised and a CUDA graph replays them with any new lengths. A block
-// reads its row's scalars (page table: thread 0, shared with the others) and
-// its threads (page table) or warps (token stream) leave when their share of
-// the row lies past the row's live length, so short rows cost little however
-// wide the cap; the grid stops growing at one wave of resident blocks.
+// reads its row's scalars and its threads (page table) or warps (token stream)
+// leave when their share of the row lies past the row's live length, so short
+// rows cost little however wide the cap; the grid stops growing at one wave of
+// resident blocks.
 //
 // Cost model. Every page costs one scattered int32 read of req_to_token (its
 // first slot; page boundaries are page_size * 4 bytes apart) and, with v2p,
@@ -14,12 +14,28 @@
 // in a chain, each a separate 64-byte DRAM access. The kernels are bound by
 // how many such chains are in flight, so every thread (page table) or lane
 // (token stream) issues all its first-level loads, then all its second-level
-// loads, before it uses any of them.
+// loads, before it uses any of them. The first-level loads are evict-first
+// (load_once): each req_to_token sector is read once, while a v2p sector (4
+// entries) is read about twice at bs 256 x 2048 pages; keeping v2p in L2 took
+// a bare gather from 18.9 to 17.5 us on the H200 with L2 flushed (SGLang's
+// Triton kernel: 18.9; results/h200_2026-12-01-s4/diag_probe_layout*.log).
 //
 // Page table: 256-thread blocks, 512 columns per block step, 2 per thread (A/B
 // on the H200: 2 per thread 13.0 us, 4: 13.4, 8: 14.5 at bs 256 x 2048 pages),
 // strided by 256 so a warp's stores cover 32 consecutive columns; a 2-D grid
-// (row = blockIdx.y) so no block divides its index.
+// (row = blockIdx.x, share = blockIdx.y) so no block divides its index.
+//
+// Block order (both forms): the row is the fastest-varying part of the block
+// index. The first wave hands SM j the blocks j, j + #SMs, j + 2 #SMs, ...; with
+// the share fastest (block = row * shares + share) and #SMs a multiple of the
+// shares (132 = 4 x 33 on the H200, 4 shares a row at bs 256), every block of
+// an SM got the same share: the SMs holding share 0 (live in every row) did
+// all the gathering of short rows and most of long ones while the others
+// idled. Row fastest spreads each share over all SMs (H200: token stream at
+// bs 256, contexts <= 8k, 11.6 -> 7.0 us; page table at bs 256 x 2048 pages,
+// full lengths, 20.0 -> 19.4 us; results/h200_2026-12-01-s4/). The TRT-LLM
+// update and page-table builder keep the share fastest: there the row-fastest
+// order measured up to 13% slower (full-width rows) and never faster.
 // Token stream: one warp per chunk of 32 pages: lane j gathers and translates
 // page j of the chunk, then the warp writes the chunk's ids (page_size per
 // page, contiguous in out) with 16-byte vector stores, each id taking its
@@ -46,9 +62,13 @@ constexpr int kPageThreads = 256;
 #endif
 constexpr int kColsPerThread = SGL_META_KV_COLS_PER_THREAD;
 constexpr int64_t kColsPerBlock = kPageThreads * kColsPerThread;
-// Page-table grid: x = a block's share of its row, y = the row (gridDim.y is
-// capped at 65535; larger batches loop over rows).
-constexpr int64_t kMaxGridRows = 65535;
+// Grid x = the row (up to 2^31 - 1 rows), y = a block's share of its row.
+constexpr int64_t kMaxGridRows = INT32_MAX;
+// Page table: columns are 32-bit. A block step covers 512 columns, so with at
+// most kMaxShares blocks a row one loop trip advances at most 2^20 columns,
+// and every column index the loop forms stays below 2^31.
+constexpr int64_t kMaxShares = 2048;
+constexpr int64_t kMaxColumns = INT32_MAX - (kMaxShares * kColsPerBlock);
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kPagesPerChunk = 32;  // token stream: one page per lane
 // The grid stops growing at one wave of resident blocks (SMs x blocks per
@@ -58,8 +78,7 @@ constexpr int64_t kPagesPerChunk = 32;  // token stream: one page per lane
 // one wave bounds them (at bs 256 and 8192 columns, 4 blocks a row instead of
 // 16: 1.56x -> 1.11x of the bare gather on the H200) while one wave of gathers
 // already keeps DRAM busy (SGLang's Triton kernel caps its grid at 1024
-// programs for the same reason). Full-length rows paid about 5% for the cap
-// and the 32 registers (results/h200_2026-12-01-s3/diag_kv_ab_*.json).
+// programs for the same reason).
 constexpr int kPageBlocksPerSm = 2048 / kPageThreads;
 constexpr int kStreamBlocksPerSm = 2048 / kThreads;  // the 32-bit (kSmall) kernels
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -136,107 +155,93 @@ __device__ __noinline__ void fail_page_column(const KvReadPageTableParams& p, ui
                    (long long)vpage, (long long)entry, row, (long long)c);
 }
 
-// One thread's columns c0 and c0 + 256 of a 512-column block step, below
-// `limit`; those below `n` get their entry, the rest (zero_tail) the sink 0.
-// Returns the first column that failed a check (its virtual page outside v2p:
-// never loaded; or an entry past int32), else -1.
-__device__ __forceinline__ int64_t page_step(const KvReadPageTableParams& p,
-                                             const int32_t* row_in, int32_t* out, int64_t c0,
-                                             int64_t n, int64_t limit) {
-  const KvReadSource& s = p.src;
-  const int64_t step = s.page_size;
+// One thread's columns c, c + 256 (kColsPerThread of them) of a 512-column
+// block step: `src` points at column c's first slot in req_to_token (the next
+// column's is `col_step` slots on), `dst` at out[c]. Columns below `n` get
+// their entry, the rest below `limit` (zero_tail) the sink 0. Returns k of the
+// first column that failed a check (its virtual page outside v2p: never
+// loaded; or an entry past int32), else -1. Columns are 32-bit (the launcher
+// caps them) and the pointers advance by increments: with 64-bit column math
+// at the 32-register cap the loop re-read its parameters and recomputed the
+// row's addresses on every trip (ncu: 2.2x the instructions of SGLang's
+// Triton kernel for the same gathers).
+__device__ __forceinline__ int page_step(const KvReadSource& s, const int32_t* src,
+                                         int64_t col_step, int32_t* dst, int32_t c, int32_t n,
+                                         int32_t limit) {
   int32_t slot[kColsPerThread];
 #pragma unroll
-  for (int k = 0; k < kColsPerThread; ++k) {
-    const int64_t c = c0 + k * kPageThreads;
-    slot[k] = c < n ? load_ro(row_in + c * step) : 0;
-  }
+  for (int k = 0; k < kColsPerThread; ++k)
+    slot[k] = c + k * kPageThreads < n ? load_once(src + k * col_step) : 0;
+  // A column past n reads slot 0, page 0, and keeps entry 0: the zero_tail sink.
   int64_t entry[kColsPerThread];
 #pragma unroll
   for (int k = 0; k < kColsPerThread; ++k) entry[k] = virtual_page(s, slot[k]);
-  int bad = -1;
   if (s.translate) {
-    // Second-level gather, issued for all columns before any is used.
+    // Second-level gather, issued for all columns before any is used; the
+    // checks fold into one flag, and only a failure looks for its column.
+    bool inside[kColsPerThread];
+    bool ok = true;
 #pragma unroll
-    for (int k = kColsPerThread - 1; k >= 0; --k) {
-      const bool live = c0 + k * kPageThreads < n;
-      const bool inside = entry[k] < s.v2p_size;
-      if (live && !inside) bad = k;
-      entry[k] = live && inside ? max_i64(load_ro(s.v2p + entry[k]), 0) : 0;
+    for (int k = 0; k < kColsPerThread; ++k) {
+      const bool live = c + k * kPageThreads < n;
+      inside[k] = entry[k] < s.v2p_size;
+      ok &= !live || inside[k];
+      entry[k] = live && inside[k] ? max_i64(load_ro(s.v2p + entry[k]), 0) : 0;
     }
 #pragma unroll
-    for (int k = kColsPerThread - 1; k >= 0; --k)
-      if (entry[k] > INT32_MAX && (bad < 0 || k < bad)) bad = k;
-    if (bad >= 0) return c0 + bad * kPageThreads;
+    for (int k = 0; k < kColsPerThread; ++k) ok &= entry[k] <= INT32_MAX;
+    if (!ok) {
+#pragma unroll
+      for (int k = 0; k < kColsPerThread; ++k)
+        if (c + k * kPageThreads < n && (!inside[k] || entry[k] > INT32_MAX)) return k;
+    }
   }
 #pragma unroll
-  for (int k = 0; k < kColsPerThread; ++k) {
-    const int64_t c = c0 + k * kPageThreads;
-    if (c < n)
-      out[c] = static_cast<int32_t>(entry[k]);
-    else if (c < limit)
-      out[c] = 0;
-  }
+  for (int k = 0; k < kColsPerThread; ++k)
+    if (c + k * kPageThreads < limit) dst[k * kPageThreads] = static_cast<int32_t>(entry[k]);
   return -1;
 }
 
-// A row's scalars, read and checked once per block by its thread 0 and
-// shared through shared memory.
-struct PageRow {
-  int64_t req;
-  int64_t start;
-  int64_t n;  // live columns
-  bool ok;    // req inside the pool and start >= 0
-};
-
-// One row's share [first_step, ...) of block steps; false after a failed check.
-__device__ __forceinline__ bool page_row(const KvReadPageTableParams& p, uint32_t row,
-                                         uint32_t first_step, uint32_t steps, PageRow& sh) {
+// One row's share [first_step, ...) of block steps.
+__device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_t row,
+                                         uint32_t first_step, uint32_t steps) {
   const KvReadSource& s = p.src;
-  // Thread 0 loads the row's scalars (all issued before any is used: one
-  // latency), checks them and divides out the live columns; the other threads
-  // read the result after one barrier. Most threads of a short row have nothing
-  // to write, and before this each of them loaded, converted and divided the
-  // row's scalars itself before finding that out: ncu at bs 256, contexts
-  // <= 8k, 3x the instructions of the bare gather, which set the time.
-  if (threadIdx.x == 0) {
-    const int64_t req = s.req_pool_indices[row];
-    const int64_t seq = s.seq_lens[row];
-    const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
-    sh.req = req;
-    sh.start = start;
-    sh.ok = req >= 0 && req < s.pool_size && start >= 0;
-    sh.n = live_columns(p, seq, start);
-  }
-  __syncthreads();
-  const int64_t req = sh.req, start = sh.start, n = sh.n;
-  if (!sh.ok) {  // every block checks its row, whatever the lengths (as on the CPU)
+  // Every thread loads the row's scalars (one broadcast load per warp, all
+  // issued before any is used: one latency) and derives the live columns.
+  // (Thread 0 doing it for the block, through shared memory and a barrier,
+  // saved instructions of short rows when the grid's block order left them
+  // on a quarter of the SMs; with the row fastest it measured no faster at
+  // bs 256 and 1.13x the bare gather at bs 1, against 1.00x this way.)
+  const int64_t req = s.req_pool_indices[row];
+  const int64_t seq = s.seq_lens[row];
+  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  const int64_t n = live_columns(p, seq, start);
+  if (req < 0 || req >= s.pool_size || start < 0) {
+    // every block checks its row, whatever the lengths (as on the CPU)
     if (threadIdx.x == 0) fail_row<false>(s, row, req, start);
-    return false;
+    return;
   }
-  const int64_t limit = p.zero_tail ? p.max_pages : n;
-  const int64_t c_first = int64_t{first_step} * kColsPerBlock + threadIdx.x;
-  if (c_first >= limit) return true;  // nothing of this row for this thread
-  const int32_t* row_in = s.req_to_token + req * s.req_to_token_stride + start;
-  int32_t* out = p.out + row * p.out_stride;
-  const int64_t stride = int64_t{steps} * kColsPerBlock;
-  for (int64_t c0 = c_first; c0 < limit; c0 += stride) {
-    const int64_t bad = page_step(p, row_in, out, c0, n, limit);
+  // Both fit int32: n <= limit <= the launch's columns <= kMaxColumns.
+  const auto n32 = static_cast<int32_t>(n);
+  const auto limit = static_cast<int32_t>(p.zero_tail ? p.max_pages : n);
+  int32_t c = static_cast<int32_t>(first_step * kColsPerBlock + threadIdx.x);
+  if (c >= limit) return;  // nothing of this row for this thread
+  const int64_t step = s.page_size;
+  const int32_t trip = static_cast<int32_t>(steps * kColsPerBlock);
+  const int32_t* src = s.req_to_token + req * s.req_to_token_stride + start + c * step;
+  int32_t* dst = p.out + row * p.out_stride + c;
+  for (; c < limit; c += trip, src += trip * step, dst += trip) {
+    const int bad = page_step(s, src, kPageThreads * step, dst, c, n32, limit);
     if (bad >= 0) {
-      fail_page_column(p, row, req, start, bad);
-      return false;
+      fail_page_column(p, row, req, start, c + int64_t{bad} * kPageThreads);
+      return;
     }
   }
-  return true;
 }
 
 __global__ void __launch_bounds__(kPageThreads, kPageBlocksPerSm)
     kv_read_page_table_kernel(const __grid_constant__ KvReadPageTableParams p) {
-  __shared__ PageRow sh;
-  for (int64_t row = blockIdx.y; row < p.src.bs; row += gridDim.y) {
-    if (row != blockIdx.y) __syncthreads();  // every thread is done with the last row's `sh`
-    if (!page_row(p, static_cast<uint32_t>(row), blockIdx.x, gridDim.x, sh)) return;
-  }
+  page_row(p, blockIdx.x, blockIdx.y, gridDim.y);
 }
 
 // ---- token stream ---------------------------------------------------------------
@@ -359,12 +364,10 @@ __device__ __forceinline__ void write_chunk(OutT* out, int64_t align, int64_t e_
 // branch it would set the register count of the common one.
 template <typename OutT, bool kSmall>
 __global__ void __launch_bounds__(kThreads, kSmall ? kStreamBlocksPerSm : 1)
-    kv_read_token_stream_kernel(const __grid_constant__ KvReadTokenStreamParams p,
-                                uint32_t blocks_per_row) {
+    kv_read_token_stream_kernel(const __grid_constant__ KvReadTokenStreamParams p) {
   constexpr int V = Vec<OutT>::kN;
   const KvReadSource& s = p.src;
-  const uint32_t row = blockIdx.x / blocks_per_row;
-  const uint32_t blk = blockIdx.x - row * blocks_per_row;
+  const uint32_t row = blockIdx.x, blk = blockIdx.y, blocks_per_row = gridDim.y;
   // Row scalars and the row's CSR slot, loaded before any is used (one
   // latency, not several). The empty asm makes them all arrive before the
   // early exit below: without it the compiler sinks the loads only a live
@@ -415,7 +418,7 @@ __global__ void __launch_bounds__(kThreads, kSmall ? kStreamBlocksPerSm : 1)
     // outside v2p is never loaded.
     const int64_t pg = pg0 + lane;
     const bool have = pg <= pg_last;
-    const int32_t slot = have ? load_ro(row_in + pg * ps) : 0;
+    const int32_t slot = have ? load_once(row_in + pg * ps) : 0;
     int64_t entry = virtual_page(s, slot);
     const bool outside = s.translate && have && entry >= s.v2p_size;
     if (s.translate) entry = have && !outside ? max_i64(load_ro(s.v2p + entry), 0) : 0;
@@ -459,11 +462,13 @@ const char* kv_read_page_table_cuda(const KvReadPageTableParams& p, void* stream
   // request index is still checked. Without zero_tail no row writes past the
   // columns whose first token lies in the req_to_token row.
   if (p.src.bs == 0) return nullptr;
+  if (p.src.bs > kMaxGridRows) return "grid too large (req_pool_indices.numel() > 2^31 - 1)";
   const int64_t row_cols = p.src.div.page.ceil_div(p.src.row_len);
   const int64_t cols = p.zero_tail ? p.max_pages : min_i64(p.max_pages, row_cols);
-  const int64_t per_row = blocks_per_row(cols, kColsPerBlock, p.src.bs, wave(kPageBlocksPerSm));
-  const dim3 grid(static_cast<unsigned>(per_row),
-                  static_cast<unsigned>(min_i64(p.src.bs, kMaxGridRows)));
+  if (cols > kMaxColumns) return "max_pages: more columns than the CUDA kernel indexes in 32 bits";
+  const int64_t per_row = min_i64(blocks_per_row(cols, kColsPerBlock, p.src.bs, wave(kPageBlocksPerSm)),
+                                  kMaxShares);
+  const dim3 grid(static_cast<unsigned>(p.src.bs), static_cast<unsigned>(per_row));
   kv_read_page_table_kernel<<<grid, kPageThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
@@ -472,25 +477,24 @@ const char* kv_read_page_table_cuda(const KvReadPageTableParams& p, void* stream
 const char* kv_read_token_stream_cuda(const KvReadTokenStreamParams& p, void* stream) {
   // A window spans at most ceil(row_len / page_size) + 1 pages (an unaligned
   // start adds one); each warp takes 32 of them per step.
+  if (p.src.bs == 0) return nullptr;
+  if (p.src.bs > kMaxGridRows) return "grid too large (req_pool_indices.numel() > 2^31 - 1)";
   const int64_t pages = p.src.div.page.ceil_div(p.src.row_len) + 1;
   const int64_t chunks = (pages + kPagesPerChunk - 1) / kPagesPerChunk;
   const bool small = p.src.page_size <= kSmallPage;
   // (The 64-bit kernels take 60-72 registers: 7-8 resident blocks per SM.)
   const int64_t per_row =
       blocks_per_row(chunks, kWarps, p.src.bs, wave(small ? kStreamBlocksPerSm : kStreamBlocksPerSm / 2));
-  const int64_t blocks = p.src.bs * per_row;
-  if (blocks > INT32_MAX) return "grid too large (req_pool_indices.numel() out of range)";
   const auto s = static_cast<cudaStream_t>(stream);
-  const auto grid = static_cast<unsigned>(blocks);
-  const auto bpr = static_cast<uint32_t>(per_row);
+  const dim3 grid(static_cast<unsigned>(p.src.bs), static_cast<unsigned>(per_row));
   if (p.out64 && small)
-    kv_read_token_stream_kernel<int64_t, true><<<grid, kThreads, 0, s>>>(p, bpr);
+    kv_read_token_stream_kernel<int64_t, true><<<grid, kThreads, 0, s>>>(p);
   else if (p.out64)
-    kv_read_token_stream_kernel<int64_t, false><<<grid, kThreads, 0, s>>>(p, bpr);
+    kv_read_token_stream_kernel<int64_t, false><<<grid, kThreads, 0, s>>>(p);
   else if (small)
-    kv_read_token_stream_kernel<int32_t, true><<<grid, kThreads, 0, s>>>(p, bpr);
+    kv_read_token_stream_kernel<int32_t, true><<<grid, kThreads, 0, s>>>(p);
   else
-    kv_read_token_stream_kernel<int32_t, false><<<grid, kThreads, 0, s>>>(p, bpr);
+    kv_read_token_stream_kernel<int32_t, false><<<grid, kThreads, 0, s>>>(p);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }

@@ -6,7 +6,9 @@ read (the page-start slot of each live page in ``req_to_token``, then its
 ``v2p`` entry) and write the same outputs, with the same work split and grid
 (page table: 256-thread blocks of 2 columns per thread, loads issued before
 use; token stream: 128-thread blocks, a warp per 32 pages, 16-byte stores;
-both grids capped at one wave, 2048 threads per SM), and nothing else: no request-index, window,
+both grids capped at one wave, 2048 threads per SM, the row on grid x and a
+block's share of it on y; req_to_token read evict-first, v2p through the
+read-only path), and nothing else: no request-index, window,
 CSR or ``v2p`` bounds checks, no dtype or page-size generality (int32 index
 inputs, power-of-two pages), no row cap, no ``zero_tail``. The difference to
 the op is what its checks and generality cost.
@@ -33,9 +35,8 @@ typedef long long i64;
 extern "C" __global__ void __launch_bounds__(PAGE_THREADS, 8) bare_page_table(
     const int* __restrict__ r2t, i64 r2t_stride, const int* __restrict__ req,
     const int* __restrict__ lens, const i64* __restrict__ v2p, int* __restrict__ out,
-    i64 out_stride, int shift, int delta, int max_pages, int blocks_per_row) {
-  const int row = blockIdx.x / blocks_per_row;
-  const int first = blockIdx.x - row * blocks_per_row;
+    i64 out_stride, int shift, int delta, int max_pages) {
+  const int row = blockIdx.x, first = blockIdx.y, blocks_per_row = gridDim.y;
   const int len = lens[row] + delta;
   const int n = min(len > 0 ? ((len - 1) >> shift) + 1 : 0, max_pages);
   const int* in = r2t + (i64)req[row] * r2t_stride;
@@ -46,7 +47,7 @@ extern "C" __global__ void __launch_bounds__(PAGE_THREADS, 8) bare_page_table(
 #pragma unroll
     for (int k = 0; k < COLS; ++k) {
       const int c = c0 + k * PAGE_THREADS;
-      s[k] = c < n ? __ldg(in + ((i64)c << shift)) : 0;
+      s[k] = c < n ? __ldcs(in + ((i64)c << shift)) : 0;
     }
 #pragma unroll
     for (int k = 0; k < COLS; ++k) {
@@ -66,9 +67,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, 16) NAME(                 
     const int* __restrict__ r2t, i64 r2t_stride, const int* __restrict__ req,                \
     const int* __restrict__ lens, const int* __restrict__ starts,                            \
     const int* __restrict__ indptr, const i64* __restrict__ v2p, T* __restrict__ out,        \
-    int shift, int delta, int align, int blocks_per_row) {                                   \
-  const int row = blockIdx.x / blocks_per_row;                                               \
-  const int blk = blockIdx.x - row * blocks_per_row;                                         \
+    int shift, int delta, int align) {                                                       \
+  const int row = blockIdx.x, blk = blockIdx.y, blocks_per_row = gridDim.y;                  \
   const int len = lens[row] + delta;                                                         \
   if (len <= 0) return;                                                                      \
   const int start = starts ? starts[row] : 0;                                                \
@@ -84,7 +84,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, 16) NAME(                 
     const int pg = pg0 + lane;                                                               \
     i64 base = 0;                                                                            \
     if (pg <= last_page) {                                                                   \
-      const int s = __ldg(in + ((i64)pg << shift));                                          \
+      const int s = __ldcs(in + ((i64)pg << shift));                                         \
       const i64 e = __ldg(v2p + (s < 0 ? 0 : (s >> shift)));                                 \
       base = (e > 0 ? e : 0) << shift;                                                       \
     }                                                                                        \
@@ -170,14 +170,14 @@ class _Kernels:
         self.fn = {name: _check(driver.cuModuleGetFunction(self.module, name.encode()))
                    for name in ("bare_page_table", "bare_stream_i32", "bare_stream_i64")}
 
-    def launch(self, name: str, blocks: int, threads: int, args: list) -> None:
-        """``args``: (value, numpy dtype) per kernel parameter, in order."""
-        if blocks == 0:
+    def launch(self, name: str, grid: tuple, threads: int, args: list) -> None:
+        """``grid``: (x, y) blocks; ``args``: (value, numpy dtype) per kernel parameter, in order."""
+        if grid[0] * grid[1] == 0:
             return
         cells = [np.array([v], dtype=t) for v, t in args]
         params = np.array([c.ctypes.data for c in cells], dtype=np.uint64)
         stream = self.driver.CUstream(torch.cuda.current_stream().cuda_stream)
-        _check(self.driver.cuLaunchKernel(self.fn[name], blocks, 1, 1, threads, 1, 1, 0, stream,
+        _check(self.driver.cuLaunchKernel(self.fn[name], grid[0], grid[1], 1, threads, 1, 1, 0, stream,
                                           params.ctypes.data, 0))
 
 
@@ -218,10 +218,10 @@ def page_table(*, req_to_token, req_pool_indices, seq_lens, out, page_size, max_
     cols = min(max_pages, -(-req_to_token.shape[1] // page_size))
     bpr = _blocks_per_row(cols, _PAGE_THREADS * _COLS, bs, _PAGE_THREADS, out.device)
     i32, i64 = np.int32, np.int64
-    _Kernels.get(out.device).launch("bare_page_table", bs * bpr, _PAGE_THREADS, [
+    _Kernels.get(out.device).launch("bare_page_table", (bs, bpr), _PAGE_THREADS, [
         _ptr(req_to_token), (req_to_token.stride(0), i64), _ptr(req_pool_indices), _ptr(seq_lens), _ptr(v2p),
         _ptr(out), (out.stride(0), i64), (page_size.bit_length() - 1, i32), (seq_len_delta, i32),
-        (max_pages, i32), (bpr, i32),
+        (max_pages, i32),
     ])
 
 
@@ -240,8 +240,8 @@ def token_stream(*, req_to_token, req_pool_indices, seq_lens, indptr, out, page_
     align = (out.data_ptr() // out.element_size()) % v
     i32, i64 = np.int32, np.int64
     name = "bare_stream_i64" if out.dtype == torch.int64 else "bare_stream_i32"
-    _Kernels.get(out.device).launch(name, bs * bpr, _STREAM_THREADS, [
+    _Kernels.get(out.device).launch(name, (bs, bpr), _STREAM_THREADS, [
         _ptr(req_to_token), (req_to_token.stride(0), i64), _ptr(req_pool_indices), _ptr(seq_lens),
         _ptr(kv_start_idx), _ptr(indptr), _ptr(v2p), _ptr(out), (page_size.bit_length() - 1, i32),
-        (seq_len_delta, i32), (align, i32), (bpr, i32),
+        (seq_len_delta, i32), (align, i32),
     ])
