@@ -349,7 +349,9 @@ __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
 #pragma unroll
   for (int k = 0; k < kPagesPerThread; ++k) {
     const int64_t c = c0 + k * kThreads;
-    slot[k] = c < cols_max ? load_ro(row_in + c * step) : 0;
+    // Evict-first: each slot is read once; the v2p entries (4 to a sector)
+    // that a unified-pool update reads next are what L2 should keep.
+    slot[k] = c < cols_max ? load_once(row_in + c * step) : 0;
   }
 
   // Second-level loads of both tables (v2p, swa_v2p, the SWA mapping), all
