@@ -57,7 +57,7 @@ __device__ __forceinline__ void gather_chunk(const TrtllmMhaPageTableParams& p,
 #pragma unroll
   for (int k = 0; k < kPagesPerThread; ++k) {
     const int64_t c = c0 + k * kThreads;
-    slot[k] = c < n ? load_ro(row_in + c * step) : 0;
+    slot[k] = c < n ? load_once(row_in + c * step) : 0;  // each slot read once: evict-first
   }
 
 
