@@ -460,7 +460,8 @@ def test_cli_trace_and_upstream_on_cpu(tmp_path):
 
 
 def test_cli_argument_errors(tmp_path):
-    for args in (["--preset", "none"], ["--markdown", str(tmp_path / "x.md")]):
+    for args in (["--preset", "none"], ["--markdown", str(tmp_path / "x.md")], ["--replays", "5"],
+                 ["--upstream", "--replays", "0"]):
         with pytest.raises(SystemExit) as e:
             main(["--device", "cpu", *args])
         assert e.value.code == 2
