@@ -35,7 +35,8 @@
 // bs 256, contexts <= 8k, 11.6 -> 7.0 us; page table at bs 256 x 2048 pages,
 // full lengths, 20.0 -> 19.4 us; results/h200_2026-12-01-s4/). The TRT-LLM
 // update and page-table builder keep the share fastest: there the row-fastest
-// order measured up to 13% slower (full-width rows) and never faster.
+// order measured up to 15% slower on full-width rows and faster only at bs 1
+// (by 0.1-0.3 us, within run-to-run spread).
 // Token stream: one warp per chunk of 32 pages: lane j gathers and translates
 // page j of the chunk, then the warp writes the chunk's ids (page_size per
 // page, contiguous in out) with 16-byte vector stores, each id taking its
@@ -64,9 +65,10 @@ constexpr int kColsPerThread = SGL_META_KV_COLS_PER_THREAD;
 constexpr int64_t kColsPerBlock = kPageThreads * kColsPerThread;
 // Grid x = the row (up to 2^31 - 1 rows), y = a block's share of its row.
 constexpr int64_t kMaxGridRows = INT32_MAX;
-// Page table: columns are 32-bit. A block step covers 512 columns, so with at
-// most kMaxShares blocks a row one loop trip advances at most 2^20 columns,
-// and every column index the loop forms stays below 2^31.
+// Page table: columns are 32-bit. A block step covers kColsPerBlock columns,
+// so with at most kMaxShares blocks a row one loop trip advances at most
+// kMaxShares * kColsPerBlock (2^20) columns, and every column index the loop
+// forms stays below 2^31.
 constexpr int64_t kMaxShares = 2048;
 constexpr int64_t kMaxColumns = INT32_MAX - (kMaxShares * kColsPerBlock);
 constexpr int kWarps = kThreads / 32;
@@ -210,8 +212,8 @@ __device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_
   // issued before any is used: one latency) and derives the live columns.
   // (Thread 0 doing it for the block, through shared memory and a barrier,
   // saved instructions of short rows when the grid's block order left them
-  // on a quarter of the SMs; with the row fastest it measured no faster at
-  // bs 256 and 1.13x the bare gather at bs 1, against 1.00x this way.)
+  // on a quarter of the SMs. With the row fastest, one A/B run: bs 1 2.97 ->
+  // 2.59 us this way, bs 256 rows within 0.1-0.2 us either way.)
   const int64_t req = s.req_pool_indices[row];
   const int64_t seq = s.seq_lens[row];
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;

@@ -113,8 +113,10 @@ def host_times(row: Row, impls) -> dict:
 
 
 def replay_orders(names: list, rounds: int):
-    """``rounds`` orders of ``names``: every rotation, forwards then backwards,
-    so each name takes each position (and follows each other name) equally often."""
+    """``rounds`` orders of ``names``: every rotation, forwards then backwards.
+    Over whole cycles (a multiple of ``2 * len(names)`` rounds; the default 300
+    is one for 2 or 3 implementations) each name takes each position equally
+    often, and with up to 3 names also follows each other name equally often."""
     n = len(names)
     for r in range(rounds):
         rot = names[r % n:] + names[: r % n]
