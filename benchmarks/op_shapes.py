@@ -6,7 +6,7 @@ For each case: host us per call (wall time to issue one call, median and p99;
 the dispatch cost a server pays per replay), device us per call (CUDA events
 around replays of a graph holding several calls on rotating input sets, so L2
 does not serve repeated gathers), and the memory floor: bytes that must move
-(strided page-boundary gathers count a whole 32-byte sector each) over the
+(strided page-boundary gathers count 64 bytes each, see GATHER) over the
 measured device-to-device copy bandwidth. The KV read-table cases also time
 the bare gather of the same pages (``sgl_meta.bench.bare_gather``, the
 ceiling) on the same inputs; the unified-pool step (the update building its
@@ -31,6 +31,9 @@ from sgl_meta import reference
 # DRAM bytes one scattered 4- or 8-byte load costs. ncu on the H200 (2026-11-29):
 # 524,750 page-boundary gathers read 33.6 MB from DRAM, i.e. 64 B each (two
 # 32-byte sectors), so 64 B is the honest floor per gather, not 4 B or 32 B.
+# (Not a bound when a kernel's second-level gathers hit L2: with evict-first
+# req_to_token loads, ncu counted 39 B a gather on the bench's KV row and the
+# 8192-page p16 page table ran under this floor; results/h200_2026-12-01-s4/.)
 GATHER = 64
 
 
