@@ -31,9 +31,10 @@ from sgl_meta import reference
 # DRAM bytes one scattered 4- or 8-byte load costs. ncu on the H200 (2026-11-29):
 # 524,750 page-boundary gathers read 33.6 MB from DRAM, i.e. 64 B each (two
 # 32-byte sectors), so 64 B is the honest floor per gather, not 4 B or 32 B.
-# (Not a bound when a kernel's second-level gathers hit L2: with evict-first
-# req_to_token loads, ncu counted 39 B a gather on the bench's KV row and the
-# 8192-page p16 page table ran under this floor; results/h200_2026-12-01-s4/.)
+# (Not a bound when a kernel's second-level gathers hit L2: ncu counted 39 B a
+# gather on the bench's KV row, whose v2p sectors are read about twice, and
+# with evict-first req_to_token loads the 8192-page p16 page table ran under
+# this floor; results/h200_2026-12-01-s4/.)
 GATHER = 64
 
 
