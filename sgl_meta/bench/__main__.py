@@ -192,7 +192,7 @@ def run_upstream_section(doc: dict, args, device, max_bs: int) -> bool:
 
     buckets = args.buckets or capture_batch_sizes(max_bs, spec=True)
     up = run_upstream(args.upstream, device, seed=args.seed, buckets=buckets, cold_start=args.cold_start,
-                      flush_l2=args.flush_l2, **({"replays": args.replays} if args.replays else {}))
+                      flush_l2=args.flush_l2, replays=args.replays)
     doc["upstream"] = up
     print_upstream(up)
     bad = problems(up)

@@ -55,10 +55,12 @@ def run_upstream(
     buckets: Optional[list] = None,
     cold_start: bool = True,
     flush_l2: bool = True,
-    replays: int = DEVICE_REPLAYS,
+    replays: Optional[int] = None,
     log=_log,
 ) -> dict:
-    """Run the comparison; returns the ``upstream`` section of the bench JSON."""
+    """Run the comparison; returns the ``upstream`` section of the bench JSON.
+    ``replays``: timed graph replays per row and implementation (None: DEVICE_REPLAYS)."""
+    replays = replays or DEVICE_REPLAYS
     t_start = time.perf_counter()
     loc = loader.locate(spec)
     probe = loader.probe(loc, gpu=device.type == "cuda")
