@@ -314,7 +314,11 @@ __device__ __noinline__ void fail_stream_page(const KvReadTokenStreamParams& p, 
 //
 // kSmall: offsets fit int32 (32 * page_size does), so the loop runs on 32-bit
 // offsets with the divide-free FastDivU32, and int32 ids shuffle one word.
-template <typename OutT, bool kSmall>
+// kPow2 (implies kSmall): a power-of-two page, so the page of an offset is a
+// shift and its place in the page a mask (1 instruction each where FastDivU32
+// takes 3 and the remainder a multiply-subtract: per id, in a loop that at
+// short rows runs on few warps per SM and so is issue-bound).
+template <typename OutT, bool kSmall, bool kPow2>
 __device__ __forceinline__ void write_chunk(OutT* out, int64_t align, int64_t e_chunk0,
                                             int64_t rel_begin, int64_t rel_end, int64_t base,
                                             const KvReadSource& s, int lane) {
@@ -329,6 +333,8 @@ __device__ __forceinline__ void write_chunk(OutT* out, int64_t align, int64_t e_
   const Off first = static_cast<Off>(rel_begin - (e_chunk0 + rel_begin + align) % V);
   const Off end = static_cast<Off>(rel_end);
   const Off lo = static_cast<Off>(rel_begin);
+  const int shift = kPow2 ? s.div.page.shift : 0;
+  const Off mask = kPow2 ? static_cast<Off>(s.page_size - 1) : 0;
   for (Off vb = first; vb < end; vb += 32 * V) {  // warp-uniform trips
     const Off r0 = vb + lane * V;
     OutT vals[V];
@@ -338,13 +344,19 @@ __device__ __forceinline__ void write_chunk(OutT* out, int64_t align, int64_t e_
       const Off r = r0 + k;
       const bool in = r >= lo && r < end;
       all_in &= in;
-      Off q;
-      if (kSmall)
-        q = in ? static_cast<Off>(s.div.fast.div(static_cast<uint32_t>(r))) : 0;
-      else
-        q = in ? s.div.div(r) : 0;
+      Off q, rem;
+      if (kPow2) {
+        q = in ? (r >> shift) : 0;
+        rem = r & mask;
+      } else {
+        if (kSmall)
+          q = in ? static_cast<Off>(s.div.fast.div(static_cast<uint32_t>(r))) : 0;
+        else
+          q = in ? s.div.div(r) : 0;
+        rem = r - q * static_cast<Off>(s.page_size);
+      }
       const Base b = __shfl_sync(kFullMask, my_base, static_cast<int>(q));
-      vals[k] = static_cast<OutT>(b + (r - q * static_cast<Off>(s.page_size)));
+      vals[k] = static_cast<OutT>(b + rem);
     }
     OutT* const dst = out + (e_chunk0 + r0);
     if (all_in) {
@@ -362,9 +374,10 @@ __device__ __forceinline__ void write_chunk(OutT* out, int64_t align, int64_t e_
 }
 
 // kSmall: page_size <= kSmallPage, so every in-chunk offset fits 32-bit math
-// and the divide-free FastDivU32. The 64-bit path is a kernel of its own: as a
-// branch it would set the register count of the common one.
-template <typename OutT, bool kSmall>
+// and the divide-free FastDivU32; kPow2 (with kSmall): a power-of-two page,
+// shifts and masks. The 64-bit path is a kernel of its own: as a branch it
+// would set the register count of the common one.
+template <typename OutT, bool kSmall, bool kPow2>
 __global__ void __launch_bounds__(kThreads, kSmall ? kStreamBlocksPerSm : 1)
     kv_read_token_stream_kernel(const __grid_constant__ KvReadTokenStreamParams p) {
   constexpr int V = Vec<OutT>::kN;
@@ -439,7 +452,7 @@ __global__ void __launch_bounds__(kThreads, kSmall ? kStreamBlocksPerSm : 1)
     const int64_t pos_begin = max_i64(start, chunk_pos);
     const int64_t pos_end = pg_last == last_page ? start + n : (pg_last + 1) * ps;
     const int64_t e_chunk0 = lo + (chunk_pos - start);  // out index of rel 0
-    write_chunk<OutT, kSmall>(out, align, e_chunk0, pos_begin - chunk_pos, pos_end - chunk_pos,
+    write_chunk<OutT, kSmall, kPow2>(out, align, e_chunk0, pos_begin - chunk_pos, pos_end - chunk_pos,
                               entry * ps, s, lane);
   }
 }
@@ -484,19 +497,24 @@ const char* kv_read_token_stream_cuda(const KvReadTokenStreamParams& p, void* st
   const int64_t pages = p.src.div.page.ceil_div(p.src.row_len) + 1;
   const int64_t chunks = (pages + kPagesPerChunk - 1) / kPagesPerChunk;
   const bool small = p.src.page_size <= kSmallPage;
+  const bool pow2 = small && p.src.div.page.shift >= 0;
   // (The 64-bit kernels take 60-72 registers: 7-8 resident blocks per SM.)
   const int64_t per_row =
       blocks_per_row(chunks, kWarps, p.src.bs, wave(small ? kStreamBlocksPerSm : kStreamBlocksPerSm / 2));
   const auto s = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(p.src.bs), static_cast<unsigned>(per_row));
-  if (p.out64 && small)
-    kv_read_token_stream_kernel<int64_t, true><<<grid, kThreads, 0, s>>>(p);
+  if (p.out64 && pow2)
+    kv_read_token_stream_kernel<int64_t, true, true><<<grid, kThreads, 0, s>>>(p);
+  else if (p.out64 && small)
+    kv_read_token_stream_kernel<int64_t, true, false><<<grid, kThreads, 0, s>>>(p);
   else if (p.out64)
-    kv_read_token_stream_kernel<int64_t, false><<<grid, kThreads, 0, s>>>(p);
+    kv_read_token_stream_kernel<int64_t, false, false><<<grid, kThreads, 0, s>>>(p);
+  else if (pow2)
+    kv_read_token_stream_kernel<int32_t, true, true><<<grid, kThreads, 0, s>>>(p);
   else if (small)
-    kv_read_token_stream_kernel<int32_t, true><<<grid, kThreads, 0, s>>>(p);
+    kv_read_token_stream_kernel<int32_t, true, false><<<grid, kThreads, 0, s>>>(p);
   else
-    kv_read_token_stream_kernel<int32_t, false><<<grid, kThreads, 0, s>>>(p);
+    kv_read_token_stream_kernel<int32_t, false, false><<<grid, kThreads, 0, s>>>(p);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
