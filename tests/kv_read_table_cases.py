@@ -214,13 +214,14 @@ EDGE_CASES = {
     "page_larger_than_row": KvCase(page_size=4096, ctx=100, max_pages=3, max_len=9000, vpages=5),
     "no_pad": KvCase(offset=0, pad_rows=0, pad_cols=0, row_pad=0, lead=0, gap=0, tail=0),
     "many_rows": KvCase(bs=300, pool=301, max_pages=3, ctx=40, page_size=16),
-    # CUDA page table: more than one 512-column step per row, on several blocks.
+    # CUDA page table: more than one block step (256 columns) per row, on several blocks.
     "wide_page1": KvCase(bs=9, page_size=1, ctx=3000, max_pages=2900, min_len=1500, max_len=3200, vpages=4000),
     "wide_zero_tail": KvCase(bs=3, page_size=2, ctx=2000, max_pages=1500, min_len=0, max_len=1000,
                              zero_tail=True, vpages=900),
     # CUDA page table: blocks looping over their row. The grid stops at one wave
     # (#SMs x 8 blocks), so 300 rows of 2100 columns get 3 blocks a row on a
-    # 132-SM H200 and two of them take a second 1536-column trip.
+    # 132-SM H200, each of 256 columns a step: a row's blocks advance 768
+    # columns a trip and take three trips.
     "loop_trips": KvCase(bs=300, pool=301, page_size=1, ctx=2200, max_pages=2100, min_len=1000, max_len=2200,
                          vpages=2500),
     "loop_trips_zero_tail_start": KvCase(bs=300, pool=301, page_size=1, ctx=2200, max_pages=2100, min_len=0,

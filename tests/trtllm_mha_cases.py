@@ -156,7 +156,7 @@ EDGE_CASES = {
     "page_256_wide": MetaCase(bs=3, page_size=256, max_seq_pages=1100, pool=4, extra_cols=0),
     "many_rows": MetaCase(bs=300, page_size=64, max_seq_pages=5, pool=301),
     "no_negative_slots": MetaCase(negative_slots=False),
-    # CUDA page blocks are 256 columns: rows across several chunks, live or not
+    # CUDA page blocks are 128 columns: rows across several chunks, live or not
     "chunk_edges": MetaCase(bs=4, page_size=2, max_seq_pages=513, pool=5, extra_cols=0),
     "chunk_edges_live": MetaCase(bs=5, page_size=1, max_seq_pages=257, pool=6, live_pages_only=True,
                                  seqlen_offset=200),

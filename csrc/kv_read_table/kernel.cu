@@ -20,10 +20,9 @@
 // a bare gather from 18.9 to 17.5 us on the H200 with L2 flushed (SGLang's
 // Triton kernel: 18.9; results/h200_2026-12-01-s4/diag_probe_layout*.log).
 //
-// Page table: 256-thread blocks, 512 columns per block step, 2 per thread (A/B
-// on the H200: 2 per thread 13.0 us, 4: 13.4, 8: 14.5 at bs 256 x 2048 pages),
-// strided by 256 so a warp's stores cover 32 consecutive columns; a 2-D grid
-// (row = blockIdx.x, share = blockIdx.y) so no block divides its index.
+// Page table: 256-thread blocks, one column per thread and block step (see
+// kColsPerThread), so a warp's stores cover 32 consecutive columns; a 2-D
+// grid (row = blockIdx.x, share = blockIdx.y) so no block divides its index.
 //
 // Block order (both forms): the row is the fastest-varying part of the block
 // index. The first wave hands SM j the blocks j, j + #SMs, j + 2 #SMs, ...; with
@@ -52,14 +51,20 @@ namespace sgl_meta {
 namespace {
 
 constexpr int kThreads = 128;  // token stream
-// Page table: 256-thread blocks of 2 columns per thread. 2 columns beat 4 and
-// 8 at long rows (more gathers in flight per SM); 256 threads halve the blocks
-// of short rows against 128, each of which pays the row's scalar loads and
-// checks before it finds nothing to do (ncu, bs 256 at contexts <= 8k: the
-// instruction issue of those blocks, not DRAM, set the time).
+// Page table: 256-thread blocks of one column per thread. 256 threads halve
+// the blocks of short rows against 128, each of which pays the row's scalar
+// loads and checks before it finds nothing to do (ncu, bs 256 at contexts
+// <= 8k: the instruction issue of those blocks, not DRAM, set the time).
+// Columns per thread, A/B on the H200 at bs 256 x 2048 pages: 2 beat 4 and 8
+// (13.0 / 13.4 / 14.5 us, session 3); with the later grid order and
+// evict-first loads 1 beat 2 (verify rows 13.4-13.8 vs 14.2 us, bs 256 x 8192
+// p16 30.5-31.0 vs 31.1-31.5; short rows level; results/h200_2026-12-01-s5/
+// call2_ops_*): the more threads hold one gather each, the sooner the
+// gathers are all in flight. -DSGL_META_KV_COLS_PER_THREAD=N rebuilds for an
+// A/B run.
 constexpr int kPageThreads = 256;
 #ifndef SGL_META_KV_COLS_PER_THREAD
-#define SGL_META_KV_COLS_PER_THREAD 2
+#define SGL_META_KV_COLS_PER_THREAD 1
 #endif
 constexpr int kColsPerThread = SGL_META_KV_COLS_PER_THREAD;
 constexpr int64_t kColsPerBlock = kPageThreads * kColsPerThread;
@@ -67,10 +72,13 @@ constexpr int64_t kColsPerBlock = kPageThreads * kColsPerThread;
 constexpr int64_t kMaxGridRows = INT32_MAX;
 // Page table: columns are 32-bit. A block step covers kColsPerBlock columns,
 // so with at most kMaxShares blocks a row one loop trip advances at most
-// kMaxShares * kColsPerBlock (2^20) columns, and every column index the loop
-// forms stays below 2^31.
+// kMaxShares * kColsPerBlock (<= 2^20) columns, and every column index the
+// loop forms stays below 2^31. (The documented limit stays 2^31 - 1 - 2^20
+// whatever the columns per thread.)
 constexpr int64_t kMaxShares = 2048;
-constexpr int64_t kMaxColumns = INT32_MAX - (kMaxShares * kColsPerBlock);
+constexpr int64_t kMaxTrip = int64_t{1} << 20;
+static_assert(kMaxShares * kColsPerBlock <= kMaxTrip, "one loop trip must stay below 2^20 columns");
+constexpr int64_t kMaxColumns = INT32_MAX - kMaxTrip;
 constexpr int kWarps = kThreads / 32;
 constexpr int64_t kPagesPerChunk = 32;  // token stream: one page per lane
 // The grid stops growing at one wave of resident blocks (SMs x blocks per
@@ -157,8 +165,8 @@ __device__ __noinline__ void fail_page_column(const KvReadPageTableParams& p, ui
                    (long long)vpage, (long long)entry, row, (long long)c);
 }
 
-// One thread's columns c, c + 256 (kColsPerThread of them) of a 512-column
-// block step: `src` points at column c's first slot in req_to_token (the next
+// One thread's columns c, c + 256, ... (kColsPerThread of them) of a block
+// step: `src` points at column c's first slot in req_to_token (the next
 // column's is `col_step` slots on), `dst` at out[c]. Columns below `n` get
 // their entry, the rest below `limit` (zero_tail) the sink 0. Returns k of the
 // first column that failed a check (its virtual page outside v2p: never

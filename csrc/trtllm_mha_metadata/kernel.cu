@@ -44,8 +44,12 @@
 
 // Page-table columns per thread of a page block; -DSGL_META_MHA_PAGES_PER_THREAD=N
 // (e.g. through NVCC_APPEND_FLAGS) rebuilds with another value for an A/B run.
+// One beat two on the H200 (bs 256 x 2048 pages of 64: 12.9-13.2 vs 14.7 us,
+// live pages 8.1-8.2 vs 9.5-9.7; bs 1 level; results/h200_2026-12-01-s5/
+// call2_ops_*): twice the threads, each with one gather, get all the
+// gathers in flight sooner.
 #ifndef SGL_META_MHA_PAGES_PER_THREAD
-#define SGL_META_MHA_PAGES_PER_THREAD 2
+#define SGL_META_MHA_PAGES_PER_THREAD 1
 #endif
 
 namespace sgl_meta {

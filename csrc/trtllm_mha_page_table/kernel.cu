@@ -29,9 +29,12 @@
 #include "trtllm_mha_page_table/params.h"
 
 // Columns per thread and chunk; -DSGL_META_PT_PAGES_PER_THREAD=N (e.g. through
-// NVCC_APPEND_FLAGS) rebuilds with another value for an A/B measurement.
+// NVCC_APPEND_FLAGS) rebuilds with another value for an A/B measurement. One
+// beat two on the H200 (bs 256 x 2048 pages of 64: 8.6-9.1 vs 9.6 us; bs 1:
+// level; results/h200_2026-12-01-s5/call2_ops_*): twice the threads, each
+// with one gather, get all the gathers in flight sooner.
 #ifndef SGL_META_PT_PAGES_PER_THREAD
-#define SGL_META_PT_PAGES_PER_THREAD 2
+#define SGL_META_PT_PAGES_PER_THREAD 1
 #endif
 
 namespace sgl_meta {

@@ -4,7 +4,7 @@ The bar a read-table kernel is measured against in the same run: kernels that
 read exactly the addresses ``kv_read_page_table`` / ``kv_read_token_stream``
 read (the page-start slot of each live page in ``req_to_token``, then its
 ``v2p`` entry) and write the same outputs, with the same work split and grid
-(page table: 256-thread blocks of 2 columns per thread, loads issued before
+(page table: 256-thread blocks of one column per thread, loads issued before
 use; token stream: 128-thread blocks, a warp per 32 pages, 16-byte stores;
 both grids capped at one wave, 2048 threads per SM, the row on grid x and a
 block's share of it on y; req_to_token read evict-first, v2p through the
@@ -29,7 +29,7 @@ from sgl_meta import reference
 _SOURCE = r"""
 typedef long long i64;
 #define PAGE_THREADS 256
-#define COLS 2
+#define COLS 1
 #define THREADS 128
 
 extern "C" __global__ void __launch_bounds__(PAGE_THREADS, 8) bare_page_table(
@@ -125,7 +125,7 @@ BARE_STREAM(bare_stream_i64, i64, 2, longlong2)
 
 # The op's constants (csrc/kv_read_table/kernel.cu): threads per block, page-table
 # columns per thread; both grids stop at one wave of 2048 threads per SM.
-_PAGE_THREADS, _COLS, _STREAM_THREADS = 256, 2, 128
+_PAGE_THREADS, _COLS, _STREAM_THREADS = 256, 1, 128
 
 
 def _blocks_per_row(units: int, per_block: int, bs: int, threads: int, device: torch.device) -> int:

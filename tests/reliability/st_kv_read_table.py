@@ -9,7 +9,7 @@ or a shuffled int64 table with -1 (freed) and other negative rows; lengths
 <= 0, past the table and past the row, int64 extremes; seq_len_delta across
 int32; kv_start_idx absent, aligned, anywhere, past the row, int64 extremes;
 page tables as [bs, W] views into poisoned buffers, W across the CUDA
-512-column step, zero_tail; token streams as CSR rows with poisoned gaps at
+256-column step, zero_tail; token streams as CSR rows with poisoned gaps at
 every 16-byte alignment, int32 and int64, rows across the 32-page chunk;
 index inputs longer than bs with hostile tails (never read).
 """
@@ -61,7 +61,7 @@ def cases(draw, form: str = TABLE, min_bs: int = 0) -> Case:
     big = page_size >= 4096
     if form == TABLE:
         max_pages = draw(st.integers(0, 12)) if bs > 9 or big else draw(
-            st.one_of(st.integers(0, 12), st.sampled_from([511, 512, 513, 1025])))
+            st.one_of(st.integers(0, 12), st.sampled_from([255, 256, 257, 511, 512, 513, 1025])))
         ctx = draw(st.one_of(st.integers(0, max_pages * min(page_size, 64) + 3),
                              st.just(max(max_pages - 1, 0) * min(page_size, 300) + 1)))
     else:
@@ -174,7 +174,7 @@ def events(case: Case) -> list[str]:
         "live=" + ("0" if e["live"] == 0 else ">0"),
     ]
     if e["form"] == TABLE:
-        labels += [f"zero_tail={e['zero_tail']}", "max_pages=" + (">=511" if e["max_pages"] >= 511 else "<=12")]
+        labels += [f"zero_tail={e['zero_tail']}", "max_pages=" + (">=255" if e["max_pages"] >= 255 else "<=12")]
     else:
         labels.append("out=" + ("int64" if e["out64"] else "int32"))
     return labels

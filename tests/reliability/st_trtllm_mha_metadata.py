@@ -106,7 +106,7 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
     if page_size >= 4096:
         max_seq_pages = draw(st.integers(0, 1))
     elif page_size <= 2:
-        max_seq_pages = draw(st.one_of(st.integers(0, 12), st.sampled_from([255, 256, 257, 513, 1023, 1024, 1025, 2049])))
+        max_seq_pages = draw(st.one_of(st.integers(0, 12), st.sampled_from([127, 128, 129, 255, 256, 257, 513, 1023, 1024, 1025, 2049])))
     elif page_size <= 64:
         max_seq_pages = draw(st.integers(0, 12))
     else:
