@@ -56,7 +56,7 @@ constexpr int kThreads = 128;  // token stream
 // loads and checks before it finds nothing to do (ncu, bs 256 at contexts
 // <= 8k: the instruction issue of those blocks, not DRAM, set the time).
 // Columns per thread, A/B on the H200 at bs 256 x 2048 pages: 2 beat 4 and 8
-// (13.0 / 13.4 / 14.5 us, session 3); with the later grid order and
+// (13.0 / 13.4 / 14.5 us, an earlier A/B); with the later grid order and
 // evict-first loads 1 beat 2 (verify rows 13.4-13.8 vs 14.2 us, bs 256 x 8192
 // p16 30.5-31.0 vs 31.1-31.5; short rows level; results/h200_2026-12-01-s5/
 // call2_ops_*): the more threads hold one gather each, the sooner the
