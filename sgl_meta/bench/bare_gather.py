@@ -26,12 +26,17 @@ import torch
 
 from sgl_meta import reference
 
-_SOURCE = r"""
-typedef long long i64;
-#define PAGE_THREADS 256
-#define COLS 1
-#define THREADS 128
+# The op's constants (csrc/kv_read_table/kernel.cu): threads per block, page-table
+# columns per thread; both grids stop at one wave of 2048 threads per SM. The
+# kernels' #defines below are generated from these, so the two cannot drift.
+_PAGE_THREADS, _COLS, _STREAM_THREADS = 256, 1, 128
 
+_SOURCE = f"""
+typedef long long i64;
+#define PAGE_THREADS {_PAGE_THREADS}
+#define COLS {_COLS}
+#define THREADS {_STREAM_THREADS}
+""" + r"""
 extern "C" __global__ void __launch_bounds__(PAGE_THREADS, 8) bare_page_table(
     const int* __restrict__ r2t, i64 r2t_stride, const int* __restrict__ req,
     const int* __restrict__ lens, const i64* __restrict__ v2p, int* __restrict__ out,
@@ -122,10 +127,6 @@ extern "C" __global__ void __launch_bounds__(THREADS, 16) NAME(                 
 BARE_STREAM(bare_stream_i32, int, 4, int4)
 BARE_STREAM(bare_stream_i64, i64, 2, longlong2)
 """
-
-# The op's constants (csrc/kv_read_table/kernel.cu): threads per block, page-table
-# columns per thread; both grids stop at one wave of 2048 threads per SM.
-_PAGE_THREADS, _COLS, _STREAM_THREADS = 256, 1, 128
 
 
 def _blocks_per_row(units: int, per_block: int, bs: int, threads: int, device: torch.device) -> int:
