@@ -143,6 +143,37 @@ def test_tail_untouched_without_zero_tail(gen, device):
         assert torch.equal(after[:o], before[:o])
 
 
+@pytest.mark.parametrize("idx_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("len_dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("delta", [-(2**31), -3, 0, 5, 2**31 - 1])
+def test_table_lengths_at_the_dtype_limits(idx_dtype, len_dtype, delta, device):
+    """Page table, every dtype pair (the CUDA launcher picks a kernel per pair):
+    lengths at the dtype's extremes plus seq_len_delta at int32's saturate
+    (seq + delta is never formed where it would overflow), or land just inside,
+    at, or past the row's end."""
+    ps, cols = 16, 9
+    ctx = ps * cols - 5  # the row's last page is partly outside it
+    gen = torch.Generator().manual_seed(7)
+    r2t = torch.randint(0, 50 * ps, (4, ctx), generator=gen, dtype=torch.int32)
+    info = torch.iinfo(len_dtype)
+    lens = [info.min, info.max, info.min + 1, info.max - 1, -delta, 1 - delta, ctx - delta - 1, ctx - delta,
+            ctx - delta + 1, 0, 1, 17]
+    lens = [min(max(v, info.min), info.max) for v in lens]
+    bs = len(lens)
+    idx = torch.randint(0, 4, (bs,), generator=gen)
+    out = torch.full((bs, cols + 2), -7, dtype=torch.int32)
+    want = out.clone()
+    for b, n in enumerate(lens):
+        tokens = min(max(n + delta, 0), ctx)
+        live = min(-(-tokens // ps), cols + 2)
+        want[b, :live] = r2t[idx[b], torch.arange(live) * ps] // ps
+    out = out.to(device)
+    sgl_meta.kv_read_page_table(req_to_token=r2t.to(device), req_pool_indices=idx.to(idx_dtype).to(device),
+                                seq_lens=torch.tensor(lens, dtype=len_dtype, device=device), out=out,
+                                page_size=ps, max_pages=cols + 2, seq_len_delta=delta)
+    assert_buffers_equal(out, want, f"lengths {lens}, delta {delta}")
+
+
 def test_negative_slots_and_freed_pages_read_the_sink(device):
     """A negative slot is not divided: it reads virtual page 0 (not page -1, as
     floor division would, nor a page before v2p). A -1 v2p row reads page 0."""

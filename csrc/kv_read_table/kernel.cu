@@ -175,6 +175,8 @@ __device__ __noinline__ void fail_page_column(const KvReadPageTableParams& p, ui
 // at the 32-register cap the loop re-read its parameters and recomputed the
 // row's addresses on every trip (ncu: 2.2x the instructions of SGLang's
 // Triton kernel for the same gathers).
+// kShift: a power-of-two page of at most 2^30 (the slot's page is a shift).
+template <bool kShift>
 __device__ __forceinline__ int page_step(const KvReadSource& s, const int32_t* src,
                                          int64_t col_step, int32_t* dst, int32_t c, int32_t n,
                                          int32_t limit) {
@@ -185,7 +187,8 @@ __device__ __forceinline__ int page_step(const KvReadSource& s, const int32_t* s
   // A column past n reads slot 0, page 0, and keeps entry 0: the zero_tail sink.
   int64_t entry[kColsPerThread];
 #pragma unroll
-  for (int k = 0; k < kColsPerThread; ++k) entry[k] = virtual_page(s, slot[k]);
+  for (int k = 0; k < kColsPerThread; ++k)
+    entry[k] = kShift ? (slot[k] < 0 ? 0 : slot[k] >> s.div.page.shift) : virtual_page(s, slot[k]);
   if (s.translate) {
     // Second-level gather, issued for all columns before any is used; the
     // checks fold into one flag, and only a failure looks for its column.
@@ -212,7 +215,23 @@ __device__ __forceinline__ int page_step(const KvReadSource& s, const int32_t* s
   return -1;
 }
 
-// One row's share [first_step, ...) of block steps.
+// The fast kernels' row scalars: the dtype is a template argument, one plain
+// load each (the IndexArray's run-time dtype costs every thread two
+// predicated loads and their address arithmetic).
+template <bool k64>
+__device__ __forceinline__ int64_t row_scalar(const IndexArray& a, uint32_t row) {
+  return k64 ? static_cast<const int64_t*>(a.data)[row]
+             : static_cast<int64_t>(static_cast<const int32_t*>(a.data)[row]);
+}
+
+// One row's share [first_step, ...) of block steps. kFast: no kv_start_idx
+// and a power-of-two page of at most 2^30 in rows shorter than 2^31 (the
+// launcher picks it, and the dtypes kReq64 / kSeq64 of req_pool_indices and
+// seq_lens); the general path is then compiled out of the kernel, not
+// branched around (as a branch: 1.11x of the bare gather at bs 256 x 2048
+// pages of 64, contexts <= 8k; as a kernel of its own 1.09x, with the typed
+// loads and the short live-column math below 1.07x).
+template <bool kFast, bool kReq64, bool kSeq64>
 __device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_t row,
                                          uint32_t first_step, uint32_t steps) {
   const KvReadSource& s = p.src;
@@ -222,26 +241,31 @@ __device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_
   // saved instructions of short rows when the grid's block order left them
   // on a quarter of the SMs. With the row fastest, one A/B run: bs 1 2.97 ->
   // 2.59 us this way, bs 256 rows within 0.1-0.2 us either way.)
-  const int64_t req = s.req_pool_indices[row];
-  const int64_t seq = s.seq_lens[row];
-  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  const int64_t req = kFast ? row_scalar<kReq64>(s.req_pool_indices, row) : s.req_pool_indices[row];
+  const int64_t seq = kFast ? row_scalar<kSeq64>(s.seq_lens, row) : s.seq_lens[row];
+  const int64_t start = !kFast && s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
   int64_t n;
-  if (p.fast_shift >= 0) {
-    // live_columns in a dozen instructions where the general path (saturating
-    // add, a window, any page size) takes some 60 in a chain that every block
-    // runs between its row loads and its first gather. Clamping seq to +-2^62
-    // keeps seq + delta from overflowing and changes no result: the row
-    // (< 2^31 tokens) caps the tokens anyway. H200, op_shapes, two runs each
-    // against the general path (results/h200_2026-12-01-s5/call3_ops_kv_*):
-    // bs 1 2.89-2.91 -> 2.60-2.62 us, bs 256 x 8192 p16 at contexts <= 8k
-    // 6.28-6.46 -> 6.01-6.08, the other rows 0.1-0.6 us faster too.
-    constexpr int64_t kClamp = int64_t{1} << 62;
-    const int64_t tokens = min_i64(max_i64(min_i64(seq, kClamp), -kClamp) + s.seq_len_delta, s.row_len);
-    n = tokens <= 0 ? 0 : min_i64(((tokens - 1) >> p.fast_shift) + 1, p.max_pages);
+  if (kFast) {
+    // live_columns in a few instructions where the general path (saturating
+    // add, a window, any page size) takes some 60 in a chain that every
+    // thread runs before it can leave: at short rows under a wide table most
+    // threads only run this prologue and leave, so its length, not DRAM, sets
+    // the time. H200, op_shapes' alternating replays, two runs each
+    // (results/h200_2026-12-01-s6/): bs 256 x 2048 pages of 64 at contexts
+    // <= 8k 1.09x -> 1.07x of the bare gather (71 -> 47 instructions before
+    // a thread with nothing to write leaves), bs 1 1.05-1.06x -> 1.05x; a
+    // build without any check (the row's, v2p's) measured the same 1.07x.
+    // seq + delta is formed only where it lies in (0, row_len) (|delta| <
+    // 2^31, row_len < 2^31: no overflow for any int64 seq); past the row, the
+    // row caps the tokens.
+    const int64_t delta = s.seq_len_delta;
+    const int32_t tokens = static_cast<int32_t>(seq < s.row_len - delta ? seq + delta : s.row_len);
+    const auto cap = static_cast<int32_t>(min_i64(p.max_pages, INT32_MAX));
+    n = seq <= -delta ? 0 : min(((tokens - 1) >> s.div.page.shift) + 1, cap);
   } else {
     n = live_columns(p, seq, start);
   }
-  if (req < 0 || req >= s.pool_size || start < 0) {
+  if (req < 0 || req >= s.pool_size || (!kFast && start < 0)) {
     // every block checks its row, whatever the lengths (as on the CPU)
     if (threadIdx.x == 0) fail_row<false>(s, row, req, start);
     return;
@@ -256,7 +280,7 @@ __device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_
   const int32_t* src = s.req_to_token + req * s.req_to_token_stride + start + c * step;
   int32_t* dst = p.out + row * p.out_stride + c;
   for (; c < limit; c += trip, src += trip * step, dst += trip) {
-    const int bad = page_step(s, src, kPageThreads * step, dst, c, n32, limit);
+    const int bad = page_step<kFast>(s, src, kPageThreads * step, dst, c, n32, limit);
     if (bad >= 0) {
       fail_page_column(p, row, req, start, c + int64_t{bad} * kPageThreads);
       return;
@@ -264,9 +288,10 @@ __device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_
   }
 }
 
+template <bool kFast, bool kReq64 = false, bool kSeq64 = false>
 __global__ void __launch_bounds__(kPageThreads, kPageBlocksPerSm)
     kv_read_page_table_kernel(const __grid_constant__ KvReadPageTableParams p) {
-  page_row(p, blockIdx.x, blockIdx.y, gridDim.y);
+  page_row<kFast, kReq64, kSeq64>(p, blockIdx.x, blockIdx.y, gridDim.y);
 }
 
 // ---- token stream ---------------------------------------------------------------
@@ -507,12 +532,19 @@ const char* kv_read_page_table_cuda(const KvReadPageTableParams& p, void* stream
   const int64_t per_row = min_i64(blocks_per_row(cols, kColsPerBlock, p.src.bs, wave(kPageBlocksPerSm)),
                                   kMaxShares);
   const dim3 grid(static_cast<unsigned>(p.src.bs), static_cast<unsigned>(per_row));
-  KvReadPageTableParams q = p;
   const int shift = p.src.div.page.shift;
-  q.fast_shift = !p.src.kv_start_idx.present() && shift >= 0 && shift <= 30 && p.src.row_len <= INT32_MAX
-                     ? shift
-                     : -1;
-  kv_read_page_table_kernel<<<grid, kPageThreads, 0, static_cast<cudaStream_t>(stream)>>>(q);
+  const bool fast = !p.src.kv_start_idx.present() && shift >= 0 && shift <= 30 && p.src.row_len <= INT32_MAX;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (!fast)
+    kv_read_page_table_kernel<false><<<grid, kPageThreads, 0, s>>>(p);
+  else if (p.src.req_pool_indices.is64 && p.src.seq_lens.is64)
+    kv_read_page_table_kernel<true, true, true><<<grid, kPageThreads, 0, s>>>(p);
+  else if (p.src.req_pool_indices.is64)
+    kv_read_page_table_kernel<true, true, false><<<grid, kPageThreads, 0, s>>>(p);
+  else if (p.src.seq_lens.is64)
+    kv_read_page_table_kernel<true, false, true><<<grid, kPageThreads, 0, s>>>(p);
+  else
+    kv_read_page_table_kernel<true, false, false><<<grid, kPageThreads, 0, s>>>(p);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }

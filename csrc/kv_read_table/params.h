@@ -80,10 +80,6 @@ struct KvReadPageTableParams {
   int64_t out_stride = 0;
   int64_t max_pages = 0;   // columns a row may hold
   bool zero_tail = false;  // write 0 in [n_b, max_pages) of rows b < bs
-  // CUDA launcher only: log2(page_size) when the row's live columns can take
-  // the short path (no kv_start_idx, a power-of-two page of at most 2^30, rows
-  // shorter than 2^31), else -1.
-  int fast_shift = -1;
 };
 
 struct KvReadTokenStreamParams {
