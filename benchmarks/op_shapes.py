@@ -71,8 +71,8 @@ def host_us(call, n: int = 300) -> tuple[float, float]:
     return statistics.median(samples), samples[int(0.99 * (len(samples) - 1))]
 
 
-def device_us(calls, replays: int = 30) -> float:
-    """Median per-call device time of a graph that runs every call in `calls`."""
+def _graph(calls) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of every call in `calls` (warmed up on a side stream first)."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -85,15 +85,44 @@ def device_us(calls, replays: int = 30) -> float:
             c()
     g.replay()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / len(calls))
-    return statistics.median(times)
+    return g
+
+
+def _replay_us(g: torch.cuda.CUDAGraph, n_calls: int) -> float:
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    g.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e3 / n_calls
+
+
+def device_us(calls, replays: int = 30) -> float:
+    """Median per-call device time of a graph that runs every call in `calls`."""
+    g = _graph(calls)
+    return statistics.median(_replay_us(g, len(calls)) for _ in range(replays))
+
+
+def device_us_paired(calls_a, calls_b, replays: int = 200) -> dict:
+    """Two graphs (A: ours, B: the third column) timed in alternation, A B then B A.
+
+    Sequential blocks of replays drift with the clocks (the same kernel moved 10%
+    between two runs at bs 1, results/h200_2026-12-01-s6/); alternating replays
+    see the same drift, so the median of the per-round ratios A/B is steady where
+    the ratio of two separate medians is not. Returns both medians (us per call)
+    and the ratio's median and quartiles.
+    """
+    ga, gb = _graph(calls_a), _graph(calls_b)
+    ta, tb = [], []
+    for i in range(replays):
+        if i % 2:
+            tb.append(_replay_us(gb, len(calls_b)))
+            ta.append(_replay_us(ga, len(calls_a)))
+        else:
+            ta.append(_replay_us(ga, len(calls_a)))
+            tb.append(_replay_us(gb, len(calls_b)))
+    q = statistics.quantiles([x / y for x, y in zip(ta, tb)], n=4)
+    return dict(a_us=statistics.median(ta), b_us=statistics.median(tb), ratio=q[1], ratio_p25=q[0], ratio_p75=q[2])
 
 
 def trtllm_metadata_case(bs, pages, page_size, swa, live_pages_only, sets=8):
@@ -420,7 +449,6 @@ OPS = {
     # the upstream way (our drop-in generator, our copy op) vs its eager equivalent
     "dsa_gen_then_copy": (_gen_then_copy(sgl_meta.fused_dsa_decode_metadata, sgl_meta.fused_metadata_copy_multi),
                           _gen_then_copy(reference.fused_dsa_decode_metadata, reference.fused_metadata_copy_multi)),
-    "kv_read_page_table": (sgl_meta.kv_read_page_table, reference.kv_read_page_table),
     "kv_read_token_stream": (sgl_meta.kv_read_token_stream, reference.kv_read_token_stream),
     "unified_step": (sgl_meta.update_trtllm_mha_graph_metadata, reference.update_trtllm_mha_graph_metadata),
 }
@@ -439,6 +467,8 @@ def main():
     ap.add_argument("--only", action="append", default=[], metavar="TEXT",
                     help="run only the cases whose name contains TEXT (repeatable)")
     ap.add_argument("--no-eager", action="store_true", help="skip the eager reference column (A/B runs)")
+    ap.add_argument("--replays", type=int, default=200,
+                    help="alternating replays of ours and the third column (default 200)")
     args = ap.parse_args()
     assert torch.cuda.is_available(), "op_shapes.py measures GPU kernels; use python -m sgl_meta.bench on CPU"
     bw = copy_bandwidth()
@@ -451,11 +481,19 @@ def main():
         kwargs, nbytes = make(*params)
         r = dict(case=name, floor_us=nbytes / bw * 1e6, bytes=nbytes)
         impls = [("fused", fused)] + ([] if args.no_eager else [("eager", ref)])
-        if op in BASELINES and "zero_tail" not in name:
-            impls.append(BASELINES[op]())
-        for label, fn in impls:
+        third = BASELINES[op]() if op in BASELINES and "zero_tail" not in name else None
+        for label, fn in impls + ([third] if third else []):
             r[f"{label}_host_med_us"], r[f"{label}_host_p99_us"] = host_us(lambda: fn(**kwargs[0]))
-            r[f"{label}_dev_us"] = device_us([lambda k=k: fn(**k) for k in kwargs])
+        if not args.no_eager:
+            r["eager_dev_us"] = device_us([lambda k=k: ref(**k) for k in kwargs])
+        if third:
+            label, fn = third
+            p = device_us_paired([lambda k=k: fused(**k) for k in kwargs], [lambda k=k: fn(**k) for k in kwargs],
+                                 replays=args.replays)
+            r["fused_dev_us"], r[f"{label}_dev_us"] = p["a_us"], p["b_us"]
+            r["third_ratio"], r["third_ratio_p25"], r["third_ratio_p75"] = p["ratio"], p["ratio_p25"], p["ratio_p75"]
+        else:
+            r["fused_dev_us"] = device_us([lambda k=k: fused(**k) for k in kwargs])
         rows.append(r)
     meta = dict(date=datetime.datetime.now().isoformat(timespec="seconds"), gpu=torch.cuda.get_device_name(),
                 torch=torch.__version__, cuda=torch.version.cuda, copy_bw_GBps=bw / 1e9)
@@ -464,11 +502,12 @@ def main():
             json.dump(dict(meta=meta, rows=rows), f, indent=1)
     print(f"\n{meta}")
     print(f"{'case':46s} {'host us fused/eager':>20s} {'p99 fused':>9s} {'dev us fused/eager':>19s} {'floor us':>8s}"
-          f" {'3rd us':>9s} {'fused/3rd':>12s}  (3rd: bare gather, or split = 0.5.23's three launches)")
+          f" {'3rd us':>9s} {'fused/3rd':>12s}  (3rd: bare gather, or split = 0.5.23's three launches;"
+          f" fused/3rd: median of per-replay ratios, alternating, [quartiles])")
     for r in rows:
         third = next((k for k in ("gather", "split") if f"{k}_dev_us" in r), None)
-        gather = (f" {r[third + '_dev_us']:9.2f} {r['fused_dev_us'] / r[third + '_dev_us']:11.2f}x {third}"
-                  if third else "")
+        gather = (f" {r[third + '_dev_us']:9.2f} {r['third_ratio']:11.2f}x {third}"
+                  f" [{r['third_ratio_p25']:.2f}-{r['third_ratio_p75']:.2f}]" if third else "")
         print(f"{r['case']:46s} {r['fused_host_med_us']:8.1f} / {r.get('eager_host_med_us', float('nan')):8.1f} "
               f"{r['fused_host_p99_us']:9.1f} {r['fused_dev_us']:8.2f} / {r.get('eager_dev_us', float('nan')):8.2f}"
               f" {r['floor_us']:8.2f}"
