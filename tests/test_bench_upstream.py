@@ -354,6 +354,12 @@ def test_row_plumbing_on_cpu(spec, small_shapes):
     if outside.numel():
         row.outputs["upstream"][name][tuple(outside[0].tolist())] += 1
         assert check_row(row, "eager") == []
+    # The KV rows' bare gather (the ceiling) must compute the same table, or it is no ceiling.
+    assert ("gather" in row.calls) == (spec.group == "kv read")
+    if "gather" in row.calls:
+        row.outputs["gather"][name][first] += 1
+        found = check_row(row, "eager")
+        assert len(found) == 1 and "ours differs from the bare gather" in found[0]
 
 
 def test_unwritten_upstream_region_is_reported(small_shapes):
@@ -385,6 +391,10 @@ def _doc():
         },
         "ratio_ours_upstream": {"host": 11.1 / 23.0, "device": 9.83 / 9.44, "launch": 2.4 / 2.5},
     }
+    kv = dict(row, case="KV read table bs256", group="kv read",
+              impls=dict(row["impls"], gather={"host_us": _stats(60.0), "device_us": _stats(9.2), "launch_us": None,
+                                               "calls": 1}),
+              ratio_ours_gather=9.83 / 9.2)
     bad = dict(row, case="DSA copy decode bs256", group="dsa copy", ok=False,
                checks={"eager": ["DSA copy: ours differs from upstream"], "graph": []},
                capture_errors={"upstream": "RuntimeError: no capture"})
@@ -394,7 +404,7 @@ def _doc():
         "upstream": {
             "available": True, "version": "0.5.23", "expected_version": "0.5.23", "source": "site dir",
             "tools": {"triton": "3.6.0", "apache-tvm-ffi": "0.1.11"}, "warnings": [], "buckets": [1, 2, 4],
-            "rows": [row, bad],
+            "rows": [row, kv, bad],
             "cold_start": [
                 {"name": "TRT-LLM MHA update", "buckets": 3, "calls_per_bucket": 4,
                  "upstream": {"cold_s": 3.0, "warm_s": 0.01}, "ours": {"cold_s": 0.012, "warm_s": 0.01}},
@@ -416,6 +426,8 @@ def test_markdown_table(tmp_path):
     assert "Cold start of DSA copy skipped: no nvcc." in md
     assert "Not run (sgl_meta.fused_dsa_decode_metadata not in this build yet): DSA generate decode bs1, K=1." in md
     assert "could not be captured" in md
+    assert ("KV read table bs256: the bare gather of the same pages (the ceiling, same inputs and rotation) "
+            "9.20 us device; sgl_meta / bare gather 1.07.") in md
     path = tmp_path / "out" / "upstream.md"
     write_markdown(str(path), doc)
     assert path.read_text() == md

@@ -25,7 +25,10 @@ import torch
 
 from ..trace import LengthModel
 
-IMPLS = ("upstream", "ours", "ref")
+# "gather": the bare gather of the same addresses (``sgl_meta.bench.bare_gather``),
+# the KV read rows' ceiling; only those rows have it.
+IMPLS = ("upstream", "ours", "ref", "gather")
+OUTPUT_IMPLS = IMPLS[:3]  # the output sets a fixture makes unless it asks for more
 
 
 def generator(device: torch.device, seed: int) -> torch.Generator:
@@ -83,7 +86,7 @@ class OutputSets:
     """One set of output buffers per implementation, ``{name: (shape, dtype)}``,
     all filled with the same random poison (kept, for ``repoison``)."""
 
-    def __init__(self, shapes: dict, device, gen, impls=IMPLS):
+    def __init__(self, shapes: dict, device, gen, impls=OUTPUT_IMPLS):
         self.poison = {}
         for name, (shape, dtype) in shapes.items():
             info = torch.iinfo(dtype)

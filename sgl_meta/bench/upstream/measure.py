@@ -1,11 +1,12 @@
 """One row measured: checks, host time, device time and in-graph launch cost.
 
-For each implementation present (upstream, ours, the eager reference):
+For each implementation present (upstream, ours, the eager reference, and
+for the KV read rows the bare gather of the same pages):
 
 1. one eager call (compiles upstream's kernel if the cold start did not), then
    the checks: ours vs the reference on every element of every output, ours vs
-   upstream on the elements upstream defines (``Row.regions``), and that
-   upstream did write those (not still the poison);
+   upstream (and vs the bare gather) on the elements upstream defines
+   (``Row.regions``), and that upstream did write those (not still the poison);
 2. host us: wall time of one direct call (all of the row's calls for one
    refresh), outside any graph, interleaved by implementation; the queue is
    drained every few calls (untimed) so a full launch queue never blocks one;
@@ -38,9 +39,9 @@ DEVICE_REPLAYS = 300  # rounds; --replays
 UNWRITTEN_LIMIT = 0.01  # share of upstream's region still equal to the poison
 
 
-def compare_regions(ours: dict, up: dict, regions: dict, where: str):
-    """Message naming the first element where ours and upstream differ inside
-    upstream's regions, or None."""
+def compare_regions(ours: dict, up: dict, regions: dict, where: str, other: str = "upstream"):
+    """Message naming the first element where ours and upstream (or ``other``)
+    differ inside upstream's regions, or None."""
     names = list(regions)
     if not names:
         return None
@@ -48,14 +49,14 @@ def compare_regions(ours: dict, up: dict, regions: dict, where: str):
     bad = [n for n, flag in zip(names, flags) if flag]
     if not bad:
         return None
-    lines = [f"{where}: ours differs from upstream on what upstream defines"]
+    lines = [f"{where}: ours differs from {other} on what upstream defines"]
     for n in bad:
         inside = torch.zeros_like(ours[n], dtype=torch.bool)
         inside[regions[n]] = True
         diff = (inside & (ours[n] != up[n])).nonzero()
         first = tuple(diff[0].tolist())
         lines.append(f"  {n}: {diff.shape[0]} of {int(inside.sum())} compared elements differ; first at {first}: "
-                     f"ours {ours[n][first].item()}, upstream {up[n][first].item()}")
+                     f"ours {ours[n][first].item()}, {other} {up[n][first].item()}")
     return "\n".join(lines)
 
 
@@ -87,6 +88,10 @@ def check_row(row: Row, mode: str) -> list:
         ):
             if msg:
                 problems.append(msg)
+    if "gather" in row.outputs:  # a ceiling that computed something else would be no ceiling
+        msg = compare_regions(row.outputs["ours"], row.outputs["gather"], row.regions, where, other="the bare gather")
+        if msg:
+            problems.append(msg)
     return problems
 
 
@@ -154,7 +159,10 @@ def measure_row(row: Row, timer: DeviceTimer, pool, replays: int = DEVICE_REPLAY
             g.replay()
         torch.cuda.synchronize()
         result["checks"]["graph"] = check_row(row, "graph") if set(graphs) == set(impls) else []
-        for seq in replay_orders(list(graphs), replays):
+        # whole cycles of the rotation (2 x implementations rounds), so no
+        # implementation holds a position more often than another
+        cycle = 2 * len(graphs)
+        for seq in replay_orders(list(graphs), -(-replays // cycle) * cycle):
             d, h = timer.time_replays([graphs[i] for i in seq])
             for impl, dv, hv in zip(seq, d, h):
                 dev[impl].append(dv)
@@ -169,17 +177,19 @@ def measure_row(row: Row, timer: DeviceTimer, pool, replays: int = DEVICE_REPLAY
     if capture_errors:
         result["capture_errors"] = capture_errors
     result["ratio_ours_upstream"] = ratios(result["impls"])
+    if "gather" in result["impls"]:
+        result["ratio_ours_gather"] = ratios(result["impls"], "gather")["device"]
     result["ok"] = not any(result["checks"].values())
     del graphs
     return result
 
 
-def ratios(impls: dict) -> dict:
-    """ours / upstream medians (host, device, launch); None where one is missing."""
+def ratios(impls: dict, other: str = "upstream") -> dict:
+    """ours / ``other`` medians (host, device, launch); None where one is missing."""
     out = {}
     for key, col in (("host", "host_us"), ("device", "device_us"), ("launch", "launch_us")):
         a = (impls.get("ours") or {}).get(col)
-        b = (impls.get("upstream") or {}).get(col)
+        b = (impls.get(other) or {}).get(col)
         out[key] = a["median"] / b["median"] if a and b and b["median"] > 0 else None
     return out
 

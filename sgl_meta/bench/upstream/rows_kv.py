@@ -5,7 +5,10 @@
 pages a row), ``v2p`` maps virtual to physical pages (a random permutation, 1% of
 entries freed to -1, as compaction leaves them), lengths uniform. Upstream
 defines each row's live prefix (``ceil(len / 64)`` pages, capped at
-``max_pages``) and the ``sum(len)`` tokens of the stream.
+``max_pages``) and the ``sum(len)`` tokens of the stream. Both rows also time
+the bare gather of the same pages (``sgl_meta.bench.bare_gather``: the same
+addresses, no checks), the ceiling issue 13 measures ours against, in the same
+rotation and on the same inputs.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import torch
 import sgl_meta
 from sgl_meta import reference
 
+from .. import bare_gather
 from .fixtures import (
+    IMPLS,
     OutputSets,
     Row,
     RowSpec,
@@ -52,7 +57,9 @@ class KvFixture:
         self.indptr = torch.zeros(PACKED_BS + 1, dtype=torch.int32, device=dev)
         self.indptr[1:] = packed.cumsum(0).to(torch.int32)
         self.tokens = int(packed.sum())  # once, at setup
-        self.out = OutputSets({"table": ((n, PAGES), torch.int32), "stream": ((self.tokens,), torch.int32)}, dev, gen)
+        self.out = OutputSets({"table": ((n, PAGES), torch.int32), "stream": ((self.tokens,), torch.int32)}, dev, gen,
+                              impls=IMPLS)
+        self.gather_ok, self.gather_why = bare_gather.available(dev, PAGE_SIZE)
 
 
 def _fixture(ctx) -> KvFixture:
@@ -66,6 +73,10 @@ def _calls(up, fn_name: str, kw: dict, out_name: str, f: KvFixture) -> dict:
     }
     if hasattr(reference, fn_name):
         calls["ref"] = [functools.partial(getattr(reference, fn_name), **kw, out=f.out["ref"][out_name])]
+    if f.gather_ok:
+        bare = bare_gather.page_table if out_name == "table" else bare_gather.token_stream
+        args = {k: v for k, v in kw.items() if k != "max_tokens"}
+        calls["gather"] = [functools.partial(bare, **args, out=f.out["gather"][out_name])]
     return calls
 
 
@@ -91,6 +102,8 @@ def build_packed(ctx, up, *, name: str) -> Row:
 def _row(f, name, params, calls, names, regions) -> Row:
     outputs = {impl: {n: f.out[impl][n] for n in names} for impl in calls}
     note = "" if "ref" in calls else "no eager reference in this build"
+    if "gather" not in calls:
+        note = "; ".join(filter(None, [note, f"no bare gather ({f.gather_why})"]))
     return Row(name=name, group="kv read", params=params, calls=calls, outputs=outputs, regions=regions,
                poison=f.out.poison, repoison=lambda: f.out.repoison(names), note=note)
 

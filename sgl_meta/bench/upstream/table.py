@@ -85,7 +85,8 @@ def notes(up: dict) -> list:
     for w in up.get("warnings", []):
         out.append(f"Warning: {w}.")
     if up.get("replays"):
-        out.append(f"Device medians over {up['replays']} replays per implementation and row.")
+        out.append(f"Device medians over {up['replays']} replays per implementation and row (rounded up to whole "
+                   "rotation cycles).")
     if up.get("cold_start"):
         b = up["buckets"]
         out.append(f"Cold start: first call over {len(b)} CUDA-graph buckets ({b[0]}..{b[-1]}), empty Triton and "
@@ -103,6 +104,10 @@ def notes(up: dict) -> list:
     for r in up.get("rows", []):
         if r.get("note"):
             out.append(f"{r['case']}: {r['note']}.")
+        gather = _impl(r, "gather").get("device_us")
+        if gather and r.get("ratio_ours_gather"):
+            out.append(f"{r['case']}: the bare gather of the same pages (the ceiling, same inputs and rotation) "
+                       f"{_us(gather)} us device; sgl_meta / bare gather {r['ratio_ours_gather']:.2f}.")
         for impl, err in (r.get("capture_errors") or {}).items():
             out.append(f"{r['case']}: {impl} could not be captured in a CUDA graph ({err}).")
         if "error" in r:
