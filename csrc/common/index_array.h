@@ -33,6 +33,13 @@ struct IndexArray {
     return (*this)[i];
 #endif
   }
+  // operator[] with the dtype known at compile time (a kernel instantiated
+  // per dtype: one plain load, no predicated pair).
+  template <bool k64>
+  SGL_HD int64_t at(int64_t i) const {
+    return k64 ? static_cast<const int64_t*>(data)[i]
+               : static_cast<int64_t>(static_cast<const int32_t*>(data)[i]);
+  }
   SGL_HD bool present() const { return data != nullptr; }
 };
 

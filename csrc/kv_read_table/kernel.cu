@@ -215,15 +215,6 @@ __device__ __forceinline__ int page_step(const KvReadSource& s, const int32_t* s
   return -1;
 }
 
-// The fast kernels' row scalars: the dtype is a template argument, one plain
-// load each (the IndexArray's run-time dtype costs every thread two
-// predicated loads and their address arithmetic).
-template <bool k64>
-__device__ __forceinline__ int64_t row_scalar(const IndexArray& a, uint32_t row) {
-  return k64 ? static_cast<const int64_t*>(a.data)[row]
-             : static_cast<int64_t>(static_cast<const int32_t*>(a.data)[row]);
-}
-
 // One row's share [first_step, ...) of block steps. kFast: no kv_start_idx
 // and a power-of-two page of at most 2^30 in rows shorter than 2^31 (the
 // launcher picks it, and the dtypes kReq64 / kSeq64 of req_pool_indices and
@@ -241,8 +232,10 @@ __device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_
   // saved instructions of short rows when the grid's block order left them
   // on a quarter of the SMs. With the row fastest, one A/B run: bs 1 2.97 ->
   // 2.59 us this way, bs 256 rows within 0.1-0.2 us either way.)
-  const int64_t req = kFast ? row_scalar<kReq64>(s.req_pool_indices, row) : s.req_pool_indices[row];
-  const int64_t seq = kFast ? row_scalar<kSeq64>(s.seq_lens, row) : s.seq_lens[row];
+  // (The fast kernels know the dtypes: one plain load each, where the
+  // run-time dtype costs two predicated loads and their addresses.)
+  const int64_t req = kFast ? s.req_pool_indices.at<kReq64>(row) : s.req_pool_indices[row];
+  const int64_t seq = kFast ? s.seq_lens.at<kSeq64>(row) : s.seq_lens[row];
   const int64_t start = !kFast && s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
   int64_t n;
   if (kFast) {
