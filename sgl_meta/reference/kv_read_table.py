@@ -21,7 +21,14 @@ def _window(req_to_token, req_pool_indices, seq_lens, kv_start_idx, seq_len_delt
     device = req_to_token.device
     req = req_pool_indices.long()
     start = torch.zeros(bs, dtype=torch.int64, device=device) if kv_start_idx is None else kv_start_idx[:bs].long()
-    lens = (seq_lens[:bs].long() + seq_len_delta).clamp(min=0)
+    # seq + delta saturating at the int64 range, as the ops (never wrapping: a
+    # length near 2**63 plus a positive delta stays huge, not negative)
+    lens = seq_lens[:bs].long()
+    if seq_len_delta > 0:
+        lens = lens.clamp(max=torch.iinfo(torch.int64).max - seq_len_delta)
+    elif seq_len_delta < 0:
+        lens = lens.clamp(min=torch.iinfo(torch.int64).min - seq_len_delta)
+    lens = (lens + seq_len_delta).clamp(min=0)
     left = (req_to_token.shape[1] - start).clamp(min=0)
     return bs, req, start, lens, left
 
