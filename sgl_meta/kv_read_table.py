@@ -24,6 +24,7 @@ with any new lengths, request rows and ``v2p`` contents.
 
 from __future__ import annotations
 
+import operator
 from typing import Optional
 
 import torch
@@ -201,10 +202,19 @@ def _is_tensor(x) -> bool:
     return isinstance(x, torch.Tensor)
 
 
-def _ints(*xs) -> bool:
-    """Python (or, under torch.compile, symbolic) ints: the drop-ins' own
-    checks only run on those; anything else goes to the op's named error."""
-    return all(isinstance(x, (int, torch.SymInt)) and not isinstance(x, bool) for x in xs)
+def _int_arg(op: str, name: str, x):
+    """An integer argument of a drop-in as a Python int: anything with
+    ``__index__`` (numpy integers, one-element integer tensors) as upstream's
+    Python code accepts it, a SymInt under torch.compile as it is; a bool or a
+    non-integer is a TypeError naming the argument (never cast)."""
+    if type(x) is int or isinstance(x, torch.SymInt):  # (the common case first: host time per call)
+        return x
+    if not isinstance(x, bool):
+        try:
+            return operator.index(x)
+        except TypeError:
+            pass
+    raise TypeError(f"sgl_meta.{op}: {name} must be an int, got {type(x).__name__}")
 
 
 def _as_dropin_error(err: Exception, inner: str, outer: str, args: dict, required: tuple):
@@ -243,7 +253,9 @@ def build_kv_read_table(
     ``build_kv_read_table``.
     """
     op = "build_kv_read_table"
-    if _is_tensor(req_to_token) and req_to_token.dim() == 2 and _ints(page_size, max_pages) and max_pages > 0:
+    page_size, max_pages = _int_arg(op, "page_size", page_size), _int_arg(op, "max_pages", max_pages)
+    seq_len_delta = _int_arg(op, "seq_len_delta", seq_len_delta)
+    if _is_tensor(req_to_token) and req_to_token.dim() == 2 and max_pages > 0:
         if (max_pages - 1) * page_size >= req_to_token.shape[1]:
             raise ValueError(
                 f"sgl_meta.{op}: max_pages = {max_pages} x page_size = {page_size} exceeds "
@@ -284,9 +296,10 @@ def build_kv_read_table_packed(
     ``build_kv_read_table_packed``.
     """
     op = "build_kv_read_table_packed"
-    if not _ints(max_tokens):
-        raise TypeError(f"sgl_meta.{op}: max_tokens must be an int, got {type(max_tokens).__name__}")
-    if _is_tensor(out) and (out.dim() != 1 or out.numel() < max_tokens or max_tokens < 0):
+    page_size, max_tokens = _int_arg(op, "page_size", page_size), _int_arg(op, "max_tokens", max_tokens)
+    if _is_tensor(out) and out.dim() != 1:
+        raise ValueError(f"sgl_meta.{op}: out must be 1-D, got shape {tuple(out.shape)}")
+    if _is_tensor(out) and (out.numel() < max_tokens or max_tokens < 0):
         raise ValueError(f"sgl_meta.{op}: out {tuple(out.shape)} cannot hold max_tokens = {max_tokens}")
     if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_tokens == 0):
         return out

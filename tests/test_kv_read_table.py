@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import torch
 
@@ -167,11 +168,13 @@ def test_table_lengths_at_the_dtype_limits(idx_dtype, len_dtype, delta, device):
         tokens = min(max(n + delta, 0), ctx)
         live = min(-(-tokens // ps), cols + 2)
         want[b, :live] = r2t[idx[b], torch.arange(live) * ps] // ps
-    out = out.to(device)
-    sgl_meta.kv_read_page_table(req_to_token=r2t.to(device), req_pool_indices=idx.to(idx_dtype).to(device),
-                                seq_lens=torch.tensor(lens, dtype=len_dtype, device=device), out=out,
-                                page_size=ps, max_pages=cols + 2, seq_len_delta=delta)
-    assert_buffers_equal(out, want, f"lengths {lens}, delta {delta}")
+    kw = dict(req_to_token=r2t.to(device), req_pool_indices=idx.to(idx_dtype).to(device),
+              seq_lens=torch.tensor(lens, dtype=len_dtype, device=device), page_size=ps, max_pages=cols + 2,
+              seq_len_delta=delta)
+    for fn in OPS["table"]:  # the op and the eager reference (which once wrapped seq + delta around)
+        got = torch.full_like(want, -7, device=device)  # -7: unwritten, as in want
+        fn(**kw, out=got)
+        assert_buffers_equal(got, want, f"{fn.__module__}: lengths {lens}, delta {delta}")
 
 
 def test_negative_slots_and_freed_pages_read_the_sink(device):
@@ -303,6 +306,28 @@ def test_dropin_early_returns_and_upstream_checks(gen, device):
     assert torch.equal(sbuf, sdata.buffer), "max_tokens == 0 writes nothing (as upstream)"
     with pytest.raises(ValueError, match="sgl_meta.build_kv_read_table_packed: out .* cannot hold max_tokens"):
         sgl_meta.build_kv_read_table_packed(**skw, max_tokens=sbuf.numel() + 1)
+
+
+@pytest.mark.parametrize("as_int", [np.int64, np.int32, torch.tensor], ids=["np.int64", "np.int32", "0-dim tensor"])
+def test_dropins_take_integers_as_upstream_does(as_int, gen, device):
+    """Integer arguments with __index__ (numpy integers, one-element tensors:
+    upstream's Python code takes them) work like ints, host checks included;
+    bools and floats are TypeErrors (the bad-input matrix)."""
+    data = make_case(KvCase(bs=3, max_pages=5, ctx=5 * 16, delta=2), gen, device)
+    want, buf = data.buffer.clone(), data.buffer.clone()
+    kw = {k: v for k, v in data.kwargs(buf).items() if k != "kv_start_idx"}
+    sgl_meta.build_kv_read_table(**{**kw, "out": data.out_view(want)})
+    ints = dict(page_size=as_int(16), max_pages=as_int(5), seq_len_delta=as_int(2))
+    assert sgl_meta.build_kv_read_table(**{**kw, **ints}) is kw["out"]
+    assert_buffers_equal(buf, want, "build_kv_read_table, integer-like arguments")
+    with pytest.raises(ValueError, match="max_pages = 6 x page_size = 16 exceeds"):
+        sgl_meta.build_kv_read_table(**{**kw, **ints, "max_pages": as_int(6)})
+    sdata = make_case(KvCase(form="stream", bs=3), gen, device)
+    swant, sbuf = sdata.buffer.clone(), sdata.buffer.clone()
+    skw = {k: v for k, v in sdata.kwargs(sbuf).items() if k != "seq_len_delta"}
+    sgl_meta.build_kv_read_table_packed(**{**skw, "out": swant}, max_tokens=swant.numel())
+    sgl_meta.build_kv_read_table_packed(**{**skw, "page_size": as_int(16)}, max_tokens=as_int(sbuf.numel()))
+    assert_buffers_equal(sbuf, swant, "build_kv_read_table_packed, integer-like arguments")
 
 
 # ---- graph capture, compile, opcheck ----------------------------------------------

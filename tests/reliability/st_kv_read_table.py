@@ -376,12 +376,18 @@ _DROPIN_TABLE_ONLY = [
     _r("seq_lens None", set_(seq_lens=None), "seq_lens must be a Tensor, got None", raises=(TypeError,)),
     _r("req_to_token None", set_(req_to_token=None), "req_to_token must be a Tensor", raises=(TypeError,)),
     _r("page_size 0", set_(page_size=0), "page_size must be >= 1"),
-    _r("page_size str", set_(page_size="8"), "page_size"),
+    _r("page_size str", set_(page_size="8"), "page_size must be an int, got str", raises=(TypeError,)),
+    _r("page_size float", set_(page_size=8.0), "page_size must be an int, got float", raises=(TypeError,)),
+    _r("max_pages bool", set_(max_pages=True), "max_pages must be an int, got bool", raises=(TypeError,)),
+    _r("seq_len_delta bool", set_(seq_len_delta=True), "seq_len_delta must be an int, got bool", raises=(TypeError,)),
 ]
 
 _DROPIN_STREAM_ONLY = [
     _r("out smaller than max_tokens", set_(max_tokens=67), "cannot hold max_tokens = 67", raises=(ValueError,)),
-    _r("out 2-D", apply("out", lambda t: t.view(6, 11)), "cannot hold max_tokens", raises=(ValueError,)),
+    _r("out 2-D", apply("out", lambda t: t.view(6, 11)), "out must be 1-D, got shape (6, 11)", raises=(ValueError,)),
+    _r("max_tokens bool", set_(max_tokens=True), "max_tokens must be an int, got bool", raises=(TypeError,)),
+    _r("max_tokens float", set_(max_tokens=36.0), "max_tokens must be an int, got float", raises=(TypeError,)),
+    _r("page_size bool", set_(page_size=True), "page_size must be an int, got bool", raises=(TypeError,)),
     _r("indptr too short", apply("indptr", lambda t: t[:4]), "indptr.size(0) must be >="),
     _r("indptr None", set_(indptr=None), "indptr must be a Tensor, got None", raises=(TypeError,)),
     _r("out int16", apply("out", lambda t: t.short()), "out must have dtype int32 or int64 (torch.int32 or torch.int64)"),
