@@ -470,7 +470,8 @@ def main():
     ap.add_argument("--replays", type=int, default=200,
                     help="alternating replays of ours and the third column (default 200)")
     args = ap.parse_args()
-    assert torch.cuda.is_available(), "op_shapes.py measures GPU kernels; use python -m sgl_meta.bench on CPU"
+    if not torch.cuda.is_available():  # (not an assert: python -O would skip it)
+        ap.exit(2, "op_shapes.py measures GPU kernels and needs a CUDA device; on CPU run python -m sgl_meta.bench\n")
     bw = copy_bandwidth()
     rows = []
     for name, (make, params) in CASES.items():

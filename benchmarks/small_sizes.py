@@ -277,7 +277,8 @@ def main():
     ap.add_argument("--list-kernels", action="store_true", help="print the CUDA kernel names of each case")
     ap.add_argument("--ncu", action="store_true", help="one eager call per case, NVTX range '<case>' inside 'small'")
     args = ap.parse_args()
-    assert torch.cuda.is_available(), "small_sizes.py measures GPU kernels"
+    if not torch.cuda.is_available():  # (not an assert: python -O would skip it)
+        ap.exit(2, "small_sizes.py measures GPU kernels and needs a CUDA device; on CPU run python -m sgl_meta.bench\n")
     selected = [c for c in cases(args.upstream) if args.only in c[0]]
     if args.list_kernels:
         list_kernels(selected)
