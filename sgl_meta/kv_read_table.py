@@ -249,8 +249,9 @@ def build_kv_read_table(
     loops over rows in Python on CPU). Like upstream it requires ``(max_pages -
     1) * page_size < req_to_token.size(1)`` (ValueError here, an AssertionError
     there) and returns without writing when ``bs`` or ``max_pages`` is 0.
-    ``v2p=None`` is accepted and means no translation. Errors name
-    ``build_kv_read_table``.
+    ``v2p=None`` is accepted and means no translation. Integer arguments may
+    be any integer with ``__index__`` (numpy integers, one-element tensors); a
+    bool or a float is a TypeError. Errors name ``build_kv_read_table``.
     """
     op = "build_kv_read_table"
     page_size, max_pages = _int_arg(op, "page_size", page_size), _int_arg(op, "max_pages", max_pages)
@@ -292,8 +293,9 @@ def build_kv_read_table_packed(
     caller vouches for bounds the writes (upstream only asserts it). Like
     upstream it needs ``out`` 1-D with ``out.numel() >= max_tokens``
     (ValueError) and returns without writing when ``bs`` or ``max_tokens`` is 0.
-    ``v2p=None`` is accepted and means no translation. Errors name
-    ``build_kv_read_table_packed``.
+    ``v2p=None`` is accepted and means no translation. Integer arguments may
+    be any integer with ``__index__`` (numpy integers, one-element tensors); a
+    bool or a float is a TypeError. Errors name ``build_kv_read_table_packed``.
     """
     op = "build_kv_read_table_packed"
     page_size, max_tokens = _int_arg(op, "page_size", page_size), _int_arg(op, "max_tokens", max_tokens)
