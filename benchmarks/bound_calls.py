@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the
 
 import sgl_meta  # noqa: E402
 from sgl_meta import _fast  # noqa: E402
-from dsa_copy_cases import EDGE_CASES as DSA_COPY_CASES  # noqa: E402
-from dsa_copy_cases import make_case as make_copy_case  # noqa: E402
-from dsa_copy_cases import multi_lists  # noqa: E402
-from trtllm_mha_cases import MetaCase, make_case as make_mha_case  # noqa: E402
+from dsa_metadata_copy_cases import EDGE_CASES as DSA_COPY_CASES  # noqa: E402
+from dsa_metadata_copy_cases import make_case as make_copy_case  # noqa: E402
+from dsa_metadata_copy_cases import multi_lists  # noqa: E402
+from trtllm_mha_metadata_cases import MetaCase, make_case as make_mha_case  # noqa: E402
 
 
 def host_us(fn, n: int = 4000) -> float:
@@ -106,7 +106,7 @@ def main() -> int:
         _fast.enabled = False
         direct = host_us(lambda: op(*a, **kw))
         _fast.enabled = _fast.available
-        fast = host_us(lambda: op(*a, **kw)) if _fast.available and op.__module__ == "sgl_meta.dsa_copy" else None
+        fast = host_us(lambda: op(*a, **kw)) if _fast.available and op.__module__ == "sgl_meta.dsa_metadata_copy" else None
         bound = host_us(plan)
         rows.append(dict(case=name, direct_us=direct, fast_path_us=fast, bound_us=bound, launches=plan.num_launches))
         fast_txt = f"fast path {fast:6.2f} us   " if fast is not None else ""

@@ -164,7 +164,7 @@ def trtllm_metadata_case(bs, pages, page_size, swa, live_pages_only, sets=8):
 
 
 def trtllm_ragged_case(bs, pages, page_size, swa, sets=8):
-    """Ragged target verify (docs/operators/trtllm_mha.md): per-row verify lengths 1..4 as seqlen_offsets
+    """Ragged target verify (docs/operators/trtllm_mha_metadata.md): per-row verify lengths 1..4 as seqlen_offsets
     and qlens (q_mode CUMSUM), live pages; compare with the uniform `live` case."""
     kwargs, nbytes = trtllm_metadata_case(bs, pages, page_size, swa, True, sets)
     cu_q = torch.empty(bs + 1, dtype=torch.int32, device="cuda")
@@ -175,7 +175,7 @@ def trtllm_ragged_case(bs, pages, page_size, swa, sets=8):
 
 
 def trtllm_multi_case(bs, pages, page_size, swa, k_sets, sets=8):
-    """Multi-step draft (docs/operators/trtllm_mha.md): K - 1 = k_sets destination sets with offsets
+    """Multi-step draft (docs/operators/trtllm_mha_metadata.md): K - 1 = k_sets destination sets with offsets
     1..k_sets in one launch; the floor gathers each live page once and writes
     it k_sets times."""
     kwargs, _ = trtllm_metadata_case(bs, pages, page_size, swa, True, sets)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import _fake  # noqa: F401  (registers fake impls for torch.compile)
 from . import reference  # noqa: F401  (sgl_meta.reference: the eager paths)
-from .dsa_copy import (
+from .dsa_metadata_copy import (
     FORWARD_MODE_DECODE,
     FORWARD_MODE_DRAFT_EXTEND,
     FORWARD_MODE_TARGET_VERIFY,
@@ -32,7 +32,7 @@ from .kv_read_table import (
     kv_read_token_stream,
 )
 from .plan import Plan, bind
-from .trtllm_mha import (
+from .trtllm_mha_metadata import (
     Q_MODE_CUMSUM,
     Q_MODE_NONE,
     Q_MODE_STRIDED,

@@ -67,7 +67,7 @@ _lib.sgl_meta_plan_free.argtypes = [ctypes.c_void_p]
 # exactly one op call on the given tensors (nothing copied first): the only
 # callables bind() accepts. (sgl_meta.reference runs eager torch ops, and the
 # SGLang adapters may copy a source before the call: neither can be replayed.)
-_OP_MODULES = frozenset({"sgl_meta.trtllm_mha", "sgl_meta.dsa_copy", "sgl_meta.dsa_metadata",
+_OP_MODULES = frozenset({"sgl_meta.trtllm_mha_metadata", "sgl_meta.dsa_metadata_copy", "sgl_meta.dsa_metadata",
                          "sgl_meta.kv_read_table"})
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from dsa_copy_cases import LAYOUTS, _alloc, _to_device, clone_sets  # noqa: F401  (re-exported)
+from dsa_metadata_copy_cases import LAYOUTS, _alloc, _to_device, clone_sets  # noqa: F401  (re-exported)
 from helpers import poison_like
 from sgl_meta import FORWARD_MODE_DECODE, FORWARD_MODE_DRAFT_EXTEND, FORWARD_MODE_TARGET_VERIFY
 

@@ -11,7 +11,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from dsa_copy_cases import (
+from dsa_metadata_copy_cases import (
     DECODE,
     DRAFT_EXTEND,
     DST_FIELDS,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import sgl_meta
-from dsa_copy_cases import DECODE, DRAFT_EXTEND, TARGET_VERIFY, DsaCase, make_case, multi_lists
+from dsa_metadata_copy_cases import DECODE, DRAFT_EXTEND, TARGET_VERIFY, DsaCase, make_case, multi_lists
 
 # Every test runs through the eager fast path and through torch.ops (conftest.py).
 pytestmark = pytest.mark.usefixtures("call_path")

@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import sgl_meta
 from sgl_meta import _fast
-from dsa_copy_cases import DsaCase, make_case
+from dsa_metadata_copy_cases import DsaCase, make_case
 
 pytestmark = pytest.mark.skipif(not _fast.available, reason="this torch has no DLPack C exchange API")
 
@@ -127,7 +127,7 @@ def test_multi_takes_the_fast_path(gen):
     rec = Recorder(torch.ops.sgl_meta.fused_metadata_copy_multi.default)
     call = _fast.route("sgl_meta_fast_fused_metadata_copy_multi", rec)
     src, dsts, sc = make_case(DsaCase(sets=3), gen, "cpu")
-    from dsa_copy_cases import multi_lists
+    from dsa_metadata_copy_cases import multi_lists
 
     lists = multi_lists(dsts)
     args = [src.get(n) for n in (
@@ -214,7 +214,7 @@ def test_freed_storage_is_a_named_error(fast, gen, monkeypatch):
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "dispatcher"])
 def test_overlap_error_names_the_pair_in_argument_order(fast, gen, monkeypatch):
     monkeypatch.setattr(_fast, "enabled", fast)
-    from dsa_copy_cases import multi_lists
+    from dsa_metadata_copy_cases import multi_lists
 
     src, dsts, sc = make_case(DsaCase(sets=2), gen, "cpu")
     lists = multi_lists(dsts)

@@ -10,13 +10,13 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from dsa_copy_cases import EDGE_CASES as DSA_CASES
-from dsa_copy_cases import clone_sets, make_case as make_dsa_case, multi_lists
+from dsa_metadata_copy_cases import EDGE_CASES as DSA_CASES
+from dsa_metadata_copy_cases import clone_sets, make_case as make_dsa_case, multi_lists
 from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_
-from page_table_cases import EDGE_CASES as PT_CASES
-from page_table_cases import make_case as make_pt_case
-from trtllm_mha_cases import EDGE_CASES as MHA_CASES
-from trtllm_mha_cases import MetaCase, make_case as make_mha_case
+from trtllm_mha_page_table_cases import EDGE_CASES as PT_CASES
+from trtllm_mha_page_table_cases import make_case as make_pt_case
+from trtllm_mha_metadata_cases import EDGE_CASES as MHA_CASES
+from trtllm_mha_metadata_cases import MetaCase, make_case as make_mha_case
 
 
 def _clone(d):

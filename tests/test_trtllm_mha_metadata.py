@@ -11,7 +11,7 @@ import torch
 import sgl_meta
 from sgl_meta import reference
 from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_, run_on_copies
-from trtllm_mha_cases import EDGE_CASES, MetaCase, make_case
+from trtllm_mha_metadata_cases import EDGE_CASES, MetaCase, make_case
 
 OP = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata.default
 

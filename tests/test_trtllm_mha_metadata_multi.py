@@ -11,7 +11,7 @@ import torch
 import sgl_meta
 from sgl_meta import reference
 from helpers import TEST_CUDA, capture_cuda_graph, poison_
-from trtllm_mha_cases import EDGE_CASES, OUTPUT_NAMES, MetaCase, make_multi_case
+from trtllm_mha_metadata_cases import EDGE_CASES, OUTPUT_NAMES, MetaCase, make_multi_case
 
 OP = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata_multi.default
 NAME = "sgl_meta.update_trtllm_mha_graph_metadata_multi"

@@ -15,7 +15,7 @@ import torch
 import sgl_meta
 from sgl_meta import reference
 from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_
-from page_table_cases import EDGE_CASES, PAGE_SIZES, CaseData, PageTableCase, make_case
+from trtllm_mha_page_table_cases import EDGE_CASES, PAGE_SIZES, CaseData, PageTableCase, make_case
 
 OP = torch.ops.sgl_meta.build_trtllm_mha_page_table.default
 

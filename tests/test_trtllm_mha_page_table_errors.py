@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import sgl_meta
-from page_table_cases import PageTableCase, make_case
+from trtllm_mha_page_table_cases import PageTableCase, make_case
 
 OP_NAME = "sgl_meta.build_trtllm_mha_page_table: "
 

@@ -17,7 +17,7 @@ import sgl_meta
 from sgl_meta import reference
 from helpers import assert_same, capture_cuda_graph, poison_, run_on_copies
 from kv_read_table_cases import KvCase, make_case as make_kv_case
-from trtllm_mha_cases import MetaCase, make_case as make_mha_case
+from trtllm_mha_metadata_cases import MetaCase, make_case as make_mha_case
 
 pytestmark = [
     pytest.mark.gpu,

@@ -45,7 +45,7 @@ const char* mode_name(int64_t mode) {
                                                                   : "DRAFT_EXTEND";
 }
 
-// The call's scalars resolved by forward mode (docs/operators/dsa_copy.md), with the
+// The call's scalars resolved by forward mode (docs/operators/dsa_metadata_copy.md), with the
 // names the size errors quote.
 struct DsaShape {
   int64_t mode = 0, bs = 0, n = 0, rows = 0, cols = 0, S = 0;

@@ -34,7 +34,7 @@ void build_trtllm_mha_page_table_cpu(const TrtllmMhaPageTableParams& p) {
     const int64_t last = p.full_to_swa_size - 1;
     for (int64_t c = 0; c < n; ++c) {
       // Clamped lookup: -1 sentinels and slots past the mapping read an end
-      // entry instead of failing (the seed's behaviour, kept by docs/operators/trtllm_mha.md).
+      // entry instead of failing (the seed's behaviour, kept by docs/operators/trtllm_mha_metadata.md).
       const int64_t slot = min_i64(max_i64(row_in[c * step], 0), last);
       swa_out[c] = static_cast<int32_t>(p.page.div(p.full_to_swa[slot]));
     }

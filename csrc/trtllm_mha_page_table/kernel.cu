@@ -66,7 +66,7 @@ __device__ __forceinline__ void gather_chunk(const TrtllmMhaPageTableParams& p,
 
   if (swa_out != nullptr) {
     // Second-level gather, issued before any store. The clamp keeps -1
-    // sentinels and slots past the mapping in bounds (docs/operators/trtllm_mha.md keeps the seed's
+    // sentinels and slots past the mapping in bounds (docs/operators/trtllm_mha_metadata.md keeps the seed's
     // clamp rather than asserting).
     const int64_t last = p.full_to_swa_size - 1;
     int64_t mapped[kPagesPerThread];

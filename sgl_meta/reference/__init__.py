@@ -7,7 +7,7 @@ Out-of-range indices raise ``IndexError`` on CPU (device assert on CUDA).
 One module per op family; every reference is importable from here.
 """
 
-from .dsa_copy import fused_metadata_copy, fused_metadata_copy_multi
+from .dsa_metadata_copy import fused_metadata_copy, fused_metadata_copy_multi
 from .dsa_metadata import (
     fused_dsa_decode_metadata,
     fused_dsa_draft_extend_metadata,
@@ -15,7 +15,7 @@ from .dsa_metadata import (
     fused_dsa_target_verify_metadata,
 )
 from .kv_read_table import build_kv_read_table, build_kv_read_table_packed, kv_read_page_table, kv_read_token_stream
-from .trtllm_mha import (
+from .trtllm_mha_metadata import (
     build_trtllm_mha_page_table,
     update_trtllm_mha_graph_metadata,
     update_trtllm_mha_graph_metadata_multi,

@@ -22,11 +22,11 @@ from typing import Optional
 
 import torch
 
-from ..dsa_copy import FORWARD_MODE_DECODE
-from ..dsa_copy import fused_metadata_copy_cuda as _copy
-from ..dsa_copy import fused_metadata_copy_multi_cuda as _copy_multi
-from ..trtllm_mha import Q_MODE_NONE
-from ..trtllm_mha import update_trtllm_mha_graph_metadata as _update
+from ..dsa_metadata_copy import FORWARD_MODE_DECODE
+from ..dsa_metadata_copy import fused_metadata_copy_cuda as _copy
+from ..dsa_metadata_copy import fused_metadata_copy_multi_cuda as _copy_multi
+from ..trtllm_mha_metadata import Q_MODE_NONE
+from ..trtllm_mha_metadata import update_trtllm_mha_graph_metadata as _update
 
 
 def update_trtllm_mha_graph_metadata(

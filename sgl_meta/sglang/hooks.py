@@ -147,7 +147,7 @@ def signature_mismatch(original: Callable, replacement: Callable, around: bool =
 _ATTN = "sglang.kernels.ops.attention"
 _KV = "sglang.kernels.ops.kvcache"
 _MHA_BACKEND = "sglang.srt.layers.attention.trtllm_mha_backend"
-_UPDATE = "sgl_meta.trtllm_mha:update_trtllm_mha_graph_metadata"
+_UPDATE = "sgl_meta.trtllm_mha_metadata:update_trtllm_mha_graph_metadata"
 
 HOOKS: tuple[Hook, ...] = (
     # TRT-LLM MHA backend (and hpc_ops): the recorded CUDA-graph metadata update.
@@ -159,7 +159,7 @@ HOOKS: tuple[Hook, ...] = (
     # TRT-LLM MHA, FlashAttention and hpc_ops backends: the sync-free page-table builder.
     Hook(
         f"{_ATTN}.trtllm_mha_page_table.build_trtllm_mha_page_table",
-        "sgl_meta.trtllm_mha:build_trtllm_mha_page_table",
+        "sgl_meta.trtllm_mha_metadata:build_trtllm_mha_page_table",
         (CudaKernel("build_trtllm_mha_page_table"),),
     ),
     # DSA backend: staging buffers -> one CUDA graph's buffers, and -> three.
@@ -200,7 +200,7 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.kv_read_table:build_kv_read_table_packed",
         (CudaKernel("kv_read_token_stream"),),
     ),
-    # Speculative decoding in one launch (docs/operators/trtllm_mha.md): methods of the TRT-LLM MHA
+    # Speculative decoding in one launch (docs/operators/trtllm_mha_metadata.md): methods of the TRT-LLM MHA
     # backends, AROUND hooks that keep SGLang's method for what they do not cover.
     Hook(
         f"{_MHA_BACKEND}.TRTLLMHAAttnBackend._write_ragged_verify_graph_metadata",

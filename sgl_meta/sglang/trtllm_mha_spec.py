@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Optional
 
-from ..trtllm_mha import Q_MODE_CUMSUM, update_trtllm_mha_graph_metadata, update_trtllm_mha_graph_metadata_multi
+from ..trtllm_mha_metadata import Q_MODE_CUMSUM, update_trtllm_mha_graph_metadata, update_trtllm_mha_graph_metadata_multi
 from . import trtllm_mha_unified as _unified
 
 logger = logging.getLogger(__name__)

@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..trtllm_mha import Q_MODE_STRIDED, update_trtllm_mha_graph_metadata
+from ..trtllm_mha_metadata import Q_MODE_STRIDED, update_trtllm_mha_graph_metadata
 
 BACKEND = "sglang.srt.layers.attention.trtllm_mha_backend"
 APPLY_TARGET = f"{BACKEND}.TRTLLMHAAttnBackend._apply_cuda_graph_metadata"

@@ -27,14 +27,14 @@ from row_kit import Row, alias, all_but, apply, both, derive, drop, overlapping_
 
 # ---- valid base calls --------------------------------------------------------
 def _trtllm_base(gen, device):
-    from trtllm_mha_cases import MetaCase, make_case  # tests/ (the shared case maker)
+    from trtllm_mha_metadata_cases import MetaCase, make_case  # tests/ (the shared case maker)
 
     inputs, outputs, scalars = make_case(MetaCase(q_mode=1), gen, device)
     return {**inputs, **outputs, **scalars}
 
 
 def _trtllm_multi_base(gen, device):
-    from trtllm_mha_cases import MetaCase, make_multi_case
+    from trtllm_mha_metadata_cases import MetaCase, make_multi_case
 
     inputs, outputs, scalars = make_multi_case(MetaCase(q_mode=1), [1, 2, 3], gen, device)
     return {**inputs, **outputs, **scalars}
@@ -52,15 +52,15 @@ def _register_optional_bases():
     import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_kv_read_table
-    import st_page_table
+    import st_trtllm_mha_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
         BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
 
 
 _register_optional_bases()
 
-# ---- update_trtllm_mha_graph_metadata (docs/operators/trtllm_mha.md) -------------------------------
+# ---- update_trtllm_mha_graph_metadata (docs/operators/trtllm_mha_metadata.md) -------------------------------
 M = "update_trtllm_mha_graph_metadata"
 I32, I64 = "must have dtype int32 (torch.int32), got", "must have dtype int64 (torch.int64), got"
 IDX = "must have dtype int32 or int64 (torch.int32 or torch.int64), got"
@@ -281,9 +281,9 @@ def _register_optional_rows():
     import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_kv_read_table
-    import st_page_table
+    import st_trtllm_mha_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
         ROWS.extend(getattr(module, "BAD_INPUT_ROWS", []))
 
 

@@ -79,7 +79,7 @@ ROWS = [
     ok("int32 min slots are sentinels", apply("req_to_token", lambda t: t.fill_(I32_MIN))),
     ok("mapping -1 everywhere", apply("swa_mapping", lambda t: t.fill_(-1))),
     ok("out_cache_loc -1 everywhere", apply("out_cache_loc", lambda t: t.fill_(-1))),
-    # docs/operators/trtllm_mha.md: a lone swa_mapping is accepted and never read; skip_page_table
+    # docs/operators/trtllm_mha_metadata.md: a lone swa_mapping is accepted and never read; skip_page_table
     # reads no request index, slot or mapping
     ok("lone swa_mapping (accepted, unused)",
        both(set_(swa_page_table=None, swa_out_cache_loc=None), apply("req_to_token", lambda t: t.fill_(I32_MAX)))),
@@ -131,9 +131,9 @@ def _register_optional_rows():
     import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_kv_read_table
-    import st_page_table
+    import st_trtllm_mha_page_table
 
-    for module in (st_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
         ROWS.extend(getattr(module, "HOSTILE_ROWS", []))
 
 

@@ -14,7 +14,7 @@ from typing import Callable
 import st_dsa_metadata
 import st_dsa_metadata_copy
 import st_kv_read_table
-import st_page_table
+import st_trtllm_mha_page_table
 import st_trtllm_mha_metadata
 
 
@@ -35,7 +35,7 @@ def _single(module, weight: float = 1.0) -> OpEntry:
 
 ENTRIES: list[OpEntry] = [
     *[OpEntry(**e) for e in st_trtllm_mha_metadata.ENTRIES],
-    _single(st_page_table, weight=0.5),
+    _single(st_trtllm_mha_page_table, weight=0.5),
     *[OpEntry(**e) for e in st_dsa_metadata_copy.ENTRIES],
     *[OpEntry(**e) for e in st_dsa_metadata.ENTRIES],
     *[OpEntry(**e) for e in st_kv_read_table.ENTRIES],
@@ -53,7 +53,7 @@ class HostileEntry:
 
 HOSTILE: list[HostileEntry] = [
     HostileEntry(m.NAME, m.available, m.hostile_cases, m.check_hostile, w)
-    for m, w in ((st_trtllm_mha_metadata, 0.5), (st_page_table, 0.25), (st_dsa_metadata_copy, 0.0),
+    for m, w in ((st_trtllm_mha_metadata, 0.5), (st_trtllm_mha_page_table, 0.25), (st_dsa_metadata_copy, 0.0),
                  (st_dsa_metadata, 0.15), (st_kv_read_table, 0.15))
     if hasattr(m, "hostile_cases")
 ]

@@ -1,4 +1,4 @@
-"""Hypothesis strategies: valid calls of the DSA metadata copies (docs/operators/dsa_copy.md).
+"""Hypothesis strategies: valid calls of the DSA metadata copies (docs/operators/dsa_metadata_copy.md).
 
 Built on another branch: every test using this module skips until the entry
 point exists in ``sgl_meta``. Four entry points, one source of cases:
@@ -14,7 +14,7 @@ point exists in ``sgl_meta``. Four entry points, one source of cases:
   DECODE, no forward_mode).
 
 The oracle is ``sgl_meta.reference.<name>`` when it exists, else ``spec_copy``
-below: docs/operators/dsa_copy.md's table, written out in plain slicing. Space: every mode; bs 0 /
+below: docs/operators/dsa_metadata_copy.md's table, written out in plain slicing. Space: every mode; bs 0 /
 1 / odd / > 128; S (seqlens_expanded_size) 0 .. 40 independent of bs; rows of
 page_indices_src independent of bs outside DECODE; widths across 1024; the
 optional real-page-table and FlashMLA pairs present or not; 2-D tensors with
@@ -41,7 +41,7 @@ SRC_NAME = {f: f + "_src" for f in FIELDS}
 SRC_NAME["page_table_1"] = "page_indices_src"
 
 
-# ---- the oracle: docs/operators/dsa_copy.md, one destination set ---------------------------------------
+# ---- the oracle: docs/operators/dsa_metadata_copy.md, one destination set ---------------------------------------
 def _copy_set(src: dict, dst: dict, mode: int, bs: int, max_len: int, max_seqlen_k: int, s: int) -> None:
     """`src[field]` / `dst[field]` tensors (None when not used)."""
     if bs == 0:
@@ -65,14 +65,14 @@ def _copy_set(src: dict, dst: dict, mode: int, bs: int, max_len: int, max_seqlen
 
 
 def spec_copy(**kw) -> None:
-    """docs/operators/dsa_copy.md for the seed's single-set keyword arguments."""
+    """docs/operators/dsa_metadata_copy.md for the seed's single-set keyword arguments."""
     src = {f: kw.get(SRC_NAME[f]) for f in FIELDS}
     dst = {f: kw.get(f + "_dst") for f in FIELDS}
     _copy_set(src, dst, kw["forward_mode"], kw["bs"], kw["max_len"], kw["max_seqlen_k"], kw["seqlens_expanded_size"])
 
 
 def spec_copy_multi_lists(**kw) -> None:
-    """docs/operators/dsa_copy.md for fused_metadata_copy_multi's list arguments (K sets)."""
+    """docs/operators/dsa_metadata_copy.md for fused_metadata_copy_multi's list arguments (K sets)."""
     src = {f: kw.get(SRC_NAME[f]) for f in FIELDS}
     k = len(kw["cache_seqlens_dst"])
     for j in range(k):
@@ -82,7 +82,7 @@ def spec_copy_multi_lists(**kw) -> None:
 
 
 def spec_copy_multi_seed(**kw) -> None:
-    """docs/operators/dsa_copy.md for the seed's fused_metadata_copy_multi_cuda (dst0..dst2, DECODE)."""
+    """docs/operators/dsa_metadata_copy.md for the seed's fused_metadata_copy_multi_cuda (dst0..dst2, DECODE)."""
     src = {f: kw.get(SRC_NAME[f]) for f in FIELDS}
     for j in range(3):
         dst = {f: kw.get(f"{f}_dst{j}") for f in FIELDS}

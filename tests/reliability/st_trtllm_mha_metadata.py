@@ -1,4 +1,4 @@
-"""Hypothesis strategy: valid calls of update_trtllm_mha_graph_metadata (docs/operators/trtllm_mha.md).
+"""Hypothesis strategy: valid calls of update_trtllm_mha_graph_metadata (docs/operators/trtllm_mha_metadata.md).
 
 Hypothesis draws the structure (sizes, dtypes, layouts, modes, which optional
 tensors are given, value regimes) and one seed; the tensor values come from a
@@ -170,7 +170,7 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         q_hi = draw(st.sampled_from([9, 2**20, I32_MAX]))
         qlens = _index_input(draw, gen, _randint(gen, 0, q_hi, bs, torch.int64), q_dtype)
 
-    # docs/operators/trtllm_mha.md ragged verify: per-row offsets (added, never indexed: any value),
+    # docs/operators/trtllm_mha_metadata.md ragged verify: per-row offsets (added, never indexed: any value),
     # often with q_mode=CUMSUM over the same lengths as SGLang passes them.
     offs_regime = draw(st.sampled_from(["none", "none", "none", "verify", "any"]))
     seqlen_offsets = None
@@ -263,7 +263,7 @@ def cases(draw, min_bs: int = 0, need: str | None = None) -> Case:
         v2p=v2p,
         swa_v2p=swa_v2p,
     )
-    # docs/operators/trtllm_mha.md: seqlen metadata only; the tables and swa_out_cache_loc may be None
+    # docs/operators/trtllm_mha_metadata.md: seqlen metadata only; the tables and swa_out_cache_loc may be None
     # (given, they must stay untouched) and no index, slot or mapping is read.
     skip = need is None and draw(st.integers(0, 5)) == 0
     if skip:

@@ -82,7 +82,7 @@ def test_none_for_a_required_tensor_names_it(name):
 
 
 def test_none_page_table_without_skip_names_it():
-    """page_table is optional in the schema since docs/operators/trtllm_mha.md (skip_page_table): None
+    """page_table is optional in the schema since docs/operators/trtllm_mha_metadata.md (skip_page_table): None
     without skip_page_table is a named error, never a silent skip."""
     kw = one_row_call([1, 2, 3], 1, 3)
     kw["page_table"] = None

@@ -110,8 +110,8 @@ def fake_modules(tmp_path, monkeypatch):
 def test_load_skips_what_this_sgl_meta_lacks():
     with pytest.raises(Skip, match="sgl_meta.not_a_module is not in this sgl-meta"):
         load("sgl_meta.not_a_module:f")
-    with pytest.raises(Skip, match="sgl_meta.trtllm_mha.not_a_function is not in this sgl-meta"):
-        load("sgl_meta.trtllm_mha:not_a_function")
+    with pytest.raises(Skip, match="sgl_meta.trtllm_mha_metadata.not_a_function is not in this sgl-meta"):
+        load("sgl_meta.trtllm_mha_metadata:not_a_function")
 
 
 def test_load_reports_a_broken_dependency_as_an_error(fake_modules):
@@ -123,9 +123,9 @@ def test_load_reports_a_broken_dependency_as_an_error(fake_modules):
 
 
 def test_keywords_need():
-    assert Keywords("sgl_meta.trtllm_mha:update_trtllm_mha_graph_metadata", ("live_pages_only",)).missing() is None
-    why = Keywords("sgl_meta.trtllm_mha:update_trtllm_mha_graph_metadata", ("no_such_flag",)).missing()
-    assert why == "sgl_meta.trtllm_mha.update_trtllm_mha_graph_metadata does not take no_such_flag (older sgl-meta)"
+    assert Keywords("sgl_meta.trtllm_mha_metadata:update_trtllm_mha_graph_metadata", ("live_pages_only",)).missing() is None
+    why = Keywords("sgl_meta.trtllm_mha_metadata:update_trtllm_mha_graph_metadata", ("no_such_flag",)).missing()
+    assert why == "sgl_meta.trtllm_mha_metadata.update_trtllm_mha_graph_metadata does not take no_such_flag (older sgl-meta)"
 
 
 def test_cuda_kernel_need():

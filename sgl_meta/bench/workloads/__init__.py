@@ -2,10 +2,10 @@
 (the op exists in this build), so the bench lights up new ops after a merge."""
 
 from .base import IMPLS, BenchContext, Workload
-from .dsa import DsaMetadataCopy, DsaMetadataCopyMulti
-from .dsa_gen import WORKLOADS as DSA_GEN_WORKLOADS
-from .kv_read import KvReadPageTable, KvReadTokenStream
-from .trtllm_mha import TrtllmMhaMetadata, TrtllmMhaPageTable, TrtllmMhaSpecOneLaunch
+from .dsa_metadata_copy import DsaMetadataCopy, DsaMetadataCopyMulti
+from .dsa_metadata import WORKLOADS as DSA_GEN_WORKLOADS
+from .kv_read_table import KvReadPageTable, KvReadTokenStream
+from .trtllm_mha_metadata import TrtllmMhaMetadata, TrtllmMhaPageTable, TrtllmMhaSpecOneLaunch
 
 REGISTRY = (TrtllmMhaMetadata, TrtllmMhaSpecOneLaunch, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti,
             *DSA_GEN_WORKLOADS, KvReadPageTable, KvReadTokenStream)

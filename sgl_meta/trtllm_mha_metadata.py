@@ -77,7 +77,7 @@ def update_trtllm_mha_graph_metadata(
     only, ``live_pages_only=True`` here), negative slots floor (0.5.23 truncates),
     ``cu_seqlens_k[0]`` / ``cu_seqlens_q[0]`` are written as 0 (0.5.23 relies on
     zero-initialised buffers), out-of-range device values trip a named assert.
-    The full contract: ``docs/operators/trtllm_mha.md``.
+    The full contract: ``docs/operators/trtllm_mha_metadata.md``.
 
     Args:
         req_pool_indices: ``[>= bs]`` int32/int64, row of each request in ``req_to_token``.

@@ -160,7 +160,7 @@ EDGE_CASES = {
     "chunk_edges": MetaCase(bs=4, page_size=2, max_seq_pages=513, pool=5, extra_cols=0),
     "chunk_edges_live": MetaCase(bs=5, page_size=1, max_seq_pages=257, pool=6, live_pages_only=True,
                                  seqlen_offset=200),
-    # docs/operators/trtllm_mha.md: what SGLang 0.5.23 passes
+    # docs/operators/trtllm_mha_metadata.md: what SGLang 0.5.23 passes
     "mapping_int32": MetaCase(mapping_dtype=torch.int32),
     "mapping_int32_live": MetaCase(mapping_dtype=torch.int32, live_pages_only=True, bs=9, max_seq_pages=30),
     "lone_mapping": MetaCase(swa=False, lone_mapping=True),
@@ -172,7 +172,7 @@ EDGE_CASES = {
     "skip_bs1": MetaCase(skip_page_table=True, tables_given=False, bs=1),
     "skip_many_rows": MetaCase(skip_page_table=True, tables_given=False, bs=1000, pool=7,
                                max_seq_pages=2, q_mode=Q_MODE_CUMSUM),
-    # docs/operators/trtllm_mha.md: ragged verify, per-row offsets with q_mode=CUMSUM over the same lengths
+    # docs/operators/trtllm_mha_metadata.md: ragged verify, per-row offsets with q_mode=CUMSUM over the same lengths
     "ragged_verify": MetaCase(row_offsets=torch.int32, ragged_verify=True, q_mode=Q_MODE_CUMSUM,
                               live_pages_only=True, seqlen_offset=0, bs=9, max_seq_pages=30),
     "ragged_verify_int64": MetaCase(row_offsets=torch.int64, ragged_verify=True, q_mode=Q_MODE_CUMSUM,

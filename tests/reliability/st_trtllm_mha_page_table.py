@@ -1,4 +1,4 @@
-"""Hypothesis strategy: valid calls of build_trtllm_mha_page_table (docs/operators/trtllm_mha.md).
+"""Hypothesis strategy: valid calls of build_trtllm_mha_page_table (docs/operators/trtllm_mha_metadata.md).
 
 Built on another branch: every test using this module skips until
 ``sgl_meta.build_trtllm_mha_page_table`` (and its reference) exist. Keyword
@@ -114,7 +114,7 @@ def events(case: Case) -> list[str]:
 @st.composite
 def hostile_cases(draw):
     """A request index outside req_to_token in a row < bs: CPU must raise
-    (for every row, whatever its length: docs/operators/trtllm_mha.md / the op's docstring)."""
+    (for every row, whatever its length: docs/operators/trtllm_mha_metadata.md / the op's docstring)."""
     case = draw(cases(min_bs=1))
     a = case.args
     i = draw(st.integers(0, a["page_table"].size[0] - 1))

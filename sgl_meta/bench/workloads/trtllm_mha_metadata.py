@@ -204,7 +204,7 @@ class TrtllmMhaMetadata(_TrtllmMhaBase):
 
 
 class TrtllmMhaSpecOneLaunch(TrtllmMhaMetadata):
-    """EAGLE's refreshes with the draft steps in one launch (docs/operators/trtllm_mha.md): the S - 1
+    """EAGLE's refreshes with the draft steps in one launch (docs/operators/trtllm_mha_metadata.md): the S - 1
     draft-decode refreshes of a step become one
     ``sgl_meta.update_trtllm_mha_graph_metadata_multi`` (what the
     ``sgl_meta.sglang`` hook records in SGLang's multi-step draft backend), the

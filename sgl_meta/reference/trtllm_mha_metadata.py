@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from ..trtllm_mha import Q_MODE_CUMSUM, Q_MODE_NONE, Q_MODE_STRIDED
+from ..trtllm_mha_metadata import Q_MODE_CUMSUM, Q_MODE_NONE, Q_MODE_STRIDED
 
 
 def _gather_page_slots(req_to_token, req_pool_indices, bs, max_seq_pages, page_size):

@@ -37,7 +37,7 @@ def fused_metadata_copy(
 
     The ``.copy_()`` sequence of SGLang's DSA backend
     (``init_forward_metadata_replay_cuda_graph_from_precomputed`` without the fused
-    kernel), one copy per field, restricted to the regions docs/operators/dsa_copy.md names.
+    kernel), one copy per field, restricted to the regions docs/operators/dsa_metadata_copy.md names.
     """
     if bs == 0:
         return

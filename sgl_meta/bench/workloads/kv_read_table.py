@@ -2,7 +2,7 @@
 
 SGLang 0.5.23's unified pool keeps virtual ids in ``req_to_token``; every
 reader translates them through ``v2p`` (``KVIndexTranslator``). Per decode
-step, for each metadata refresh of the TRT-LLM MHA plan (``trtllm_mha.py``:
+step, for each metadata refresh of the TRT-LLM MHA plan (``trtllm_mha_metadata.py``:
 decode, or the speculative draft / verify / draft-extend refreshes) and each
 sub-pool (full attention with ``v2p``, sliding window with ``swa_v2p``):
 
@@ -46,7 +46,7 @@ from .. import bare_gather
 from ..presets import BACKEND_TRTLLM_MHA
 from ..trace import Step
 from .base import SECTOR, BenchContext, Workload, gather_sectors, live_pages
-from .trtllm_mha import PAD_SEQ_LEN, refresh_lens, step_refreshes
+from .trtllm_mha_metadata import PAD_SEQ_LEN, refresh_lens, step_refreshes
 
 
 _UPSTREAM: dict = {}
