@@ -1,13 +1,10 @@
-// The one place where sgl_meta's operator schemas are defined and bound to
-// their kernels. Every op writes caller-owned buffers (annotated `(x!)`) and
-// returns nothing, so it can be captured in a CUDA graph and traced by
-// torch.compile (auto-functionalized from the schema).
-//
-// The same host function serves CPU and CUDA: it checks arguments, then runs
-// the CPU kernel or launches the CUDA kernel by the tensors' device.
+// The one place where sgl_meta's operator schemas are defined. Every op
+// writes caller-owned buffers (annotated `(x!)`) and returns nothing, so it can
+// be captured in a CUDA graph and traced by torch.compile (auto-functionalized
+// from the schema). The Python side reads each op's arguments from its schema
+// (sgl_meta/_op.py); each family's binding.cpp defines the host function and
+// binds it with SGL_META_BIND (common/op_binding.h).
 #include <torch/csrc/stable/library.h>
-
-#include "ops.h"
 
 STABLE_TORCH_LIBRARY(sgl_meta, m) {
   m.def(
@@ -37,8 +34,8 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor req_to_token, Tensor req_pool_indices, Tensor cache_seqlens, "
       "Tensor(a!) page_table, int page_size, Tensor(b!)? swa_page_table=None, "
       "Tensor? full_to_swa=None) -> ()");
-  // DSA backend (seed 003): argument names and order are the seed's, so its
-  // callers switch by import. The multi op's destination sets are tensor lists
+  // DSA backend: argument names and order are SGLang's, so its callers switch
+  // by import; a column bound or size the forward mode does not use may be None. The multi op's destination sets are tensor lists
   // of one length K; an unused optional field passes an empty list. (Mutable
   // `Tensor(x!)[]` is the long-supported form for auto-functionalization;
   // `Tensor(x!)[]?` also works on torch 2.14 but only became traceable in 2025.)
@@ -52,8 +49,8 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(c!) page_table_1_dst, Tensor(d!) dsa_cache_seqlens_dst, "
       "Tensor(e!)? seqlens_expanded_dst, Tensor(f!) dsa_cu_seqlens_k_dst, "
       "Tensor(g!)? real_page_table_dst, Tensor(h!)? flashmla_num_splits_dst, "
-      "Tensor(i!)? flashmla_metadata_dst, int forward_mode, int bs, int max_len, "
-      "int max_seqlen_k, int seqlens_expanded_size) -> ()");
+      "Tensor(i!)? flashmla_metadata_dst, int forward_mode, int bs, int? max_len, "
+      "int? max_seqlen_k, int? seqlens_expanded_size) -> ()");
   m.def(
       "fused_metadata_copy_multi("
       "Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src, "
@@ -64,8 +61,8 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(c!)[] page_table_1_dst, Tensor(d!)[] dsa_cache_seqlens_dst, "
       "Tensor(e!)[] seqlens_expanded_dst, Tensor(f!)[] dsa_cu_seqlens_k_dst, "
       "Tensor(g!)[] real_page_table_dst, Tensor(h!)[] flashmla_num_splits_dst, "
-      "Tensor(i!)[] flashmla_metadata_dst, int forward_mode, int bs, int max_len, "
-      "int max_seqlen_k, int seqlens_expanded_size) -> ()");
+      "Tensor(i!)[] flashmla_metadata_dst, int forward_mode, int bs, int? max_len, "
+      "int? max_seqlen_k, int? seqlens_expanded_size) -> ()");
   // KV read tables (docs/operators/kv_read_table.md): bs = req_pool_indices.numel(); v2p int64.
   m.def(
       "kv_read_page_table("
@@ -87,25 +84,5 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(e!)[] dsa_cu_seqlens_k, Tensor(f!)[] page_table_1, "
       "Tensor(g!)[] real_page_table, Tensor(h!)[] paged_mqa_ctx_lens_2d, "
       "int forward_mode, int bs, int max_seqlen_k, int dsa_index_topk, int page_size, "
-      "int next_n, int total_len, bool static_extend_len) -> ()");
+      "int? next_n, int? total_len, bool static_extend_len) -> ()");
 }
-
-#define SGL_META_IMPL_ALL(m)                                       \
-  m.impl("update_trtllm_mha_graph_metadata",                       \
-         TORCH_BOX(&sgl_meta::update_trtllm_mha_graph_metadata));   \
-  m.impl("build_trtllm_mha_page_table",                            \
-         TORCH_BOX(&sgl_meta::build_trtllm_mha_page_table));       \
-  m.impl("fused_metadata_copy", TORCH_BOX(&sgl_meta::fused_metadata_copy)); \
-  m.impl("fused_metadata_copy_multi",                              \
-         TORCH_BOX(&sgl_meta::fused_metadata_copy_multi));            \
-  m.impl("update_trtllm_mha_graph_metadata_multi",                 \
-         TORCH_BOX(&sgl_meta::update_trtllm_mha_graph_metadata_multi)); \
-  m.impl("kv_read_page_table", TORCH_BOX(&sgl_meta::kv_read_page_table)); \
-  m.impl("kv_read_token_stream", TORCH_BOX(&sgl_meta::kv_read_token_stream)); \
-  m.impl("fused_dsa_metadata", TORCH_BOX(&sgl_meta::fused_dsa_metadata));
-
-STABLE_TORCH_LIBRARY_IMPL(sgl_meta, CPU, m) { SGL_META_IMPL_ALL(m) }
-
-// Registered in CPU-only builds too, so a CUDA tensor gets sgl_meta's own
-// "built without CUDA" error rather than a dispatcher error.
-STABLE_TORCH_LIBRARY_IMPL(sgl_meta, CUDA, m) { SGL_META_IMPL_ALL(m) }

@@ -16,7 +16,7 @@ wrapper ``sgl_meta.<op>`` and the eager reference ``sgl_meta.reference.<op>``,
 then calls the op once on small random inputs with poisoned outputs and
 compares every output with the reference: on CPU, and on CUDA too when a GPU
 is present. The op list comes from the dispatcher (what the binary holds) and
-must equal ``sgl_meta._fake.OPS_RETURNING_NOTHING`` (what the package declares),
+must equal ``sgl_meta._op.OPS`` (the ops the package describes),
 so a new op is picked up without editing this file; only its example inputs
 must be added to ``EXAMPLES`` below, and a missing one fails the check.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 import sgl_meta
-import sgl_meta._fake
+import sgl_meta._op
 import sgl_meta.reference
 
 NAMESPACE = "sgl_meta"
@@ -220,7 +220,7 @@ def registered_ops() -> list[str]:
 
 
 def declared_ops() -> list[str]:
-    return sorted(n.split("::", 1)[1] for n in sgl_meta._fake.OPS_RETURNING_NOTHING)
+    return sorted(sgl_meta._op.OPS)
 
 
 def check_op(name: str, devices: list[str], expect_cuda: bool, seed: int) -> list[str]:
@@ -280,7 +280,7 @@ def main() -> int:
     registered, declared = registered_ops(), declared_ops()
     if registered != declared:
         failures.append(
-            f"ops registered by the binary {registered} != ops declared in sgl_meta._fake {declared}"
+            f"ops registered by the binary {registered} != ops described in sgl_meta._op {declared}"
         )
     devices = ["cpu"] + (["cuda"] if cuda_device else [])
     seed = random.randrange(2**31)

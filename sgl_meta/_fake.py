@@ -10,19 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _C  # noqa: F401  (the schemas must exist before fakes attach)
-
-OPS_RETURNING_NOTHING = (
-    "sgl_meta::update_trtllm_mha_graph_metadata",
-    "sgl_meta::build_trtllm_mha_page_table",
-    "sgl_meta::fused_metadata_copy",
-    "sgl_meta::fused_metadata_copy_multi",
-    "sgl_meta::update_trtllm_mha_graph_metadata_multi",
-    "sgl_meta::kv_read_page_table",
-    "sgl_meta::kv_read_token_stream",
-    "sgl_meta::fused_dsa_metadata",
-)
-
+from ._op import OPS
 
 def _same_device_fake(qualname: str):
     """The fake kernel of one op: no output, but the one check a fake can make.
@@ -53,5 +41,5 @@ def _same_device_fake(qualname: str):
     return fake
 
 
-for _name in OPS_RETURNING_NOTHING:
-    torch.library.register_fake(_name)(_same_device_fake(_name))
+for _name in OPS:
+    torch.library.register_fake(f"sgl_meta::{_name}")(_same_device_fake(f"sgl_meta::{_name}"))

@@ -1,14 +1,14 @@
 """The eager fast path: plain eager calls skip the dispatcher's argument handling.
 
 ``torch.ops`` costs ~0.5 us per tensor argument before the kernel runs (Python
-argument parsing, the dispatcher, stable-ABI boxing). For the ops with many
-tensor arguments (the DSA copies take 18) a wrapper built with :func:`route`
-first hands its positional arguments, as one tuple, to an ``extern "C"`` entry
-of the extension (``ctypes.PyDLL``: the GIL stays held), which reads each
+argument parsing, the dispatcher, stable-ABI boxing). Every op's public
+function (``sgl_meta/_op.py``) first hands its arguments, as one tuple in
+schema order, to the op's ``extern "C"`` entry of the extension
+(``ctypes.PyDLL``: the GIL stays held), which reads each
 tensor's metadata through PyTorch's DLPack C exchange API
 (``torch.Tensor.__dlpack_c_exchange_api__``, no allocation) and runs the op's
 own checks and launch: same checks, same error messages, same kernels
-(``csrc/common/dlpack_args.h``).
+(``csrc/common/op_binding.h``).
 
 The dispatcher path (``torch.ops.sgl_meta.*``) is taken instead whenever the
 fast path could change what a caller sees: under ``torch.compile`` tracing,
@@ -50,23 +50,23 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 _profiling = torch._C._autograd._profiler_enabled
 
 
-def route(entry: str, op: Callable) -> Callable:
-    """``op`` (a ``torch.ops`` overload) behind the fast entry ``entry``.
+def route(entry: str, slow: Callable[[tuple], None]) -> Callable[[tuple], None]:
+    """The call of one op: its arguments (one tuple, schema order) to the fast
+    entry ``entry``, or to ``slow`` (the dispatcher path) when that declines.
 
-    The returned callable takes ``op``'s positional arguments. The entry returns
-    0 when it ran the op, 1 to decline (then ``op`` runs), and raises the op's
+    The entry returns 0 when it ran the op, 1 to decline, and raises the op's
     own RuntimeError when a check fails.
     """
     if not available:
-        return op
+        return slow
     fast = getattr(_lib, entry)
     fast.argtypes = [ctypes.py_object]
     fast.restype = ctypes.c_int
 
-    def call(*args):
+    def call(args: tuple) -> None:
         if (not enabled or _compiling() or _function_mode() or _dispatch_modes() or _profiling()
                 or fast(args)):
-            op(*args)
+            slow(args)
 
     call.__name__ = call.__qualname__ = f"route({entry})"
     return call

@@ -1,6 +1,6 @@
 """DSA (DeepSeek sparse attention) backend: replay metadata generated into K CUDA graphs.
 
-Keyword wrapper over ``torch.ops.sgl_meta.fused_dsa_metadata`` (any K >= 1
+The op ``fused_dsa_metadata`` as a keyword function (any K >= 1
 destination sets, every forward mode) and drop-ins with the exact signatures of
 SGLang 0.5.23's three Triton generators in
 ``sglang/kernels/ops/attention/dsa/metadata.py`` (``fused_dsa_decode_metadata``,
@@ -14,69 +14,21 @@ directly, live prefixes only.
 
 from __future__ import annotations
 
-import re
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 
-from ._common import explain_missing_tensor
+from . import _errors, _op
 
-_OP_NAME = "fused_dsa_metadata"
-_op = torch.ops.sgl_meta.fused_dsa_metadata.default
+_OPTIONAL_LISTS = ("seqlens_expanded", "page_table_1", "real_page_table", "paged_mqa_ctx_lens_2d")
 
-# The destination lists, in schema order.
-_LISTS = (
-    "cache_seqlens",
-    "cu_seqlens_k",
-    "seqlens_expanded",
-    "dsa_cache_seqlens",
-    "dsa_cu_seqlens_k",
-    "page_table_1",
-    "real_page_table",
-    "paged_mqa_ctx_lens_2d",
-)
-_REQUIRED_LISTS = ("cache_seqlens", "cu_seqlens_k", "dsa_cache_seqlens", "dsa_cu_seqlens_k")
-
-
-def _explain_list_error(args: dict, err: Exception) -> None:
-    """Error path only: a None inside a tensor list gets torch's generic
-    "Expected a value of type 'List[Tensor]'" message; name the element."""
-    for name in _LISTS:
-        value = args.get(name)
-        if value is None and name in _REQUIRED_LISTS:
-            raise TypeError(f"sgl_meta.{_OP_NAME}: {name} must be a list of Tensors, got None") from err
-        if isinstance(value, (list, tuple)):
-            for i, t in enumerate(value):
-                if not isinstance(t, torch.Tensor):
-                    raise TypeError(
-                        f"sgl_meta.{_OP_NAME}: {name}[{i}] must be a Tensor, got {type(t).__name__}"
-                    ) from err
-
-
-def fused_dsa_metadata(
-    *,
-    seq_lens: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    req_to_token: torch.Tensor,
-    cache_seqlens: Sequence[torch.Tensor],
-    cu_seqlens_k: Sequence[torch.Tensor],
-    dsa_cache_seqlens: Sequence[torch.Tensor],
-    dsa_cu_seqlens_k: Sequence[torch.Tensor],
-    forward_mode: int,
-    bs: int,
-    max_seqlen_k: int,
-    dsa_index_topk: int,
-    page_size: int,
-    seqlens_expanded: Optional[Sequence[torch.Tensor]] = None,
-    page_table_1: Optional[Sequence[torch.Tensor]] = None,
-    real_page_table: Optional[Sequence[torch.Tensor]] = None,
-    paged_mqa_ctx_lens_2d: Optional[Sequence[torch.Tensor]] = None,
-    extend_seq_lens: Optional[torch.Tensor] = None,
-    next_n: Optional[int] = None,
-    total_len: Optional[int] = None,
-    static_extend_len: bool = False,
-) -> None:
-    """Generate one DSA CUDA-graph replay's metadata into K >= 1 destination sets, in one launch.
+fused_dsa_metadata = _op.define(
+    "fused_dsa_metadata",
+    family="dsa_metadata",
+    upstream="the DSA backend's generator + fused_metadata_copy(_multi) per replay",
+    index=("seq_lens", "req_pool_indices", "extend_seq_lens"),
+    defaults={**dict.fromkeys(_OPTIONAL_LISTS), "static_extend_len": False},
+    doc="""Generate one DSA CUDA-graph replay's metadata into K >= 1 destination sets, in one launch.
 
     Replaces SGLang 0.5.23's Triton generators
     (``sglang/kernels/ops/attention/dsa/metadata.py``: ``fused_dsa_decode_metadata``,
@@ -162,67 +114,28 @@ def fused_dsa_metadata(
     Never allocates, never synchronises, reads no device value on the host: capturable
     in a CUDA graph and replayable with new inputs. Up to 16 sets per launch; larger K
     takes ceil(K / 16) launches.
-    """
-    try:  # (free on the success path)
-        _op(
-            seq_lens,
-            req_pool_indices,
-            req_to_token,
-            extend_seq_lens,
-            cache_seqlens,
-            cu_seqlens_k,
-            () if seqlens_expanded is None else seqlens_expanded,
-            dsa_cache_seqlens,
-            dsa_cu_seqlens_k,
-            () if page_table_1 is None else page_table_1,
-            () if real_page_table is None else real_page_table,
-            () if paged_mqa_ctx_lens_2d is None else paged_mqa_ctx_lens_2d,
-            forward_mode,
-            bs,
-            max_seqlen_k,
-            dsa_index_topk,
-            page_size,
-            -1 if next_n is None else next_n,
-            -1 if total_len is None else total_len,
-            static_extend_len,
-        )
-    except (RuntimeError, TypeError) as err:
-        args = locals()
-        explain_missing_tensor(_OP_NAME, err, args)
-        _explain_list_error(args, err)
-        raise
-
+    """,
+)
 
 # --- Drop-ins: SGLang 0.5.23's exact signatures (K = 1) ------------------------------
 
-
-def _one(t: Optional[torch.Tensor]) -> list:
-    return [] if t is None else [t]
+_UPSTREAM = "sglang.kernels.ops.attention.dsa.metadata"
 
 
-def _explain_dropin(name: str, args: dict, err: Exception) -> None:
-    """Error path of a drop-in (``args`` is its ``locals()``, taken only here:
-    Dynamo cannot trace ``locals()``, so the success path must not call it)."""
-    for key in ("seq_lens", "req_pool_indices", "req_to_token", "extend_seq_lens", "cache_seqlens",
-                "cu_seqlens_k", "seqlens_expanded", "dsa_cache_seqlens", "dsa_cu_seqlens_k"):
-        if key in args and args[key] is None:
-            raise TypeError(f"sgl_meta.{name}: {key} must be a Tensor, got None") from err
-    text = str(err)
-    prefix = f"sgl_meta.{_OP_NAME}: "
-    if isinstance(err, RuntimeError) and text.startswith(prefix):
-        raise RuntimeError(f"sgl_meta.{name}: {_dropin_names(name, text[len(prefix):])}") from err
+def _one(t: Optional[torch.Tensor]) -> Optional[list]:
+    return None if t is None else [t]
 
 
-def _dropin_names(name: str, message: str) -> str:
-    """A general-op error message in the drop-in's argument names (single
-    tensors, not list elements; upstream's scalar names)."""
-    message = re.sub(r"\b(" + "|".join(_LISTS) + r")\[0\]", r"\1", message)
-    message = re.sub(r"\bpage_size\b", "physical_page_size", message)
-    if name == "fused_dsa_decode_metadata":
-        message = re.sub(r"\bmax_seqlen_k\b", "max_len", message)
-    return message
+def _names(caller: str) -> tuple[tuple[str, str], ...]:
+    """The general op's argument names in a drop-in's terms (single tensors,
+    not list elements; upstream's scalar names)."""
+    names = ((r"\b(\w+)\[0\]", r"\1"), (r"\bpage_size\b", "physical_page_size"))
+    if caller == "fused_dsa_decode_metadata":
+        names += ((r"\bmax_seqlen_k\b", "max_len"),)
+    return names
 
 
+@_op.dropin("fused_dsa_decode_metadata", _UPSTREAM)
 def fused_dsa_decode_metadata(
     seq_lens: torch.Tensor,
     req_pool_indices: torch.Tensor,
@@ -247,16 +160,19 @@ def fused_dsa_decode_metadata(
     ignored (SGLang passes ``page_table_1`` for both) and ``page_table_1`` is required.
     """
     try:
-        _op(
-            seq_lens, req_pool_indices, req_to_token, None, [cache_seqlens], [cu_seqlens_k], [],
-            [dsa_cache_seqlens], [dsa_cu_seqlens_k], _one(page_table_1), _one(real_page_table), [],
-            0, bs, max_len, dsa_index_topk, physical_page_size, 1, 0, False,
+        fused_dsa_metadata(
+            seq_lens=seq_lens, req_pool_indices=req_pool_indices, req_to_token=req_to_token,
+            cache_seqlens=[cache_seqlens], cu_seqlens_k=[cu_seqlens_k],
+            dsa_cache_seqlens=[dsa_cache_seqlens], dsa_cu_seqlens_k=[dsa_cu_seqlens_k],
+            page_table_1=_one(page_table_1), real_page_table=_one(real_page_table),
+            forward_mode=0, bs=bs, max_seqlen_k=max_len, dsa_index_topk=dsa_index_topk,
+            page_size=physical_page_size,
         )
     except (RuntimeError, TypeError) as err:
-        _explain_dropin("fused_dsa_decode_metadata", locals(), err)
-        raise
+        _errors.raise_as(err, op="fused_dsa_metadata", caller="fused_dsa_decode_metadata", names=_names("fused_dsa_decode_metadata"))
 
 
+@_op.dropin("fused_dsa_target_verify_metadata", _UPSTREAM)
 def fused_dsa_target_verify_metadata(
     seq_lens: torch.Tensor,
     req_pool_indices: torch.Tensor,
@@ -283,17 +199,20 @@ def fused_dsa_target_verify_metadata(
     ``[bs, next_n]``). Live prefixes only, as :func:`fused_dsa_decode_metadata`.
     """
     try:
-        _op(
-            seq_lens, req_pool_indices, req_to_token, None, [cache_seqlens], [cu_seqlens_k],
-            [seqlens_expanded], [dsa_cache_seqlens], [dsa_cu_seqlens_k], _one(page_table_1),
-            _one(real_page_table), _one(paged_mqa_ctx_lens_2d),
-            1, bs, max_seqlen_k, dsa_index_topk, physical_page_size, next_n, 0, False,
+        fused_dsa_metadata(
+            seq_lens=seq_lens, req_pool_indices=req_pool_indices, req_to_token=req_to_token,
+            cache_seqlens=[cache_seqlens], cu_seqlens_k=[cu_seqlens_k], seqlens_expanded=[seqlens_expanded],
+            dsa_cache_seqlens=[dsa_cache_seqlens], dsa_cu_seqlens_k=[dsa_cu_seqlens_k],
+            page_table_1=_one(page_table_1), real_page_table=_one(real_page_table),
+            paged_mqa_ctx_lens_2d=_one(paged_mqa_ctx_lens_2d),
+            forward_mode=1, bs=bs, max_seqlen_k=max_seqlen_k, dsa_index_topk=dsa_index_topk,
+            page_size=physical_page_size, next_n=next_n,
         )
     except (RuntimeError, TypeError) as err:
-        _explain_dropin("fused_dsa_target_verify_metadata", locals(), err)
-        raise
+        _errors.raise_as(err, op="fused_dsa_metadata", caller="fused_dsa_target_verify_metadata", names=_names("fused_dsa_target_verify_metadata"))
 
 
+@_op.dropin("fused_dsa_draft_extend_metadata", _UPSTREAM)
 def fused_dsa_draft_extend_metadata(
     seq_lens: torch.Tensor,
     extend_seq_lens: torch.Tensor,
@@ -335,12 +254,17 @@ def fused_dsa_draft_extend_metadata(
                 f"{name}: total_len = {total_len} must be <= bs * max_extend_len = {bs * max_extend_len}"
             )
     try:
-        _op(
-            seq_lens, req_pool_indices, req_to_token, extend_seq_lens, [cache_seqlens], [cu_seqlens_k],
-            [seqlens_expanded], [dsa_cache_seqlens], [dsa_cu_seqlens_k], _one(page_table_1),
-            _one(real_page_table), [],
-            2, bs, max_seqlen_k, dsa_index_topk, physical_page_size, 1, total_len, static_extend_len,
+        fused_dsa_metadata(
+            seq_lens=seq_lens, req_pool_indices=req_pool_indices, req_to_token=req_to_token,
+            extend_seq_lens=extend_seq_lens,
+            cache_seqlens=[cache_seqlens], cu_seqlens_k=[cu_seqlens_k], seqlens_expanded=[seqlens_expanded],
+            dsa_cache_seqlens=[dsa_cache_seqlens], dsa_cu_seqlens_k=[dsa_cu_seqlens_k],
+            page_table_1=_one(page_table_1), real_page_table=_one(real_page_table),
+            forward_mode=2, bs=bs, max_seqlen_k=max_seqlen_k, dsa_index_topk=dsa_index_topk,
+            page_size=physical_page_size, total_len=total_len, static_extend_len=static_extend_len,
         )
     except (RuntimeError, TypeError) as err:
-        _explain_dropin("fused_dsa_draft_extend_metadata", locals(), err)
-        raise
+        _errors.raise_as(err, op="fused_dsa_metadata", caller="fused_dsa_draft_extend_metadata", names=_names("fused_dsa_draft_extend_metadata"))
+
+
+__all__ = _op.exports(__name__)

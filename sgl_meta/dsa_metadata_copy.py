@@ -1,19 +1,19 @@
 """DSA (DeepSeek sparse attention) backend: fused metadata copies into CUDA graphs.
 
-Keyword wrappers over ``torch.ops.sgl_meta.fused_metadata_copy`` and
-``torch.ops.sgl_meta.fused_metadata_copy_multi``, plus drop-ins with SGLang's
-exact positional signatures (``fused_metadata_copy_cuda``,
-``fused_metadata_copy_multi_cuda``).
+The ops ``fused_metadata_copy`` (one destination set) and
+``fused_metadata_copy_multi`` (K sets) as keyword functions, plus drop-ins
+with SGLang 0.5.23's exact positional signatures (``fused_metadata_copy_cuda``,
+``fused_metadata_copy_multi_cuda``). The arguments are the ops' schemas
+(``csrc/torch_bindings.cpp``), described once in :mod:`sgl_meta._op`.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 
-from . import _fast
-from ._common import explain_missing_tensor
+from . import _errors, _op
 
 FORWARD_MODE_DECODE = 0
 """DSA copy mode: ``n = bs`` rows of metadata, ``page_table_1[:bs, :max_len]``."""
@@ -22,42 +22,15 @@ FORWARD_MODE_TARGET_VERIFY = 1
 FORWARD_MODE_DRAFT_EXTEND = 2
 """DSA copy mode: copies exactly like ``FORWARD_MODE_TARGET_VERIFY``."""
 
-# The dispatcher ops behind the eager fast path (sgl_meta/_fast.py): 18 tensor
-# arguments through torch.ops cost more host time than SGLang's tvm-ffi launcher.
-_fused_metadata_copy = _fast.route(
-    "sgl_meta_fast_fused_metadata_copy", torch.ops.sgl_meta.fused_metadata_copy.default
-)
-_fused_metadata_copy_multi = _fast.route(
-    "sgl_meta_fast_fused_metadata_copy_multi", torch.ops.sgl_meta.fused_metadata_copy_multi.default
-)
+_UPSTREAM = "sglang.kernels.ops.attention.dsa.fused_metadata_copy"
+_OPTIONAL_DESTS = ("seqlens_expanded_dst", "real_page_table_dst", "flashmla_num_splits_dst", "flashmla_metadata_dst")
 
-def fused_metadata_copy(
-    *,
-    cache_seqlens_src: torch.Tensor,
-    cu_seqlens_k_src: torch.Tensor,
-    page_indices_src: torch.Tensor,
-    dsa_cache_seqlens_src: torch.Tensor,
-    dsa_cu_seqlens_k_src: torch.Tensor,
-    cache_seqlens_dst: torch.Tensor,
-    cu_seqlens_k_dst: torch.Tensor,
-    page_table_1_dst: torch.Tensor,
-    dsa_cache_seqlens_dst: torch.Tensor,
-    dsa_cu_seqlens_k_dst: torch.Tensor,
-    bs: int,
-    forward_mode: int = FORWARD_MODE_DECODE,
-    max_len: Optional[int] = None,
-    max_seqlen_k: Optional[int] = None,
-    seqlens_expanded_size: Optional[int] = None,
-    seqlens_expanded_src: Optional[torch.Tensor] = None,
-    seqlens_expanded_dst: Optional[torch.Tensor] = None,
-    real_page_table_src: Optional[torch.Tensor] = None,
-    real_page_table_dst: Optional[torch.Tensor] = None,
-    flashmla_num_splits_src: Optional[torch.Tensor] = None,
-    flashmla_metadata_src: Optional[torch.Tensor] = None,
-    flashmla_num_splits_dst: Optional[torch.Tensor] = None,
-    flashmla_metadata_dst: Optional[torch.Tensor] = None,
-) -> None:
-    """Copy one step's DSA attention metadata into one CUDA graph's static buffers, in one launch.
+fused_metadata_copy = _op.define(
+    "fused_metadata_copy",
+    family="dsa_metadata_copy",
+    upstream=f"{_UPSTREAM}.fused_metadata_copy_cuda",
+    defaults={"forward_mode": FORWARD_MODE_DECODE},
+    doc="""Copy one step's DSA attention metadata into one CUDA graph's static buffers, in one launch.
 
     Mirrors SGLang 0.5.23's ``fused_metadata_copy_cuda``
     (``sglang/kernels/ops/attention/dsa/fused_metadata_copy.py``, JIT CUDA; DSA backend,
@@ -117,71 +90,22 @@ def fused_metadata_copy(
             rows that overlap (``stride(0)`` smaller than the columns copied) (the
             message names the op and the argument). All checks run before anything
             is written.
-        TypeError: ``None`` for a required tensor.
+        TypeError: an argument of the wrong type (``None`` for a required tensor,
+            a float or bool for an int, an int for a tensor), naming it.
 
     Distinct destinations must not share memory with each other or with a source
     (RuntimeError "... overlap in memory"). 1-D tensors must be contiguous (stride 1). Never allocates,
     never synchronises: safe inside CUDA-graph capture. Writes do not bump
     autograd version counters.
-    """
-    try:  # (free on the success path; see explain_missing_tensor)
-        _fused_metadata_copy(
-            cache_seqlens_src,
-            cu_seqlens_k_src,
-            page_indices_src,
-            dsa_cache_seqlens_src,
-            seqlens_expanded_src,
-            dsa_cu_seqlens_k_src,
-            real_page_table_src,
-            flashmla_num_splits_src,
-            flashmla_metadata_src,
-            cache_seqlens_dst,
-            cu_seqlens_k_dst,
-            page_table_1_dst,
-            dsa_cache_seqlens_dst,
-            seqlens_expanded_dst,
-            dsa_cu_seqlens_k_dst,
-            real_page_table_dst,
-            flashmla_num_splits_dst,
-            flashmla_metadata_dst,
-            forward_mode,
-            bs,
-            -1 if max_len is None else max_len,
-            -1 if max_seqlen_k is None else max_seqlen_k,
-            -1 if seqlens_expanded_size is None else seqlens_expanded_size,
-        )
-    except RuntimeError as err:
-        explain_missing_tensor("fused_metadata_copy", err, locals())
-        raise
+    """,
+)
 
-
-def fused_metadata_copy_multi(
-    *,
-    cache_seqlens_src: torch.Tensor,
-    cu_seqlens_k_src: torch.Tensor,
-    page_indices_src: torch.Tensor,
-    dsa_cache_seqlens_src: torch.Tensor,
-    dsa_cu_seqlens_k_src: torch.Tensor,
-    cache_seqlens_dst: Sequence[torch.Tensor],
-    cu_seqlens_k_dst: Sequence[torch.Tensor],
-    page_table_1_dst: Sequence[torch.Tensor],
-    dsa_cache_seqlens_dst: Sequence[torch.Tensor],
-    dsa_cu_seqlens_k_dst: Sequence[torch.Tensor],
-    bs: int,
-    forward_mode: int = FORWARD_MODE_DECODE,
-    max_len: Optional[int] = None,
-    max_seqlen_k: Optional[int] = None,
-    seqlens_expanded_size: Optional[int] = None,
-    seqlens_expanded_src: Optional[torch.Tensor] = None,
-    seqlens_expanded_dst: Optional[Sequence[torch.Tensor]] = None,
-    real_page_table_src: Optional[torch.Tensor] = None,
-    real_page_table_dst: Optional[Sequence[torch.Tensor]] = None,
-    flashmla_num_splits_src: Optional[torch.Tensor] = None,
-    flashmla_metadata_src: Optional[torch.Tensor] = None,
-    flashmla_num_splits_dst: Optional[Sequence[torch.Tensor]] = None,
-    flashmla_metadata_dst: Optional[Sequence[torch.Tensor]] = None,
-) -> None:
-    """Copy one source metadata set into K >= 1 CUDA graphs' buffers, in one launch.
+fused_metadata_copy_multi = _op.define(
+    "fused_metadata_copy_multi",
+    family="dsa_metadata_copy",
+    upstream=f"{_UPSTREAM}.fused_metadata_copy_multi_cuda (K = 3, DECODE)",
+    defaults={"forward_mode": FORWARD_MODE_DECODE, **dict.fromkeys(_OPTIONAL_DESTS)},
+    doc="""Copy one source metadata set into K >= 1 CUDA graphs' buffers, in one launch.
 
     Generalises SGLang 0.5.23's ``fused_metadata_copy_multi_cuda`` (same file; K = 3, DECODE only:
     the multi-step speculative draft backends) to any K and any forward mode.
@@ -198,125 +122,41 @@ def fused_metadata_copy_multi(
         RuntimeError: as :func:`fused_metadata_copy`, plus lists of unequal length
             or an optional list whose presence does not match its source (the
             message names the list element, e.g. ``page_table_1_dst[2]``).
-    """
-    try:  # (free on the success path; see explain_missing_tensor)
-        _fused_metadata_copy_multi(
-            cache_seqlens_src,
-            cu_seqlens_k_src,
-            page_indices_src,
-            dsa_cache_seqlens_src,
-            seqlens_expanded_src,
-            dsa_cu_seqlens_k_src,
-            real_page_table_src,
-            flashmla_num_splits_src,
-            flashmla_metadata_src,
-            cache_seqlens_dst,
-            cu_seqlens_k_dst,
-            page_table_1_dst,
-            dsa_cache_seqlens_dst,
-            () if seqlens_expanded_dst is None else seqlens_expanded_dst,
-            dsa_cu_seqlens_k_dst,
-            () if real_page_table_dst is None else real_page_table_dst,
-            () if flashmla_num_splits_dst is None else flashmla_num_splits_dst,
-            () if flashmla_metadata_dst is None else flashmla_metadata_dst,
-            forward_mode,
-            bs,
-            -1 if max_len is None else max_len,
-            -1 if max_seqlen_k is None else max_seqlen_k,
-            -1 if seqlens_expanded_size is None else seqlens_expanded_size,
-        )
-    except RuntimeError as err:
-        explain_missing_tensor("fused_metadata_copy_multi", err, locals())
-        raise
+    """,
+)
 
-
-# --- Drop-in replacements: SGLang's exact Python signatures (positional, SGLang's names) ---
-
-
-def fused_metadata_copy_cuda(
-    cache_seqlens_src: torch.Tensor,
-    cu_seqlens_k_src: torch.Tensor,
-    page_indices_src: torch.Tensor,
-    dsa_cache_seqlens_src: torch.Tensor,
-    seqlens_expanded_src: Optional[torch.Tensor],
-    dsa_cu_seqlens_k_src: torch.Tensor,
-    real_page_table_src: Optional[torch.Tensor],
-    flashmla_num_splits_src: Optional[torch.Tensor],
-    flashmla_metadata_src: Optional[torch.Tensor],
-    cache_seqlens_dst: torch.Tensor,
-    cu_seqlens_k_dst: torch.Tensor,
-    page_table_1_dst: torch.Tensor,
-    dsa_cache_seqlens_dst: torch.Tensor,
-    seqlens_expanded_dst: Optional[torch.Tensor],
-    dsa_cu_seqlens_k_dst: torch.Tensor,
-    real_page_table_dst: Optional[torch.Tensor],
-    flashmla_num_splits_dst: Optional[torch.Tensor],
-    flashmla_metadata_dst: Optional[torch.Tensor],
-    forward_mode: int,
-    bs: int,
-    max_len: int,
-    max_seqlen_k: int,
-    seqlens_expanded_size: int,
-) -> None:
-    """Drop-in for ``sglang.kernels.ops.attention.dsa.fused_metadata_copy.fused_metadata_copy_cuda`` (SGLang 0.5.23).
+fused_metadata_copy_cuda = _op.positional(
+    fused_metadata_copy,
+    "fused_metadata_copy_cuda",
+    upstream="fused_metadata_copy_cuda",
+    module=_UPSTREAM,
+    doc="""Drop-in for ``sglang.kernels.ops.attention.dsa.fused_metadata_copy.fused_metadata_copy_cuda`` (SGLang 0.5.23).
 
     Same arguments in the same order; behaves as :func:`fused_metadata_copy`. Unlike
     SGLang 0.5.23 it does not make the sources contiguous (rows go by ``stride(0)``) and
     it checks every size against ``bs`` / ``max_len`` / ``max_seqlen_k`` /
     ``seqlens_expanded_size`` (RuntimeError naming the argument).
-    """
-    try:  # (free on the success path; see explain_missing_tensor)
-        _fused_metadata_copy(
-            cache_seqlens_src,
-            cu_seqlens_k_src,
-            page_indices_src,
-            dsa_cache_seqlens_src,
-            seqlens_expanded_src,
-            dsa_cu_seqlens_k_src,
-            real_page_table_src,
-            flashmla_num_splits_src,
-            flashmla_metadata_src,
-            cache_seqlens_dst,
-            cu_seqlens_k_dst,
-            page_table_1_dst,
-            dsa_cache_seqlens_dst,
-            seqlens_expanded_dst,
-            dsa_cu_seqlens_k_dst,
-            real_page_table_dst,
-            flashmla_num_splits_dst,
-            flashmla_metadata_dst,
-            forward_mode,
-            bs,
-            max_len,
-            max_seqlen_k,
-            seqlens_expanded_size,
-        )
-    except RuntimeError as err:
-        explain_missing_tensor("fused_metadata_copy", err, locals())
-        raise
-
-
-# SGLang's signature's required destination tensors, checked by name when the
-# call fails (a None inside a tensor list gets torch's generic message).
-_MULTI_DROPIN_REQUIRED = tuple(
-    f"{field}_dst{k}"
-    for field in ("cache_seqlens", "cu_seqlens_k", "page_table_1", "dsa_cache_seqlens", "dsa_cu_seqlens_k")
-    for k in range(3)
+    """,
 )
 
 
 def _three(name: str, a, b, c):
-    """``[a, b, c]`` when all are given, ``()`` when none is: the multi op's list form."""
+    """``[a, b, c]`` when all are given, ``None`` when none is: the multi op's list form."""
     if a is not None and b is not None and c is not None:
         return [a, b, c]
     if a is None and b is None and c is None:
-        return ()
+        return None
     raise ValueError(
         f"sgl_meta.fused_metadata_copy_multi_cuda: {name}_dst0, {name}_dst1 and "
         f"{name}_dst2 must all be tensors or all be None"
     )
 
 
+# The multi op's list elements are the drop-in's numbered arguments.
+_NUMBERED = ((r"\b(\w+_dst)\[(\d+)\]", r"\1\2"),)
+
+
+@_op.dropin("fused_metadata_copy_multi_cuda", _UPSTREAM)
 def fused_metadata_copy_multi_cuda(
     cache_seqlens_src: torch.Tensor,
     cu_seqlens_k_src: torch.Tensor,
@@ -364,43 +204,34 @@ def fused_metadata_copy_multi_cuda(
         ValueError: an optional destination given for some of the three sets only.
         RuntimeError: as :func:`fused_metadata_copy_multi`.
     """
-    try:  # (free on the success path)
-        _fused_metadata_copy_multi(
-            cache_seqlens_src,
-            cu_seqlens_k_src,
-            page_indices_src,
-            dsa_cache_seqlens_src,
-            None,
-            dsa_cu_seqlens_k_src,
-            real_page_table_src,
-            flashmla_num_splits_src,
-            flashmla_metadata_src,
-            [cache_seqlens_dst0, cache_seqlens_dst1, cache_seqlens_dst2],
-            [cu_seqlens_k_dst0, cu_seqlens_k_dst1, cu_seqlens_k_dst2],
-            [page_table_1_dst0, page_table_1_dst1, page_table_1_dst2],
-            [dsa_cache_seqlens_dst0, dsa_cache_seqlens_dst1, dsa_cache_seqlens_dst2],
-            (),
-            [dsa_cu_seqlens_k_dst0, dsa_cu_seqlens_k_dst1, dsa_cu_seqlens_k_dst2],
-            _three("real_page_table", real_page_table_dst0, real_page_table_dst1, real_page_table_dst2),
-            _three(
-                "flashmla_num_splits",
-                flashmla_num_splits_dst0,
-                flashmla_num_splits_dst1,
-                flashmla_num_splits_dst2,
-            ),
-            _three("flashmla_metadata", flashmla_metadata_dst0, flashmla_metadata_dst1, flashmla_metadata_dst2),
-            FORWARD_MODE_DECODE,
-            bs,
-            max_len,
-            -1,
-            seqlens_expanded_size,
+    try:
+        fused_metadata_copy_multi(
+            cache_seqlens_src=cache_seqlens_src,
+            cu_seqlens_k_src=cu_seqlens_k_src,
+            page_indices_src=page_indices_src,
+            dsa_cache_seqlens_src=dsa_cache_seqlens_src,
+            dsa_cu_seqlens_k_src=dsa_cu_seqlens_k_src,
+            real_page_table_src=real_page_table_src,
+            flashmla_num_splits_src=flashmla_num_splits_src,
+            flashmla_metadata_src=flashmla_metadata_src,
+            cache_seqlens_dst=[cache_seqlens_dst0, cache_seqlens_dst1, cache_seqlens_dst2],
+            cu_seqlens_k_dst=[cu_seqlens_k_dst0, cu_seqlens_k_dst1, cu_seqlens_k_dst2],
+            page_table_1_dst=[page_table_1_dst0, page_table_1_dst1, page_table_1_dst2],
+            dsa_cache_seqlens_dst=[dsa_cache_seqlens_dst0, dsa_cache_seqlens_dst1, dsa_cache_seqlens_dst2],
+            dsa_cu_seqlens_k_dst=[dsa_cu_seqlens_k_dst0, dsa_cu_seqlens_k_dst1, dsa_cu_seqlens_k_dst2],
+            real_page_table_dst=_three("real_page_table", real_page_table_dst0, real_page_table_dst1,
+                                       real_page_table_dst2),
+            flashmla_num_splits_dst=_three("flashmla_num_splits", flashmla_num_splits_dst0,
+                                           flashmla_num_splits_dst1, flashmla_num_splits_dst2),
+            flashmla_metadata_dst=_three("flashmla_metadata", flashmla_metadata_dst0, flashmla_metadata_dst1,
+                                         flashmla_metadata_dst2),
+            bs=bs,
+            max_len=max_len,
+            seqlens_expanded_size=seqlens_expanded_size,
         )
     except (RuntimeError, TypeError) as err:
-        args = locals()
-        explain_missing_tensor("fused_metadata_copy_multi", err, args)  # the sources
-        for name in _MULTI_DROPIN_REQUIRED:
-            if args[name] is None:
-                raise TypeError(
-                    f"sgl_meta.fused_metadata_copy_multi_cuda: {name} must be a Tensor, got None"
-                ) from err
-        raise
+        _errors.raise_as(err, op="fused_metadata_copy_multi", caller="fused_metadata_copy_multi_cuda",
+                         names=_NUMBERED)
+
+
+__all__ = _op.exports(__name__, "FORWARD_MODE_DECODE", "FORWARD_MODE_TARGET_VERIFY", "FORWARD_MODE_DRAFT_EXTEND")

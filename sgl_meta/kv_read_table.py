@@ -1,7 +1,7 @@
 """KV read tables: the unified memory pool's gather-and-translate, in the graph.
 
-Keyword wrappers over ``torch.ops.sgl_meta.kv_read_page_table`` and
-``torch.ops.sgl_meta.kv_read_token_stream``, plus drop-ins with the exact
+The ops ``kv_read_page_table`` and ``kv_read_token_stream`` as keyword
+functions, plus drop-ins with the exact
 signatures of SGLang 0.5.23's Triton builders
 (``sglang/kernels/ops/kvcache/kv_read_table.py``: ``build_kv_read_table``,
 ``build_kv_read_table_packed``).
@@ -29,26 +29,17 @@ from typing import Optional
 
 import torch
 
-from ._common import explain_missing_tensor
+from . import _errors, _op
 
-_kv_read_page_table = torch.ops.sgl_meta.kv_read_page_table.default
-_kv_read_token_stream = torch.ops.sgl_meta.kv_read_token_stream.default
+_UPSTREAM = "sglang.kernels.ops.kvcache.kv_read_table"
 
-
-def kv_read_page_table(
-    *,
-    req_to_token: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    out: torch.Tensor,
-    page_size: int,
-    max_pages: int,
-    v2p: Optional[torch.Tensor] = None,
-    kv_start_idx: Optional[torch.Tensor] = None,
-    seq_len_delta: int = 0,
-    zero_tail: bool = False,
-) -> None:
-    """Fill a page table (block table) of each request's KV pages, translated.
+kv_read_page_table = _op.define(
+    "kv_read_page_table",
+    family="kv_read_table",
+    upstream=f"{_UPSTREAM}.build_kv_read_table; sglang.kernels.ops.attention.kv_indices.create_flashmla_kv_indices_triton",
+    index=("req_pool_indices", "seq_lens", "kv_start_idx"),
+    int64=("v2p",),
+    doc="""Fill a page table (block table) of each request's KV pages, translated.
 
     Covers SGLang 0.5.23's ``build_kv_read_table`` (the unified pool's read
     table, ``sglang/kernels/ops/kvcache/kv_read_table.py``, caller
@@ -97,42 +88,21 @@ def kv_read_page_table(
             a virtual page outside ``v2p``, or a ``v2p`` entry past int32 raise on
             CPU (nothing written) and trip a device-side assert naming the op and
             argument on CUDA.
-        TypeError: ``None`` for a required tensor.
+        TypeError: an argument of the wrong type (``None`` for a required tensor,
+            a float or bool for an int, an int for a tensor), naming it.
 
     1-D tensors must be contiguous. Never allocates, never synchronises: safe
     inside CUDA-graph capture. Writes do not bump autograd version counters.
-    """
-    try:  # (free on the success path; see explain_missing_tensor)
-        _kv_read_page_table(
-            req_to_token,
-            req_pool_indices,
-            seq_lens,
-            out,
-            page_size,
-            max_pages,
-            v2p,
-            kv_start_idx,
-            seq_len_delta,
-            zero_tail,
-        )
-    except RuntimeError as err:
-        explain_missing_tensor("kv_read_page_table", err, locals())
-        raise
+    """,
+)
 
-
-def kv_read_token_stream(
-    *,
-    req_to_token: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    indptr: torch.Tensor,
-    out: torch.Tensor,
-    page_size: int,
-    v2p: Optional[torch.Tensor] = None,
-    kv_start_idx: Optional[torch.Tensor] = None,
-    seq_len_delta: int = 0,
-) -> None:
-    """Fill a CSR token stream (FlashInfer-style ``kv_indices``), translated.
+kv_read_token_stream = _op.define(
+    "kv_read_token_stream",
+    family="kv_read_table",
+    upstream=f"{_UPSTREAM}.build_kv_read_table_packed",
+    index=("req_pool_indices", "seq_lens", "kv_start_idx", "indptr", "out"),
+    int64=("v2p",),
+    doc="""Fill a CSR token stream (FlashInfer-style ``kv_indices``), translated.
 
     Covers SGLang 0.5.23's ``build_kv_read_table_packed`` (the unified pool's
     per-token read stream, caller ``KVIndexTranslator.pack_read_stream``) and,
@@ -173,29 +143,12 @@ def kv_read_token_stream(
             as a device-side assert on CUDA the hostile values), plus an
             ``indptr`` that decreases, is negative or gives a live row less room
             than it needs, and an id that does not fit ``out``'s dtype.
-        TypeError: ``None`` for a required tensor.
-    """
-    try:  # (free on the success path; see explain_missing_tensor)
-        _kv_read_token_stream(
-            req_to_token,
-            req_pool_indices,
-            seq_lens,
-            indptr,
-            out,
-            page_size,
-            v2p,
-            kv_start_idx,
-            seq_len_delta,
-        )
-    except RuntimeError as err:
-        explain_missing_tensor("kv_read_token_stream", err, locals())
-        raise
-
+        TypeError: an argument of the wrong type (``None`` for a required tensor,
+            a float or bool for an int, an int for a tensor), naming it.
+    """,
+)
 
 # --- Drop-ins: SGLang 0.5.23's exact signatures (keyword-only, return `out`) ---
-
-_PAGE_TABLE_REQUIRED = ("req_to_token", "req_pool_indices", "seq_lens", "out")
-_STREAM_REQUIRED = ("req_to_token", "req_pool_indices", "seq_lens", "indptr", "out")
 
 
 def _is_tensor(x) -> bool:
@@ -217,19 +170,8 @@ def _int_arg(op: str, name: str, x):
     raise TypeError(f"sgl_meta.{op}: {name} must be an int, got {type(x).__name__}")
 
 
-def _as_dropin_error(err: Exception, inner: str, outer: str, args: dict, required: tuple):
-    """Error path only: name the function the caller called (``outer``), not the
-    op it forwards to, and a required tensor passed as None."""
-    for name in required:
-        if args.get(name) is None:
-            return TypeError(f"sgl_meta.{outer}: {name} must be a Tensor, got None")
-    prefix = f"sgl_meta.{inner}: "
-    msg = str(err)
-    if msg.startswith(prefix):
-        msg = msg[len(prefix):]
-    return type(err)(f"sgl_meta.{outer}: {msg}")
 
-
+@_op.dropin("build_kv_read_table", _UPSTREAM)
 def build_kv_read_table(
     *,
     req_to_token: torch.Tensor,
@@ -265,15 +207,17 @@ def build_kv_read_table(
     if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_pages == 0):
         return out
     try:
-        _kv_read_page_table(
-            req_to_token, req_pool_indices, seq_lens, out, page_size, max_pages, v2p, None,
-            seq_len_delta, zero_tail,
+        kv_read_page_table(
+            req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens, out=out,
+            page_size=page_size, max_pages=max_pages, v2p=v2p, seq_len_delta=seq_len_delta, zero_tail=zero_tail,
         )
     except (RuntimeError, TypeError) as err:
-        raise _as_dropin_error(err, "kv_read_page_table", op, locals(), _PAGE_TABLE_REQUIRED) from err
+        _errors.raise_as(err, op="kv_read_page_table", caller=op)
     return out
 
 
+
+@_op.dropin("build_kv_read_table_packed", _UPSTREAM)
 def build_kv_read_table_packed(
     *,
     req_to_token: torch.Tensor,
@@ -307,10 +251,13 @@ def build_kv_read_table_packed(
         return out
     target = out[:max_tokens] if _is_tensor(out) and out.numel() != max_tokens else out
     try:
-        _kv_read_token_stream(
-            req_to_token, req_pool_indices, seq_lens, indptr, target, page_size, v2p,
-            kv_start_idx, 0,
+        kv_read_token_stream(
+            req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens, indptr=indptr,
+            out=target, page_size=page_size, v2p=v2p, kv_start_idx=kv_start_idx,
         )
     except (RuntimeError, TypeError) as err:
-        raise _as_dropin_error(err, "kv_read_token_stream", op, locals(), _STREAM_REQUIRED) from err
+        _errors.raise_as(err, op="kv_read_token_stream", caller=op)
     return out
+
+
+__all__ = _op.exports(__name__)

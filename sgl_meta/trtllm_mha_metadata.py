@@ -1,18 +1,12 @@
-"""TRT-LLM MHA backend: CUDA-graph metadata update and the page-table builder.
+"""TRT-LLM MHA backend: the CUDA-graph metadata update, into one or K destination sets.
 
-Keyword wrappers over ``torch.ops.sgl_meta.update_trtllm_mha_graph_metadata`` and
-``torch.ops.sgl_meta.build_trtllm_mha_page_table``. Each wrapper only forwards to
-the registered operator, so it costs one Python call on top of the dispatcher and
-traces cleanly under ``torch.compile``. Argument names are SGLang's.
+Argument names are SGLang's; the arguments themselves are the ops' schemas
+(``csrc/torch_bindings.cpp``), described once in :mod:`sgl_meta._op`.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
-
-import torch
-
-from ._common import explain_missing_tensor
+from . import _op
 
 Q_MODE_NONE = 0
 """``cu_seqlens_q`` is preset by the caller and left untouched (decode, target-verify)."""
@@ -21,36 +15,16 @@ Q_MODE_CUMSUM = 1
 Q_MODE_STRIDED = 2
 """``cu_seqlens_q[j] = j * q_stride`` (draft-extend v2, fixed tokens per request)."""
 
-_update_trtllm_mha_graph_metadata = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata.default
+_INDEX = ("req_pool_indices", "seq_lens", "qlens", "seqlen_offsets", "swa_mapping")
 
-
-def update_trtllm_mha_graph_metadata(
-    *,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    req_to_token: torch.Tensor,
-    cache_seqlens: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    page_table: Optional[torch.Tensor] = None,
-    bs: int,
-    seqlen_offset: int,
-    max_seq_pages: int,
-    page_size: int,
-    swa_mapping: Optional[torch.Tensor] = None,
-    swa_page_table: Optional[torch.Tensor] = None,
-    out_cache_loc: Optional[torch.Tensor] = None,
-    swa_out_cache_loc: Optional[torch.Tensor] = None,
-    cu_seqlens_q: Optional[torch.Tensor] = None,
-    qlens: Optional[torch.Tensor] = None,
-    q_stride: int = 0,
-    q_mode: int = Q_MODE_NONE,
-    live_pages_only: bool = False,
-    skip_page_table: bool = False,
-    seqlen_offsets: Optional[torch.Tensor] = None,
-    v2p: Optional[torch.Tensor] = None,
-    swa_v2p: Optional[torch.Tensor] = None,
-) -> None:
-    """Refresh all CUDA-graph metadata of the TRT-LLM MHA backend in one launch.
+update_trtllm_mha_graph_metadata = _op.define(
+    "update_trtllm_mha_graph_metadata",
+    family="trtllm_mha_metadata",
+    upstream="sglang.kernels.ops.attention.trtllm_mha_graph_metadata.update_trtllm_mha_graph_metadata",
+    index=_INDEX,
+    int64=("out_cache_loc", "swa_out_cache_loc", "v2p", "swa_v2p"),
+    defaults={"page_table": None},
+    doc="""Refresh all CUDA-graph metadata of the TRT-LLM MHA backend in one launch.
 
     Mirrors SGLang 0.5.23's Triton ``update_trtllm_mha_graph_metadata``
     (``sglang/kernels/ops/attention/trtllm_mha_graph_metadata.py``, called by
@@ -133,7 +107,8 @@ def update_trtllm_mha_graph_metadata(
             outside ``req_to_token``, a slot outside ``swa_mapping`` or a virtual page
             outside ``v2p`` / ``swa_v2p``; on CUDA those trip a device-side assert
             instead; on CPU nothing is written before such an error.
-        TypeError: ``None`` for a required tensor.
+        TypeError: an argument of the wrong type (``None`` for a required tensor,
+            a float or bool for an int, an int for a tensor), naming it.
 
     ``out_cache_loc`` is only read to fill ``swa_out_cache_loc`` (ignored without
     it, as upstream). 1-D tensors must be contiguous (stride 1; a strided 1-D view
@@ -141,69 +116,17 @@ def update_trtllm_mha_graph_metadata(
     CUDA-graph capture. Writes do not bump autograd version counters: do not
     overwrite a tensor that autograd saved for backward (these are inference-time
     index buffers).
-    """
-    try:  # (free on the success path; see explain_missing_tensor)
-        _update_trtllm_mha_graph_metadata(
-            req_pool_indices,
-            seq_lens,
-            req_to_token,
-            cache_seqlens,
-            cu_seqlens_k,
-            page_table,
-            bs,
-            seqlen_offset,
-            max_seq_pages,
-            page_size,
-            swa_mapping,
-            swa_page_table,
-            out_cache_loc,
-            swa_out_cache_loc,
-            cu_seqlens_q,
-            qlens,
-            q_stride,
-            q_mode,
-            live_pages_only,
-            skip_page_table,
-            seqlen_offsets,
-            v2p,
-            swa_v2p,
-        )
-    except RuntimeError as err:
-        explain_missing_tensor("update_trtllm_mha_graph_metadata", err, locals())
-        raise
+    """,
+)
 
-
-_update_trtllm_mha_graph_metadata_multi = torch.ops.sgl_meta.update_trtllm_mha_graph_metadata_multi.default
-_MULTI_LISTS = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "swa_out_cache_loc", "cu_seqlens_q")
-
-
-def update_trtllm_mha_graph_metadata_multi(
-    *,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    req_to_token: torch.Tensor,
-    cache_seqlens: Sequence[torch.Tensor],
-    cu_seqlens_k: Sequence[torch.Tensor],
-    page_table: Optional[Sequence[torch.Tensor]] = None,
-    bs: int,
-    seqlen_offset: Sequence[int],
-    max_seq_pages: int,
-    page_size: int,
-    swa_mapping: Optional[torch.Tensor] = None,
-    swa_page_table: Optional[Sequence[torch.Tensor]] = None,
-    out_cache_loc: Optional[torch.Tensor] = None,
-    swa_out_cache_loc: Optional[Sequence[torch.Tensor]] = None,
-    cu_seqlens_q: Optional[Sequence[torch.Tensor]] = None,
-    qlens: Optional[torch.Tensor] = None,
-    q_stride: int = 0,
-    q_mode: int = Q_MODE_NONE,
-    live_pages_only: bool = False,
-    skip_page_table: bool = False,
-    seqlen_offsets: Optional[torch.Tensor] = None,
-    v2p: Optional[torch.Tensor] = None,
-    swa_v2p: Optional[torch.Tensor] = None,
-) -> None:
-    """:func:`update_trtllm_mha_graph_metadata` into K >= 1 destination sets, in one launch.
+update_trtllm_mha_graph_metadata_multi = _op.define(
+    "update_trtllm_mha_graph_metadata_multi",
+    family="trtllm_mha_metadata",
+    upstream="the K - 1 recorded updates of TRTLLMHAAttnMultiStepDraftBackend.init_forward_metadata_in_graph",
+    index=_INDEX,
+    int64=("out_cache_loc", "swa_out_cache_loc", "v2p", "swa_v2p"),
+    defaults={"page_table": None, "swa_page_table": None, "swa_out_cache_loc": None, "cu_seqlens_q": None},
+    doc=""":func:`update_trtllm_mha_graph_metadata` into K >= 1 destination sets, in one launch.
 
     For SGLang's multi-step speculative draft backend
     (``TRTLLMHAAttnMultiStepDraftBackend.init_forward_metadata_in_graph``, which
@@ -226,121 +149,9 @@ def update_trtllm_mha_graph_metadata_multi(
     Raises:
         RuntimeError: as :func:`update_trtllm_mha_graph_metadata` (messages name the
             list element, e.g. ``page_table[2]``), plus lists whose length is not K.
-        TypeError: ``None`` for a required tensor or inside a list (named, e.g.
-            ``cache_seqlens[1]``).
-    """
-    try:  # (free on the success path; see _explain_multi_error)
-        _update_trtllm_mha_graph_metadata_multi(
-            req_pool_indices,
-            seq_lens,
-            req_to_token,
-            cache_seqlens,
-            cu_seqlens_k,
-            () if page_table is None else page_table,
-            () if swa_page_table is None else swa_page_table,
-            () if swa_out_cache_loc is None else swa_out_cache_loc,
-            () if cu_seqlens_q is None else cu_seqlens_q,
-            bs,
-            seqlen_offset,
-            max_seq_pages,
-            page_size,
-            swa_mapping,
-            out_cache_loc,
-            qlens,
-            q_stride,
-            q_mode,
-            live_pages_only,
-            skip_page_table,
-            seqlen_offsets,
-            v2p,
-            swa_v2p,
-        )
-    except (RuntimeError, TypeError) as err:
-        _explain_multi_error(err, locals())
-        raise
+        TypeError: an argument of the wrong type, ``None`` for a required tensor or
+            inside a list (named, e.g. ``cache_seqlens[1]``).
+    """,
+)
 
-
-def _explain_multi_error(err: Exception, args: dict) -> None:
-    """Error path only: a None inside a destination list gets torch's generic
-    list-type message; name the op and the list element instead."""
-    for name in _MULTI_LISTS:
-        for k, t in enumerate(args.get(name) or ()):
-            if t is None:
-                raise TypeError(
-                    f"sgl_meta.update_trtllm_mha_graph_metadata_multi: {name}[{k}] must be a Tensor, got None"
-                ) from err
-    if isinstance(err, RuntimeError):
-        explain_missing_tensor("update_trtllm_mha_graph_metadata_multi", err, args)
-
-
-_build_trtllm_mha_page_table = torch.ops.sgl_meta.build_trtllm_mha_page_table.default
-
-
-def build_trtllm_mha_page_table(
-    req_to_token: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    cache_seqlens: torch.Tensor,
-    page_table: torch.Tensor,
-    page_size: int,
-    swa_page_table: Optional[torch.Tensor] = None,
-    full_to_swa: Optional[torch.Tensor] = None,
-) -> None:
-    """Fill the TRT-LLM MHA page table from ``req_to_token``, sync-free.
-
-    Mirrors SGLang 0.5.23's Triton ``build_trtllm_mha_page_table``
-    (``sglang/kernels/ops/attention/trtllm_mha_page_table.py``), same signature, which
-    replaced a ``seq_lens.max().item()`` + gather + ``floor_divide`` eager path:
-    each row's work is bounded by its device-side length, the launch only by
-    ``page_table``'s static shape. For row ``r < bs`` (``bs, W = page_table.shape``)
-    and ``p < n_r``::
-
-        slot = req_to_token[req_pool_indices[r], p * page_size]
-        page_table[r, p] = slot // page_size
-        swa_page_table[r, p] = full_to_swa[clamp(slot, 0, M - 1)] // page_size
-
-    with ``n_r = min(ceil(max(cache_seqlens[r], 0) / page_size), W,
-    ceil(req_to_token.size(1) / page_size))``. Columns ``p >= n_r`` are never
-    written (a ``-1``-prefilled tail survives). ``//`` is floor division
-    (``-1 // 64 == -1``). ``bs == 0`` is a no-op. Unlike SGLang's Triton builder, ``n_r`` is
-    capped by the table width and the ``req_to_token`` row, and any ``page_size >= 1``
-    works (0.5.23 needs ``4096 % page_size == 0``).
-
-    Args:
-        req_to_token: ``[pool_size, max_context_len]`` int32 token-slot pool; rows
-            addressed by ``stride(0)``, inner stride 1.
-        req_pool_indices: ``[>= bs]`` int32/int64, row of each request in
-            ``req_to_token``.
-        cache_seqlens: ``[>= bs]`` int32/int64, KV length in tokens (``<= 0``: no pages).
-        page_table: out, ``[bs, W]`` int32 page ids; rows addressed by ``stride(0)``
-            (e.g. a ``[:bs, :W]`` slice of a larger buffer), inner stride 1.
-        page_size: tokens per KV page, ``>= 1``.
-        swa_page_table: out, int32 ``[>= bs, >= W]`` SWA page ids, same stride
-            rules; given iff ``full_to_swa`` is.
-        full_to_swa: ``[M]`` int32/int64 full-pool slot -> SWA-pool slot, ``M >= 1``;
-            lookups are clamped into ``[0, M - 1]`` (no sentinel handling, as the seed).
-
-    Raises:
-        RuntimeError: a wrong dtype, device, rank, size, inner stride, overlapping
-            output rows, ``page_size < 1``, an empty ``full_to_swa``, or only one of
-            ``swa_page_table``/``full_to_swa`` (message names the op and argument).
-            On CPU also for a ``req_pool_indices[r]`` outside ``[0, req_to_token.size(0))``
-            (checked for every row, whatever its length); on CUDA that trips a
-            device-side assert instead. On CPU nothing is written before an error.
-        TypeError: ``None`` for a required tensor.
-
-    1-D tensors must be contiguous (stride 1). Never allocates, never synchronises:
-    safe inside CUDA-graph capture. Writes do not bump autograd version counters.
-    """
-    try:  # (free on the success path; see explain_missing_tensor)
-        _build_trtllm_mha_page_table(
-            req_to_token,
-            req_pool_indices,
-            cache_seqlens,
-            page_table,
-            page_size,
-            swa_page_table,
-            full_to_swa,
-        )
-    except RuntimeError as err:
-        explain_missing_tensor("build_trtllm_mha_page_table", err, locals())
-        raise
+__all__ = _op.exports(__name__, "Q_MODE_NONE", "Q_MODE_CUMSUM", "Q_MODE_STRIDED")

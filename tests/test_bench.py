@@ -215,7 +215,7 @@ def test_unified_pool_upstream_slot(tmp_path, monkeypatch):
     by the drop-in references, which take the same keywords."""
     import types
 
-    from sgl_meta.bench.workloads import kv_read
+    from sgl_meta.bench.workloads import kv_read_table
 
     calls = []
 
@@ -224,7 +224,7 @@ def test_unified_pool_upstream_slot(tmp_path, monkeypatch):
         return (reference.build_kv_read_table_packed if "indptr" in kw else reference.build_kv_read_table)(**kw)
 
     up = types.SimpleNamespace(build_kv_read_table=fake, build_kv_read_table_packed=fake)
-    monkeypatch.setattr(kv_read, "upstream_kernels", lambda spec, device: (up, ""))
+    monkeypatch.setattr(kv_read_table, "upstream_kernels", lambda spec, device: (up, ""))
     code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b-unified", "--emulate-graphs", "--steps", "3",
                          "--upstream", "auto", "--no-cold-start")
     ws = {w["op"]: w for w in doc["presets"][0]["workloads"]}
@@ -299,7 +299,7 @@ def test_dsa_generation_lines(tmp_path):
 def test_dsa_generator_is_pluggable_and_checked(tmp_path):
     """An upstream generator slots into the gen+copy lines; one that writes a
     wrong value is caught by the per-step check."""
-    from sgl_meta.bench.workloads import dsa_gen
+    from sgl_meta.bench.workloads import dsa_metadata as dsa_gen
 
     saved = dict(dsa_gen.GENERATOR)
     calls = []

@@ -465,34 +465,3 @@ def test_runs_on_the_tensors_device_not_the_current_one(gen):
     with torch.cuda.device(0):
         got = run(sgl_meta.fused_dsa_metadata, inputs, sets, scalars)
     assert_sets(got, want, "cuda:1")
-
-
-# --- bound calls (sgl_meta.bind) ---
-
-
-@pytest.mark.parametrize("k", [1, 3, 17])
-@pytest.mark.parametrize("mode", MODES)
-def test_plan_matches_reference_over_steps(mode, k, gen, device):
-    case = GenCase(mode=mode, sets=k, bs=7, width=300, total="static" if mode == DRAFT_EXTEND else "sum")
-    inputs, sets, scalars = make_case(case, gen, device)
-    out = clone_sets(sets)
-    plan = sgl_meta.bind(sgl_meta.fused_dsa_metadata, **inputs, **lists_of(out), **scalars)
-    assert plan.num_launches == (k + 15) // 16
-    assert_sets(out, sets, "bind() must not write")
-    for _ in range(3):
-        before = clone_sets(out)
-        plan()
-        want = run(reference.fused_dsa_metadata, inputs, before, scalars)
-        assert_sets(out, want, "plan step")
-        _refill_inputs(inputs, case, gen)
-
-
-def test_plan_of_a_dropin(gen, device):
-    name = "fused_dsa_draft_extend_metadata"
-    case = GenCase(mode=DRAFT_EXTEND, total="static")
-    inputs, sets, scalars = make_case(case, gen, device)
-    (out,) = clone_sets(sets)
-    plan = sgl_meta.bind(getattr(sgl_meta, name), *dropin_args(name, inputs, out, scalars, case))
-    plan()
-    want = run(reference.fused_dsa_metadata, inputs, sets, scalars)
-    assert_sets([out], want, "drop-in plan")

@@ -1,6 +1,7 @@
 """The eager fast path (sgl_meta/_fast.py): when it runs, when it hands the call
 to torch.ops, and that both give the same writes (the op tests run every case
-through both paths via the ``call_path`` fixture; this file tests the routing)."""
+through both paths via the ``call_path`` fixture; this file tests the routing,
+on the DSA copy, the op with the most arguments)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import sgl_meta
-from sgl_meta import _fast
+from sgl_meta import _fast, _op
 from dsa_metadata_copy_cases import DsaCase, make_case
 
 pytestmark = pytest.mark.skipif(not _fast.available, reason="this torch has no DLPack C exchange API")
@@ -36,7 +37,7 @@ class Recorder:
     def __init__(self, real):
         self.real, self.calls = real, 0
 
-    def __call__(self, *args):
+    def __call__(self, args):
         self.calls += 1
         self.real(*args)
 
@@ -52,7 +53,7 @@ def test_plain_tensors_take_the_fast_path_and_write_what_torch_ops_writes(routed
     args = positional(gen)
     want = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     torch.ops.sgl_meta.fused_metadata_copy.default(*want)
-    call(*args)
+    call(tuple(args))
     assert rec.calls == 0
     for got, ref, name in zip(args, want, NAMES):
         if isinstance(got, torch.Tensor):
@@ -85,7 +86,7 @@ def test_declined_calls_go_to_torch_ops(change, routed, gen):
         args[NAMES.index("flashmla_metadata_src")] = args[NAMES.index("flashmla_metadata_src")].view(1, 1, 1, -1, 8)
         args[NAMES.index("flashmla_metadata_dst")] = args[NAMES.index("flashmla_metadata_dst")].view(1, 1, 1, -1, 8)
     try:
-        call(*args)
+        call(tuple(args))
     except (RuntimeError, TypeError):
         pass  # what torch.ops says about it is the op tests' business
     assert rec.calls == 1
@@ -96,7 +97,7 @@ def test_check_failures_raise_the_ops_message(routed, gen):
     args = positional(gen)
     args[NAMES.index("bs")] = -3
     with pytest.raises(RuntimeError, match=r"^sgl_meta\.fused_metadata_copy: bs must be >= 0, got -3$"):
-        call(*args)
+        call(tuple(args))
     assert rec.calls == 0
 
 
@@ -142,11 +143,17 @@ def test_multi_takes_the_fast_path(gen):
         -1 if sc.get(n) is None else sc[n] for n in ("max_len", "max_seqlen_k", "seqlens_expanded_size")]
     want = [[t.clone() for t in a] if isinstance(a, (list, tuple)) else a for a in args]
     torch.ops.sgl_meta.fused_metadata_copy_multi.default(*want)
-    call(*args)
+    call(tuple(args))
     assert rec.calls == 0
     for got, ref in zip(args[9:18], want[9:18]):
         for g, r in zip(got, ref):
             assert torch.equal(g, r)
+
+
+@pytest.mark.parametrize("name", sorted(_op.OPS))
+def test_every_op_has_a_fast_entry(name):
+    assert hasattr(_fast._lib, f"sgl_meta_fast_{name}")
+    assert getattr(sgl_meta, name).__code__.co_names == ("_call",)  # the generated body: one routed call
 
 
 def test_switched_off_by_environment():
@@ -164,7 +171,7 @@ def _env():
     return env
 
 
-# ---- found by a fresh-user review: tensors DLPack describes without data ------------
+# ---- tensors DLPack describes without data ------------------------------------------
 
 
 @pytest.mark.parametrize("where", ["cache_seqlens_src", "cache_seqlens_dst"])
@@ -174,7 +181,7 @@ def test_zero_tensor_goes_to_torch_ops(where, routed, gen):
     i = NAMES.index(where)
     args[i] = torch._efficientzerotensor(args[i].shape, dtype=torch.int32)
     with pytest.raises(RuntimeError):
-        call(*args)  # torch.ops' own error, not a null-pointer read
+        call(tuple(args))  # torch.ops' own error, not a null-pointer read
     assert rec.calls == 1
 
 

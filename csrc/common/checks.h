@@ -208,7 +208,6 @@ class ArgChecker {
     int64_t cols;
     int64_t offset = 0;
   };
-  using Written = WrittenOf<Tensor>;
 
   // The whole of an input tensor as a region (what the kernel may read).
   template <typename T>
@@ -228,13 +227,10 @@ class ArgChecker {
   // row-strided regions with equal row strides (two tables interleaved in one
   // buffer are fine); regions of different row strides whose address ranges
   // overlap are rejected. Sort + sweep: O(n log n) unless ranges interleave.
-  void disjoint(std::vector<Written> outputs, std::vector<Written> inputs = {}) const {
-    disjoint_of<Tensor>(outputs, inputs);
-  }
-
+  // Call as disjoint<T>({...}, {...}) (braced lists deduce no T).
   template <typename T>
-  void disjoint_of(const std::vector<WrittenOf<T>>& outputs,
-                   const std::vector<WrittenOf<T>>& inputs) const {
+  void disjoint(const std::vector<WrittenOf<T>>& outputs,
+                const std::vector<WrittenOf<T>>& inputs = {}) const {
     struct Span {
       const WrittenOf<T>* w;
       bool input;
@@ -277,8 +273,9 @@ class ArgChecker {
     }
   }
 
-  void optional_tensor(const std::optional<Tensor>& t, ArgName name,
-                       const Expect& e, const Tensor& device_of) const {
+  template <typename T>
+  void optional_tensor(const std::optional<T>& t, ArgName name, const Expect& e,
+                       const T& device_of) const {
     if (t.has_value()) tensor(*t, name, e, device_of);
   }
 

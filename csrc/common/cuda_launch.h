@@ -5,14 +5,11 @@
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/tensor.h>
 
-#include <memory>
-
 #ifdef SGL_META_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
 #include "common/checks.h"
-#include "common/plan.h"
 
 namespace sgl_meta {
 
@@ -70,45 +67,12 @@ struct NonDeduced {
   using type = T;
 };
 
-// A launch of params `P` saved by a bound call (common/plan.h).
-template <typename P>
-struct SavedLaunchOf final : SavedLaunch {
-  P p;
-  CpuKernel<P> cpu;
-  CudaLauncher<P> cuda;
-  int32_t device;  // -1: CPU
-
-  SavedLaunchOf(const P& params, CpuKernel<P> c, CudaLauncher<P> g, int32_t d)
-      : p(params), cpu(c), cuda(g), device(d) {}
-
-  const char* run() const override {
-    if (device < 0) {
-      cpu(p);  // raises std::runtime_error on hostile device values
-      return nullptr;
-    }
-#ifdef SGL_META_WITH_CUDA
-    return with_device(device, [&](void* stream) { return cuda(p, stream); });
-#else
-    return "this build of sgl_meta has no CUDA kernels";
-#endif
-  }
-};
-
 // Dispatches a validated call with plain params `p` to the CPU kernel or the
-// CUDA launcher by `t`'s device; while a plan is being recorded, saves the
-// launch instead of running it (nothing is written). Pass the CUDA launcher
-// as SGL_CUDA_ONLY(fn) so CPU-only builds compile.
+// CUDA launcher by `t`'s device. Pass the CUDA launcher as SGL_CUDA_ONLY(fn)
+// so CPU-only builds compile.
 template <typename P, typename T>
 void run_on_device(const ArgChecker& check, const T& t, const P& p, CpuKernel<P> cpu,
                    typename NonDeduced<CudaLauncher<P>>::type cuda) {
-  if (plan_recording()) {
-    check.require(t.is_cpu() || (t.is_cuda() && cuda != nullptr),
-                  t.is_cuda() ? "this build of sgl_meta has no CUDA kernels"
-                              : "tensors on this device are not supported");
-    plan_record(std::make_unique<SavedLaunchOf<P>>(
-        p, cpu, cuda, t.is_cuda() ? static_cast<int32_t>(t.get_device_index()) : -1));
-    return;
-  }
   if (t.is_cpu()) {
     cpu(p);
   } else if (t.is_cuda()) {

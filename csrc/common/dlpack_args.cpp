@@ -62,6 +62,30 @@ bool read_tensor(PyObject* obj, TensorMeta& out) {
   return true;
 }
 
+bool read_integer(PyObject* obj, int64_t& out) {
+  if (obj == nullptr || Py_TYPE(obj) != &PyLong_Type) return false;  // bool, numpy ints: dispatcher
+  const long long v = PyLong_AsLongLong(obj);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();  // out of int64: the dispatcher's error
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+// A list or tuple whose every item `read` accepts.
+template <typename V, typename Read>
+bool read_sequence(PyObject* obj, std::vector<V>& out, Read read) {
+  const bool is_list = PyList_Check(obj);
+  if (!is_list && !PyTuple_Check(obj)) return false;
+  const Py_ssize_t n = is_list ? PyList_Size(obj) : PyTuple_Size(obj);
+  out.resize(static_cast<size_t>(n));
+  for (Py_ssize_t k = 0; k < n; ++k)
+    if (!read(is_list ? PyList_GetItem(obj, k) : PyTuple_GetItem(obj, k), out[k]))
+      return false;
+  return true;
+}
+
 }  // namespace
 
 bool fast_path_ready() { return g_api != nullptr; }
@@ -80,27 +104,26 @@ bool FastArgs::optional_tensor(int i, TensorMeta& out, bool& present) const {
 }
 
 bool FastArgs::tensor_list(int i, std::vector<TensorMeta>& out) const {
+  return read_sequence(item(i), out, read_tensor);
+}
+
+bool FastArgs::integer(int i, int64_t& out) const { return read_integer(item(i), out); }
+
+bool FastArgs::boolean(int i, bool& out) const {
   PyObject* obj = item(i);
-  const bool is_list = PyList_Check(obj);
-  if (!is_list && !PyTuple_Check(obj)) return false;
-  const Py_ssize_t n = is_list ? PyList_Size(obj) : PyTuple_Size(obj);
-  out.resize(static_cast<size_t>(n));
-  for (Py_ssize_t k = 0; k < n; ++k)
-    if (!read_tensor(is_list ? PyList_GetItem(obj, k) : PyTuple_GetItem(obj, k), out[k]))
-      return false;
+  if (obj != Py_True && obj != Py_False) return false;
+  out = obj == Py_True;
   return true;
 }
 
-bool FastArgs::integer(int i, int64_t& out) const {
+bool FastArgs::optional_integer(int i, int64_t& out, bool& present) const {
   PyObject* obj = item(i);
-  if (obj == nullptr || Py_TYPE(obj) != &PyLong_Type) return false;  // bool, numpy ints: dispatcher
-  const long long v = PyLong_AsLongLong(obj);
-  if (v == -1 && PyErr_Occurred()) {
-    PyErr_Clear();  // out of int64: the dispatcher's error
-    return false;
-  }
-  out = v;
-  return true;
+  present = obj != Py_None;
+  return !present || read_integer(obj, out);
+}
+
+bool FastArgs::integer_list(int i, std::vector<int64_t>& out) const {
+  return read_sequence(item(i), out, read_integer);
 }
 
 void set_python_error(const char* what) { PyErr_SetString(PyExc_RuntimeError, what); }

@@ -49,6 +49,12 @@ class FastArgs {
   bool tensor_list(int i, std::vector<TensorMeta>& out) const;
   // A Python int (exact type) that fits int64.
   bool integer(int i, int64_t& out) const;
+  // As integer(), or None: `present` says which.
+  bool optional_integer(int i, int64_t& out, bool& present) const;
+  // A list or tuple of such ints.
+  bool integer_list(int i, std::vector<int64_t>& out) const;
+  // True or False.
+  bool boolean(int i, bool& out) const;
 
  private:
   PyObject* item(int i) const;

@@ -10,13 +10,15 @@
 #include "common/cuda_launch.h"
 #include "common/index_tensor.h"
 #include "dsa_metadata/params.h"
-#include "ops.h"
+#include "common/op_binding.h"
 
 namespace sgl_meta {
 namespace {
 
+template <typename T>
+using List = std::vector<T>;
+
 using DT = Expect::DType;
-using List = std::vector<Tensor>;
 
 const char* mode_name(int64_t mode) {
   return mode == kDsaGenDecode ? "DECODE"
@@ -78,19 +80,21 @@ void check_scalars(const ArgChecker& check, int64_t mode, int64_t bs, int64_t ma
 }
 
 // The destination lists, one element each per set (null: field absent).
+template <typename T>
 struct SetTensors {
-  const Tensor* cache_seqlens;
-  const Tensor* cu_seqlens_k;
-  const Tensor* seqlens_expanded;
-  const Tensor* dsa_cache_seqlens;
-  const Tensor* dsa_cu_seqlens_k;
-  const Tensor* page_table_1;
-  const Tensor* real_page_table;
-  const Tensor* paged_mqa_ctx_lens_2d;
+  const T* cache_seqlens;
+  const T* cu_seqlens_k;
+  const T* seqlens_expanded;
+  const T* dsa_cache_seqlens;
+  const T* dsa_cu_seqlens_k;
+  const T* page_table_1;
+  const T* real_page_table;
+  const T* paged_mqa_ctx_lens_2d;
 };
 
-void check_set(const ArgChecker& check, const SetTensors& t, const Shape& sh, int64_t i,
-               const Tensor& dev) {
+template <typename T>
+void check_set(const ArgChecker& check, const SetTensors<T>& t, const Shape& sh, int64_t i,
+               const T& dev) {
   check.tensor(*t.cache_seqlens, {"cache_seqlens", i}, {DT::kInt32, 1, sh.bs, 0, "bs"}, dev);
   check.tensor(*t.cu_seqlens_k, {"cu_seqlens_k", i}, {DT::kInt32, 1, sh.bs + 1, 0, "bs + 1"},
                dev);
@@ -126,12 +130,13 @@ void check_set(const ArgChecker& check, const SetTensors& t, const Shape& sh, in
 // No two written regions of any sets may share memory (a page_table_1 shared
 // by two sets would be written concurrently by different blocks), and none may
 // share memory with an input.
-void check_disjoint(const ArgChecker& check, const std::vector<SetTensors>& sets,
-                    const Shape& sh, std::vector<ArgChecker::Written> inputs) {
-  std::vector<ArgChecker::Written> regions;
+template <typename T>
+void check_disjoint(const ArgChecker& check, const std::vector<SetTensors<T>>& sets,
+                    const Shape& sh, const std::vector<ArgChecker::WrittenOf<T>>& inputs) {
+  std::vector<ArgChecker::WrittenOf<T>> regions;
   regions.reserve(sets.size() * 8);
   for (size_t k = 0; k < sets.size(); ++k) {
-    const SetTensors& t = sets[k];
+    const SetTensors<T>& t = sets[k];
     const int64_t i = static_cast<int64_t>(k);
     regions.push_back({{"cache_seqlens", i}, t.cache_seqlens, 1, sh.bs});
     regions.push_back({{"cu_seqlens_k", i}, t.cu_seqlens_k, 1, sh.bs + 1});
@@ -142,20 +147,25 @@ void check_disjoint(const ArgChecker& check, const std::vector<SetTensors>& sets
     regions.push_back({{"real_page_table", i}, t.real_page_table, sh.n, sh.real_cols});
     regions.push_back({{"paged_mqa_ctx_lens_2d", i}, t.paged_mqa_ctx_lens_2d, sh.bs, sh.next_n});
   }
-  check.disjoint(std::move(regions), std::move(inputs));
+  check.template disjoint<T>(regions, inputs);
 }
 
-int32_t* ptr(const Tensor* t) { return t ? t->mutable_data_ptr<int32_t>() : nullptr; }
+template <typename T>
+int32_t* ptr(const T* t) { return t ? t->template mutable_data_ptr<int32_t>() : nullptr; }
 
 }  // namespace
 
-void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_token,
-                        std::optional<Tensor> extend_seq_lens, List cache_seqlens,
-                        List cu_seqlens_k, List seqlens_expanded, List dsa_cache_seqlens,
-                        List dsa_cu_seqlens_k, List page_table_1, List real_page_table,
-                        List paged_mqa_ctx_lens_2d, int64_t forward_mode, int64_t bs,
+template <typename T>
+void fused_dsa_metadata(T seq_lens, T req_pool_indices, T req_to_token,
+                        std::optional<T> extend_seq_lens, List<T> cache_seqlens,
+                        List<T> cu_seqlens_k, List<T> seqlens_expanded, List<T> dsa_cache_seqlens,
+                        List<T> dsa_cu_seqlens_k, List<T> page_table_1, List<T> real_page_table,
+                        List<T> paged_mqa_ctx_lens_2d, int64_t forward_mode, int64_t bs,
                         int64_t max_seqlen_k, int64_t dsa_index_topk, int64_t page_size,
-                        int64_t next_n, int64_t total_len, bool static_extend_len) {
+                        std::optional<int64_t> next_n_arg, std::optional<int64_t> total_len_arg,
+                        bool static_extend_len) {
+  // Not given (-1): the modes that need them say so (check_scalars).
+  const int64_t next_n = next_n_arg.value_or(-1), total_len = total_len_arg.value_or(-1);
   const ArgChecker check("fused_dsa_metadata");
   Shape sh;
   check_scalars(check, forward_mode, bs, max_seqlen_k, dsa_index_topk, page_size, next_n,
@@ -163,7 +173,7 @@ void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_
   const bool draft_extend = forward_mode == kDsaGenDraftExtend;
 
   // Inputs.
-  const Tensor& dev = req_to_token;
+  const T& dev = req_to_token;
   check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2, 0, max_seqlen_k, "", "max_seqlen_k"},
                dev);
   check.tensor(seq_lens, "seq_lens", {DT::kIndex, 1, bs, 0, "bs"}, dev);
@@ -197,7 +207,7 @@ void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_
                   " tensors (one per destination set) when forward_mode = ", forward_mode,
                   " (", mode_name(forward_mode), "), got ", seqlens_expanded.size());
   }
-  auto optional_list = [&](const List& list, const char* name) {
+  auto optional_list = [&](const List<T>& list, const char* name) {
     check.require(list.empty() || list.size() == k, name, " must hold 0 (not written) or ", k,
                   " tensors (", kPerSet, "), got ", list.size());
   };
@@ -215,8 +225,8 @@ void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_
                 "at page_size 1 the real page table is the token table: pass it as "
                 "page_table_1 (real_page_table is ignored then)");
 
-  auto at = [](const List& list, size_t i) { return list.empty() ? nullptr : &list[i]; };
-  std::vector<SetTensors> sets(k);
+  auto at = [](const List<T>& list, size_t i) { return list.empty() ? nullptr : &list[i]; };
+  std::vector<SetTensors<T>> sets(k);
   for (size_t i = 0; i < k; ++i) {
     sets[i] = {&cache_seqlens[i],       &cu_seqlens_k[i],     at(seqlens_expanded, i),
                &dsa_cache_seqlens[i],   &dsa_cu_seqlens_k[i], at(page_table_1, i),
@@ -234,7 +244,7 @@ void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_
   p.seq_lens = index_array_of(seq_lens);
   p.req_pool_indices = index_array_of(req_pool_indices);
   if (draft_extend) p.extend_seq_lens = index_array_of(*extend_seq_lens);
-  p.req_to_token = req_to_token.const_data_ptr<int32_t>();
+  p.req_to_token = req_to_token.template const_data_ptr<int32_t>();
   p.req_to_token_stride = req_to_token.stride(0);
   p.pool_size = req_to_token.size(0);
   p.mode = static_cast<int32_t>(forward_mode);
@@ -250,9 +260,9 @@ void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_
   p.vec_load = aligned16(p.req_to_token) &&
                (req_to_token.size(0) <= 1 || p.req_to_token_stride % 4 == 0);
   p.vec_store = true;
-  for (const SetTensors& t : sets)
+  for (const SetTensors<T>& t : sets)
     if (t.page_table_1)
-      p.vec_store = p.vec_store && aligned16(t.page_table_1->const_data_ptr()) &&
+      p.vec_store = p.vec_store && aligned16(t.page_table_1->data_ptr()) &&
                     (sh.n <= 1 || t.page_table_1->stride(0) % 4 == 0);
 
   // Sets beyond one launch's capacity go in further launches on the same
@@ -261,7 +271,7 @@ void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_
     const size_t count = std::min<size_t>(k - first, kDsaGenMaxSets);
     p.num_sets = static_cast<int32_t>(count);
     for (size_t j = 0; j < count; ++j) {
-      const SetTensors& t = sets[first + j];
+      const SetTensors<T>& t = sets[first + j];
       DsaGenSet& d = p.set[j];
       d.cache_seqlens = ptr(t.cache_seqlens);
       d.cu_seqlens_k = ptr(t.cu_seqlens_k);
@@ -281,3 +291,5 @@ void fused_dsa_metadata(Tensor seq_lens, Tensor req_pool_indices, Tensor req_to_
 }
 
 }  // namespace sgl_meta
+
+SGL_META_BIND(fused_dsa_metadata)

@@ -9,9 +9,8 @@
 #include <vector>
 
 #include "common/cuda_launch.h"
-#include "common/dlpack_args.h"
 #include "dsa_metadata_copy/params.h"
-#include "ops.h"
+#include "common/op_binding.h"
 
 namespace sgl_meta {
 namespace {
@@ -20,8 +19,6 @@ using DT = Expect::DType;
 
 // One set of the nine fields, sources or one destination set; null = not
 // given. (The source of page_table_1 is the seed's `page_indices_src`.)
-// Templated on the tensor type (torch::stable::Tensor from the dispatcher,
-// TensorMeta from the eager fast path): both run the same checks.
 template <typename T>
 struct DsaTensors {
   const T* cache_seqlens;
@@ -38,7 +35,10 @@ template <typename T>
 using DsaSources = DsaTensors<T>;
 template <typename T>
 using DsaDests = DsaTensors<T>;
-const Tensor* opt(const std::optional<Tensor>& t) { return t ? &*t : nullptr; }
+template <typename T>
+const T* opt(const std::optional<T>& t) {
+  return t ? &*t : nullptr;
+}
 
 const char* mode_name(int64_t mode) {
   return mode == kDsaDecode ? "DECODE" : mode == kDsaTargetVerify ? "TARGET_VERIFY"
@@ -75,7 +75,7 @@ void check_sources(const ArgChecker& check, const DsaSources<T>& src, int64_t mo
   sh.bs = bs;
   sh.expanded = mode != kDsaDecode;
   // Only the scalars the mode uses are checked; the others are ignored
-  // (the Python wrappers pass -1 for "not given").
+  // (-1: not given).
   if (sh.expanded) {
     check.require(max_seqlen_k >= 0, "max_seqlen_k must be >= 0 in ",
                   mode_name(mode), " mode (columns of page_indices_src copied), got ",
@@ -232,7 +232,7 @@ void check_dests_disjoint(const ArgChecker& check, const DsaSources<T>& src,
     regions.push_back({{"flashmla_metadata_dst", i}, t.flashmla_metadata, 1, meta});
   }
   const auto read = [](const char* name, const T* t) { return ArgChecker::whole(name, t); };
-  check.disjoint_of<T>(regions,
+  check.template disjoint<T>(regions,
                  {read("cache_seqlens_src", src.cache_seqlens),
                   read("cu_seqlens_k_src", src.cu_seqlens_k),
                   read("page_indices_src", src.page_table_1),
@@ -403,123 +403,66 @@ void run_multi(const ArgChecker& check, const DsaSources<T>& src,
       max_seqlen_k, S);
 }
 
-// The eager fast path's argument reads (common/dlpack_args.h): one set of the
-// nine fields at tuple positions [first, first + 9), its required ones present
-// (None goes to the dispatcher path, whose TypeError names it), and the five
-// scalars at [18, 23).
-struct FastSet {
-  TensorMeta t[kDestLists];
-  bool present[kDestLists];
-
-  bool read(const FastArgs& a, int first) {
-    for (int i = 0; i < kDestLists; ++i)
-      if (!a.optional_tensor(first + i, t[i], present[i])) return false;
-    for (int i : {0, 1, 2, 3, 5})  // cache_seqlens, cu_seqlens_k, page table, dsa_*
-      if (!present[i]) return false;
-    return true;
-  }
-  const TensorMeta* at(int i) const { return present[i] ? &t[i] : nullptr; }
-  DsaTensors<TensorMeta> tensors() const {
-    return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8)};
-  }
-};
-
-bool read_scalars(const FastArgs& a, int64_t (&sc)[5]) {
-  for (int i = 0; i < 5; ++i)
-    if (!a.integer(18 + i, sc[i])) return false;
-  return true;
-}
-
 }  // namespace
 
+template <typename T>
 void fused_metadata_copy(
-    Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src,
-    Tensor dsa_cache_seqlens_src, std::optional<Tensor> seqlens_expanded_src,
-    Tensor dsa_cu_seqlens_k_src, std::optional<Tensor> real_page_table_src,
-    std::optional<Tensor> flashmla_num_splits_src,
-    std::optional<Tensor> flashmla_metadata_src, Tensor cache_seqlens_dst,
-    Tensor cu_seqlens_k_dst, Tensor page_table_1_dst, Tensor dsa_cache_seqlens_dst,
-    std::optional<Tensor> seqlens_expanded_dst, Tensor dsa_cu_seqlens_k_dst,
-    std::optional<Tensor> real_page_table_dst,
-    std::optional<Tensor> flashmla_num_splits_dst,
-    std::optional<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
-    int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size) {
+    T cache_seqlens_src, T cu_seqlens_k_src, T page_indices_src,
+    T dsa_cache_seqlens_src, std::optional<T> seqlens_expanded_src,
+    T dsa_cu_seqlens_k_src, std::optional<T> real_page_table_src,
+    std::optional<T> flashmla_num_splits_src,
+    std::optional<T> flashmla_metadata_src, T cache_seqlens_dst,
+    T cu_seqlens_k_dst, T page_table_1_dst, T dsa_cache_seqlens_dst,
+    std::optional<T> seqlens_expanded_dst, T dsa_cu_seqlens_k_dst,
+    std::optional<T> real_page_table_dst,
+    std::optional<T> flashmla_num_splits_dst,
+    std::optional<T> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
+    std::optional<int64_t> max_len, std::optional<int64_t> max_seqlen_k,
+    std::optional<int64_t> seqlens_expanded_size) {
   const ArgChecker check("fused_metadata_copy");
   if (!check_mode_and_bs(check, forward_mode, bs)) return;  // bs == 0: no-op
-  const DsaSources<Tensor> src{&cache_seqlens_src,        &cu_seqlens_k_src,
+  const DsaSources<T> src{&cache_seqlens_src,        &cu_seqlens_k_src,
                                &page_indices_src,         &dsa_cache_seqlens_src,
                                opt(seqlens_expanded_src), &dsa_cu_seqlens_k_src,
                                opt(real_page_table_src),  opt(flashmla_num_splits_src),
                                opt(flashmla_metadata_src)};
-  const DsaDests<Tensor> dst{&cache_seqlens_dst,        &cu_seqlens_k_dst,
+  const DsaDests<T> dst{&cache_seqlens_dst,        &cu_seqlens_k_dst,
                              &page_table_1_dst,         &dsa_cache_seqlens_dst,
                              opt(seqlens_expanded_dst), &dsa_cu_seqlens_k_dst,
                              opt(real_page_table_dst),  opt(flashmla_num_splits_dst),
                              opt(flashmla_metadata_dst)};
-  run(check, src, &dst, 1, false, forward_mode, bs, max_len, max_seqlen_k, seqlens_expanded_size);
+  run(check, src, &dst, 1, false, forward_mode, bs, max_len.value_or(-1),
+      max_seqlen_k.value_or(-1), seqlens_expanded_size.value_or(-1));
 }
 
+template <typename T>
 void fused_metadata_copy_multi(
-    Tensor cache_seqlens_src, Tensor cu_seqlens_k_src, Tensor page_indices_src,
-    Tensor dsa_cache_seqlens_src, std::optional<Tensor> seqlens_expanded_src,
-    Tensor dsa_cu_seqlens_k_src, std::optional<Tensor> real_page_table_src,
-    std::optional<Tensor> flashmla_num_splits_src,
-    std::optional<Tensor> flashmla_metadata_src, std::vector<Tensor> cache_seqlens_dst,
-    std::vector<Tensor> cu_seqlens_k_dst, std::vector<Tensor> page_table_1_dst,
-    std::vector<Tensor> dsa_cache_seqlens_dst, std::vector<Tensor> seqlens_expanded_dst,
-    std::vector<Tensor> dsa_cu_seqlens_k_dst, std::vector<Tensor> real_page_table_dst,
-    std::vector<Tensor> flashmla_num_splits_dst,
-    std::vector<Tensor> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
-    int64_t max_len, int64_t max_seqlen_k, int64_t seqlens_expanded_size) {
-  const DsaSources<Tensor> src{&cache_seqlens_src,        &cu_seqlens_k_src,
+    T cache_seqlens_src, T cu_seqlens_k_src, T page_indices_src,
+    T dsa_cache_seqlens_src, std::optional<T> seqlens_expanded_src,
+    T dsa_cu_seqlens_k_src, std::optional<T> real_page_table_src,
+    std::optional<T> flashmla_num_splits_src,
+    std::optional<T> flashmla_metadata_src, std::vector<T> cache_seqlens_dst,
+    std::vector<T> cu_seqlens_k_dst, std::vector<T> page_table_1_dst,
+    std::vector<T> dsa_cache_seqlens_dst, std::vector<T> seqlens_expanded_dst,
+    std::vector<T> dsa_cu_seqlens_k_dst, std::vector<T> real_page_table_dst,
+    std::vector<T> flashmla_num_splits_dst,
+    std::vector<T> flashmla_metadata_dst, int64_t forward_mode, int64_t bs,
+    std::optional<int64_t> max_len, std::optional<int64_t> max_seqlen_k,
+    std::optional<int64_t> seqlens_expanded_size) {
+  const DsaSources<T> src{&cache_seqlens_src,        &cu_seqlens_k_src,
                                &page_indices_src,         &dsa_cache_seqlens_src,
                                opt(seqlens_expanded_src), &dsa_cu_seqlens_k_src,
                                opt(real_page_table_src),  opt(flashmla_num_splits_src),
                                opt(flashmla_metadata_src)};
-  const std::vector<Tensor>* const lists[kDestLists] = {
+  const std::vector<T>* const lists[kDestLists] = {
       &cache_seqlens_dst,    &cu_seqlens_k_dst,    &page_table_1_dst,
       &dsa_cache_seqlens_dst, &seqlens_expanded_dst, &dsa_cu_seqlens_k_dst,
       &real_page_table_dst,  &flashmla_num_splits_dst, &flashmla_metadata_dst};
-  run_multi(ArgChecker("fused_metadata_copy_multi"), src, lists, forward_mode, bs, max_len,
-            max_seqlen_k, seqlens_expanded_size);
+  run_multi(ArgChecker("fused_metadata_copy_multi"), src, lists, forward_mode, bs,
+            max_len.value_or(-1), max_seqlen_k.value_or(-1), seqlens_expanded_size.value_or(-1));
 }
 
 }  // namespace sgl_meta
 
-// Eager fast path (common/dlpack_args.h): `args` is the op's 23 positional
-// arguments as a tuple, in schema order (the multi op: destination lists).
-// Returns kFastDone, kFastFallback (use torch.ops) or kFastError (a Python
-// RuntimeError is set, the same text the dispatcher path raises).
-extern "C" int sgl_meta_fast_fused_metadata_copy(PyObject* args) {
-  using namespace sgl_meta;
-  return fast_call([&] {
-    const FastArgs a(args, 23);
-    FastSet src, dst;
-    int64_t sc[5];
-    if (!a.ok() || !src.read(a, 0) || !dst.read(a, 9) || !read_scalars(a, sc)) return false;
-    const ArgChecker check("fused_metadata_copy");
-    if (!check_mode_and_bs(check, sc[0], sc[1])) return true;  // bs == 0: no-op
-    const DsaDests<TensorMeta> dests = dst.tensors();
-    run(check, src.tensors(), &dests, 1, false, sc[0], sc[1], sc[2], sc[3], sc[4]);
-    return true;
-  });
-}
-
-extern "C" int sgl_meta_fast_fused_metadata_copy_multi(PyObject* args) {
-  using namespace sgl_meta;
-  return fast_call([&] {
-    const FastArgs a(args, 23);
-    FastSet src;
-    int64_t sc[5];
-    if (!a.ok() || !src.read(a, 0) || !read_scalars(a, sc)) return false;
-    std::vector<TensorMeta> lists[kDestLists];
-    for (int i = 0; i < kDestLists; ++i)
-      if (!a.tensor_list(9 + i, lists[i])) return false;
-    const std::vector<TensorMeta>* const ptrs[kDestLists] = {
-        &lists[0], &lists[1], &lists[2], &lists[3], &lists[4],
-        &lists[5], &lists[6], &lists[7], &lists[8]};
-    run_multi(ArgChecker("fused_metadata_copy_multi"), src.tensors(), ptrs, sc[0], sc[1], sc[2],
-              sc[3], sc[4]);
-    return true;
-  });
-}
+SGL_META_BIND(fused_metadata_copy)
+SGL_META_BIND(fused_metadata_copy_multi)

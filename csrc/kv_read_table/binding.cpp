@@ -6,7 +6,7 @@
 #include "common/cuda_launch.h"
 #include "common/index_tensor.h"
 #include "kv_read_table/params.h"
-#include "ops.h"
+#include "common/op_binding.h"
 
 namespace sgl_meta {
 namespace {
@@ -15,14 +15,15 @@ using DT = Expect::DType;
 
 // Checks shared by both forms; fills everything of the source but bs-derived
 // sizes of the outputs. `bs` = req_pool_indices.numel().
-KvReadSource checked_source(const ArgChecker& check, const Tensor& req_to_token,
-                            const Tensor& req_pool_indices, const Tensor& seq_lens,
-                            int64_t page_size, const std::optional<Tensor>& v2p,
-                            const std::optional<Tensor>& kv_start_idx, int64_t seq_len_delta) {
+template <typename T>
+KvReadSource checked_source(const ArgChecker& check, const T& req_to_token,
+                            const T& req_pool_indices, const T& seq_lens, int64_t page_size,
+                            const std::optional<T>& v2p, const std::optional<T>& kv_start_idx,
+                            int64_t seq_len_delta) {
   check.require(page_size >= 1, "page_size must be >= 1, got ", page_size);
   check.in_range(seq_len_delta, INT32_MIN, INT32_MAX, "seq_len_delta",
                  "a token count added to every seq_lens value");
-  const Tensor& dev = req_to_token;
+  const T& dev = req_to_token;
   check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
   check.tensor(req_pool_indices, "req_pool_indices", {DT::kIndex, 1}, dev);
   const int64_t bs = req_pool_indices.size(0);
@@ -32,7 +33,7 @@ KvReadSource checked_source(const ArgChecker& check, const Tensor& req_to_token,
   check.optional_tensor(v2p, "v2p", {DT::kInt64, 1}, dev);
 
   KvReadSource s;
-  s.req_to_token = req_to_token.const_data_ptr<int32_t>();
+  s.req_to_token = req_to_token.template const_data_ptr<int32_t>();
   s.req_to_token_stride = req_to_token.stride(0);
   s.pool_size = req_to_token.size(0);
   s.row_len = req_to_token.size(1);
@@ -41,7 +42,7 @@ KvReadSource checked_source(const ArgChecker& check, const Tensor& req_to_token,
   if (kv_start_idx) s.kv_start_idx = index_array_of(*kv_start_idx);
   if (v2p) {
     s.translate = true;
-    s.v2p = v2p->const_data_ptr<int64_t>();
+    s.v2p = v2p->template const_data_ptr<int64_t>();
     s.v2p_size = v2p->size(0);
   }
   s.bs = bs;
@@ -52,11 +53,11 @@ KvReadSource checked_source(const ArgChecker& check, const Tensor& req_to_token,
 }
 
 // The inputs of both forms, for the no-alias check of their output.
-std::vector<ArgChecker::Written> read_inputs(const Tensor& req_to_token,
-                                             const Tensor& req_pool_indices,
-                                             const Tensor& seq_lens,
-                                             const std::optional<Tensor>& v2p,
-                                             const std::optional<Tensor>& kv_start_idx) {
+template <typename T>
+std::vector<ArgChecker::WrittenOf<T>> read_inputs(const T& req_to_token,
+                                                  const T& req_pool_indices, const T& seq_lens,
+                                                  const std::optional<T>& v2p,
+                                                  const std::optional<T>& kv_start_idx) {
   return {ArgChecker::whole("req_to_token", &req_to_token),
           ArgChecker::whole("req_pool_indices", &req_pool_indices),
           ArgChecker::whole("seq_lens", &seq_lens),
@@ -66,10 +67,10 @@ std::vector<ArgChecker::Written> read_inputs(const Tensor& req_to_token,
 
 }  // namespace
 
-void kv_read_page_table(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
-                        Tensor out, int64_t page_size, int64_t max_pages,
-                        std::optional<Tensor> v2p, std::optional<Tensor> kv_start_idx,
-                        int64_t seq_len_delta, bool zero_tail) {
+template <typename T>
+void kv_read_page_table(T req_to_token, T req_pool_indices, T seq_lens, T out,
+                        int64_t page_size, int64_t max_pages, std::optional<T> v2p,
+                        std::optional<T> kv_start_idx, int64_t seq_len_delta, bool zero_tail) {
   const ArgChecker check("kv_read_page_table");
   check.non_negative(max_pages, "max_pages");
   KvReadPageTableParams p;
@@ -81,10 +82,10 @@ void kv_read_page_table(Tensor req_to_token, Tensor req_pool_indices, Tensor seq
                req_to_token);
   check.rows_disjoint(out, "out", bs, max_pages);
   if (bs == 0) return;  // documented no-op
-  check.disjoint({{"out", &out, bs, max_pages}},
+  check.template disjoint<T>({{"out", &out, bs, max_pages}},
                  read_inputs(req_to_token, req_pool_indices, seq_lens, v2p, kv_start_idx));
 
-  p.out = out.mutable_data_ptr<int32_t>();
+  p.out = out.template mutable_data_ptr<int32_t>();
   p.out_stride = out.stride(0);
   p.max_pages = max_pages;
   p.zero_tail = zero_tail;
@@ -92,10 +93,10 @@ void kv_read_page_table(Tensor req_to_token, Tensor req_pool_indices, Tensor seq
                 SGL_CUDA_ONLY(&kv_read_page_table_cuda));
 }
 
-void kv_read_token_stream(Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens,
-                          Tensor indptr, Tensor out, int64_t page_size,
-                          std::optional<Tensor> v2p, std::optional<Tensor> kv_start_idx,
-                          int64_t seq_len_delta) {
+template <typename T>
+void kv_read_token_stream(T req_to_token, T req_pool_indices, T seq_lens, T indptr, T out,
+                          int64_t page_size, std::optional<T> v2p,
+                          std::optional<T> kv_start_idx, int64_t seq_len_delta) {
   const ArgChecker check("kv_read_token_stream");
   KvReadTokenStreamParams p;
   p.src = checked_source(check, req_to_token, req_pool_indices, seq_lens, page_size, v2p,
@@ -105,13 +106,13 @@ void kv_read_token_stream(Tensor req_to_token, Tensor req_pool_indices, Tensor s
                req_to_token);
   check.tensor(out, "out", {DT::kIndex, 1}, req_to_token);
   if (bs == 0) return;  // documented no-op
-  std::vector<ArgChecker::Written> inputs =
+  std::vector<ArgChecker::WrittenOf<T>> inputs =
       read_inputs(req_to_token, req_pool_indices, seq_lens, v2p, kv_start_idx);
   inputs.push_back(ArgChecker::whole("indptr", &indptr));
-  check.disjoint({ArgChecker::whole("out", &out)}, std::move(inputs));
+  check.template disjoint<T>({ArgChecker::whole("out", &out)}, inputs);
 
   p.indptr = index_array_of(indptr);
-  p.out = out.mutable_data_ptr();
+  p.out = out.data_ptr();
   p.out64 = out.scalar_type() == ScalarType::Long;
   p.out_size = out.size(0);
   p.out_max = p.out64 ? INT64_MAX : INT32_MAX;
@@ -122,3 +123,6 @@ void kv_read_token_stream(Tensor req_to_token, Tensor req_pool_indices, Tensor s
 }
 
 }  // namespace sgl_meta
+
+SGL_META_BIND(kv_read_page_table)
+SGL_META_BIND(kv_read_token_stream)

@@ -8,14 +8,13 @@
 
 #include "common/cuda_launch.h"
 #include "common/index_tensor.h"
-#include "ops.h"
+#include "common/op_binding.h"
 #include "trtllm_mha_metadata/params.h"
 
 namespace sgl_meta {
 namespace {
 
-// One validated call (inputs + its destination sets) as plain data, so the
-// launch can also be saved by a bound call (common/plan.h).
+// One validated call (inputs + its destination sets) as plain data.
 struct MhaLaunch {
   TrtllmMhaInputs in;
   std::vector<TrtllmMhaDest> dests;
@@ -35,28 +34,30 @@ const char* mha_cuda(const MhaLaunch& l, void* stream) {
 using DT = Expect::DType;
 
 // The output tensors of one destination set (null = not given) and its offset.
+template <typename T>
 struct SetTensors {
-  const Tensor* cache_seqlens = nullptr;
-  const Tensor* cu_seqlens_k = nullptr;
-  const Tensor* page_table = nullptr;
-  const Tensor* swa_page_table = nullptr;
-  const Tensor* swa_out_cache_loc = nullptr;
-  const Tensor* cu_seqlens_q = nullptr;
+  const T* cache_seqlens = nullptr;
+  const T* cu_seqlens_k = nullptr;
+  const T* page_table = nullptr;
+  const T* swa_page_table = nullptr;
+  const T* swa_out_cache_loc = nullptr;
+  const T* cu_seqlens_q = nullptr;
   int64_t seqlen_offset = 0;
   int64_t index = -1;  // list position in the multi op (named in errors)
 };
 
 // The inputs shared by every set.
+template <typename T>
 struct InputTensors {
-  const Tensor& req_pool_indices;
-  const Tensor& seq_lens;
-  const Tensor& req_to_token;
-  const std::optional<Tensor>& swa_mapping;
-  const std::optional<Tensor>& out_cache_loc;
-  const std::optional<Tensor>& qlens;
-  const std::optional<Tensor>& seqlen_offsets;
-  const std::optional<Tensor>& v2p;
-  const std::optional<Tensor>& swa_v2p;
+  const T& req_pool_indices;
+  const T& seq_lens;
+  const T& req_to_token;
+  const std::optional<T>& swa_mapping;
+  const std::optional<T>& out_cache_loc;
+  const std::optional<T>& qlens;
+  const std::optional<T>& seqlen_offsets;
+  const std::optional<T>& v2p;
+  const std::optional<T>& swa_v2p;
 };
 
 struct Scalars {
@@ -64,10 +65,14 @@ struct Scalars {
   bool live_pages_only, skip_page_table;
 };
 
-const Tensor* opt(const std::optional<Tensor>& t) { return t ? &*t : nullptr; }
+template <typename T>
+const T* opt(const std::optional<T>& t) {
+  return t ? &*t : nullptr;
+}
 
-void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
-                 std::vector<SetTensors>& sets, const Scalars& sc) {
+template <typename T>
+void update_impl(const ArgChecker& check, bool multi, const InputTensors<T>& t,
+                 std::vector<SetTensors<T>>& sets, const Scalars& sc) {
   const int64_t bs = sc.bs, max_seq_pages = sc.max_seq_pages, q_mode = sc.q_mode;
   check.non_negative(max_seq_pages, "max_seq_pages");
   check.non_negative(sc.q_stride, "q_stride");
@@ -76,7 +81,7 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
                 "q_mode must be 0 (Q_MODE_NONE), 1 (Q_MODE_CUMSUM) or 2 "
                 "(Q_MODE_STRIDED), got ", q_mode);
 
-  const Tensor& dev = t.req_to_token;
+  const T& dev = t.req_to_token;
   check.tensor(t.req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
   check.tensor(t.req_pool_indices, "req_pool_indices", {DT::kIndex, 1, bs, 0, "bs"}, dev);
   check.tensor(t.seq_lens, "seq_lens", {DT::kIndex, 1, bs, 0, "bs"}, dev);
@@ -103,13 +108,13 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
   // elsewhere); without it every set needs its page table.
   const bool pages = !sc.skip_page_table;
   if (sc.skip_page_table) {
-    for (SetTensors& s : sets) s.page_table = s.swa_page_table = s.swa_out_cache_loc = nullptr;
+    for (SetTensors<T>& s : sets) s.page_table = s.swa_page_table = s.swa_out_cache_loc = nullptr;
   }
   const bool swa_table = sets[0].swa_page_table != nullptr;
   const Expect table{DT::kInt32, 2, bs, max_seq_pages, "bs", "max_seq_pages"};
-  std::vector<ArgChecker::Written> written;
+  std::vector<ArgChecker::WrittenOf<T>> written;
   written.reserve(6 * sets.size());
-  for (const SetTensors& s : sets) {
+  for (const SetTensors<T>& s : sets) {
     const int64_t k = s.index;
     check.tensor(*s.cache_seqlens, ArgName("cache_seqlens", k), {DT::kInt32, 1, bs, 0, "bs"},
                  dev);
@@ -151,7 +156,7 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
                        q_mode != kQModeNone ? s.cu_seqlens_q : nullptr, 1, bs + 1});
   }
   bool swa_out = false;
-  for (const SetTensors& s : sets) swa_out |= s.swa_out_cache_loc != nullptr;
+  for (const SetTensors<T>& s : sets) swa_out |= s.swa_out_cache_loc != nullptr;
   // A swa_mapping (or swa_v2p) without SWA outputs is accepted and unused
   // (SGLang 0.5.23 passes its mapping on every call). The SWA table comes
   // from swa_v2p when given, else from swa_mapping; swa_out_cache_loc always
@@ -171,10 +176,10 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
                   "max_seq_pages = ", max_seq_pages, " pages of page_size = ", sc.page_size,
                   " need req_to_token.size(1) > (max_seq_pages - 1) * page_size, got "
                   "req_to_token.size(1) = ", ctx);
-  const auto read = [](const char* name, const std::optional<Tensor>& o, bool used) {
+  const auto read = [](const char* name, const std::optional<T>& o, bool used) {
     return ArgChecker::whole(name, used && o ? &*o : nullptr);
   };
-  check.disjoint(std::move(written),
+  check.template disjoint<T>(written,
                  {ArgChecker::whole("req_pool_indices", &t.req_pool_indices),
                   ArgChecker::whole("seq_lens", &t.seq_lens),
                   ArgChecker::whole("req_to_token", pages ? &t.req_to_token : nullptr),
@@ -189,7 +194,7 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
   in.seq_lens = index_array_of(t.seq_lens);
   if (q_mode == kQModeCumsum) in.qlens = index_array_of(*t.qlens);
   if (t.seqlen_offsets) in.seqlen_offsets = index_array_of(*t.seqlen_offsets);
-  in.req_to_token = t.req_to_token.const_data_ptr<int32_t>();
+  in.req_to_token = t.req_to_token.template const_data_ptr<int32_t>();
   in.req_to_token_stride = t.req_to_token.stride(0);
   in.pool_size = t.req_to_token.size(0);
   const bool swa_v2p_table = swa_table && t.swa_v2p.has_value();
@@ -198,15 +203,15 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
     in.swa_mapping_size = t.swa_mapping->numel();
   }
   if (pages && t.v2p) {
-    in.v2p = t.v2p->const_data_ptr<int64_t>();
+    in.v2p = t.v2p->template const_data_ptr<int64_t>();
     in.v2p_size = t.v2p->numel();
   }
   if (swa_v2p_table) {
-    in.swa_v2p = t.swa_v2p->const_data_ptr<int64_t>();
+    in.swa_v2p = t.swa_v2p->template const_data_ptr<int64_t>();
     in.swa_v2p_size = t.swa_v2p->numel();
   }
   if (swa_out && t.out_cache_loc) {
-    in.out_cache_loc = t.out_cache_loc->const_data_ptr<int64_t>();
+    in.out_cache_loc = t.out_cache_loc->template const_data_ptr<int64_t>();
     in.out_cache_loc_size = t.out_cache_loc->numel();
   }
   in.bs = bs;
@@ -220,21 +225,21 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
 
   std::vector<TrtllmMhaDest> dests(sets.size());
   for (size_t k = 0; k < sets.size(); ++k) {
-    const SetTensors& s = sets[k];
+    const SetTensors<T>& s = sets[k];
     TrtllmMhaDest& d = dests[k];
-    d.cache_seqlens = s.cache_seqlens->mutable_data_ptr<int32_t>();
-    d.cu_seqlens_k = s.cu_seqlens_k->mutable_data_ptr<int32_t>();
-    if (q_mode != kQModeNone) d.cu_seqlens_q = s.cu_seqlens_q->mutable_data_ptr<int32_t>();
+    d.cache_seqlens = s.cache_seqlens->template mutable_data_ptr<int32_t>();
+    d.cu_seqlens_k = s.cu_seqlens_k->template mutable_data_ptr<int32_t>();
+    if (q_mode != kQModeNone) d.cu_seqlens_q = s.cu_seqlens_q->template mutable_data_ptr<int32_t>();
     if (s.page_table) {
-      d.page_table = s.page_table->mutable_data_ptr<int32_t>();
+      d.page_table = s.page_table->template mutable_data_ptr<int32_t>();
       d.page_table_stride = s.page_table->stride(0);
     }
     if (s.swa_page_table) {
-      d.swa_page_table = s.swa_page_table->mutable_data_ptr<int32_t>();
+      d.swa_page_table = s.swa_page_table->template mutable_data_ptr<int32_t>();
       d.swa_page_table_stride = s.swa_page_table->stride(0);
     }
     if (s.swa_out_cache_loc) {
-      d.swa_out_cache_loc = s.swa_out_cache_loc->mutable_data_ptr<int64_t>();
+      d.swa_out_cache_loc = s.swa_out_cache_loc->template mutable_data_ptr<int64_t>();
       d.swa_out_len = s.swa_out_cache_loc->numel();
     }
     d.seqlen_offset = static_cast<int32_t>(s.seqlen_offset);
@@ -245,23 +250,24 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors& t,
 
 }  // namespace
 
+template <typename T>
 void update_trtllm_mha_graph_metadata(
-    Tensor req_pool_indices, Tensor seq_lens, Tensor req_to_token,
-    Tensor cache_seqlens, Tensor cu_seqlens_k, std::optional<Tensor> page_table, int64_t bs,
+    T req_pool_indices, T seq_lens, T req_to_token,
+    T cache_seqlens, T cu_seqlens_k, std::optional<T> page_table, int64_t bs,
     int64_t seqlen_offset, int64_t max_seq_pages, int64_t page_size,
-    std::optional<Tensor> swa_mapping, std::optional<Tensor> swa_page_table,
-    std::optional<Tensor> out_cache_loc, std::optional<Tensor> swa_out_cache_loc,
-    std::optional<Tensor> cu_seqlens_q, std::optional<Tensor> qlens, int64_t q_stride,
+    std::optional<T> swa_mapping, std::optional<T> swa_page_table,
+    std::optional<T> out_cache_loc, std::optional<T> swa_out_cache_loc,
+    std::optional<T> cu_seqlens_q, std::optional<T> qlens, int64_t q_stride,
     int64_t q_mode, bool live_pages_only, bool skip_page_table,
-    std::optional<Tensor> seqlen_offsets, std::optional<Tensor> v2p,
-    std::optional<Tensor> swa_v2p) {
+    std::optional<T> seqlen_offsets, std::optional<T> v2p,
+    std::optional<T> swa_v2p) {
   const ArgChecker check("update_trtllm_mha_graph_metadata");
   check.non_negative(bs, "bs");
   if (bs == 0) return;  // documented no-op
   check.require(skip_page_table || page_table.has_value(),
                 "page_table is required (got None) unless skip_page_table=True");
-  std::vector<SetTensors> sets(1);
-  SetTensors& s = sets[0];
+  std::vector<SetTensors<T>> sets(1);
+  SetTensors<T>& s = sets[0];
   s.cache_seqlens = &cache_seqlens;
   s.cu_seqlens_k = &cu_seqlens_k;
   s.page_table = opt(page_table);
@@ -269,7 +275,7 @@ void update_trtllm_mha_graph_metadata(
   s.swa_out_cache_loc = opt(swa_out_cache_loc);
   s.cu_seqlens_q = opt(cu_seqlens_q);
   s.seqlen_offset = seqlen_offset;
-  update_impl(check, false,
+  update_impl<T>(check, false,
               {req_pool_indices, seq_lens, req_to_token, swa_mapping, out_cache_loc, qlens,
                seqlen_offsets, v2p, swa_v2p},
               sets,
@@ -277,16 +283,17 @@ void update_trtllm_mha_graph_metadata(
                skip_page_table});
 }
 
+template <typename T>
 void update_trtllm_mha_graph_metadata_multi(
-    Tensor req_pool_indices, Tensor seq_lens, Tensor req_to_token,
-    std::vector<Tensor> cache_seqlens, std::vector<Tensor> cu_seqlens_k,
-    std::vector<Tensor> page_table, std::vector<Tensor> swa_page_table,
-    std::vector<Tensor> swa_out_cache_loc, std::vector<Tensor> cu_seqlens_q, int64_t bs,
+    T req_pool_indices, T seq_lens, T req_to_token,
+    std::vector<T> cache_seqlens, std::vector<T> cu_seqlens_k,
+    std::vector<T> page_table, std::vector<T> swa_page_table,
+    std::vector<T> swa_out_cache_loc, std::vector<T> cu_seqlens_q, int64_t bs,
     std::vector<int64_t> seqlen_offset, int64_t max_seq_pages, int64_t page_size,
-    std::optional<Tensor> swa_mapping, std::optional<Tensor> out_cache_loc,
-    std::optional<Tensor> qlens, int64_t q_stride, int64_t q_mode, bool live_pages_only,
-    bool skip_page_table, std::optional<Tensor> seqlen_offsets, std::optional<Tensor> v2p,
-    std::optional<Tensor> swa_v2p) {
+    std::optional<T> swa_mapping, std::optional<T> out_cache_loc,
+    std::optional<T> qlens, int64_t q_stride, int64_t q_mode, bool live_pages_only,
+    bool skip_page_table, std::optional<T> seqlen_offsets, std::optional<T> v2p,
+    std::optional<T> swa_v2p) {
   const ArgChecker check("update_trtllm_mha_graph_metadata_multi");
   const size_t k_sets = cache_seqlens.size();
   check.require(k_sets >= 1, "cache_seqlens must hold at least one tensor (one per "
@@ -297,7 +304,7 @@ void update_trtllm_mha_graph_metadata_multi(
                 " offsets (one per destination set, as cache_seqlens), got ",
                 seqlen_offset.size());
   // Optional fields: K tensors or an empty list (not used).
-  const auto optional_list = [&](const std::vector<Tensor>& list, const char* name) {
+  const auto optional_list = [&](const std::vector<T>& list, const char* name) {
     check.require(list.empty() || list.size() == k_sets, name, " must hold ", k_sets,
                   " tensors (one per destination set) or none, got ", list.size());
   };
@@ -310,9 +317,9 @@ void update_trtllm_mha_graph_metadata_multi(
   check.require(skip_page_table || !page_table.empty(),
                 "page_table is required (one per destination set) unless "
                 "skip_page_table=True, got an empty list");
-  std::vector<SetTensors> sets(k_sets);
+  std::vector<SetTensors<T>> sets(k_sets);
   for (size_t k = 0; k < k_sets; ++k) {
-    SetTensors& s = sets[k];
+    SetTensors<T>& s = sets[k];
     s.index = static_cast<int64_t>(k);
     s.cache_seqlens = &cache_seqlens[k];
     s.cu_seqlens_k = &cu_seqlens_k[k];
@@ -322,7 +329,7 @@ void update_trtllm_mha_graph_metadata_multi(
     if (!cu_seqlens_q.empty()) s.cu_seqlens_q = &cu_seqlens_q[k];
     s.seqlen_offset = seqlen_offset[k];
   }
-  update_impl(check, true,
+  update_impl<T>(check, true,
               {req_pool_indices, seq_lens, req_to_token, swa_mapping, out_cache_loc, qlens,
                seqlen_offsets, v2p, swa_v2p},
               sets,
@@ -331,3 +338,6 @@ void update_trtllm_mha_graph_metadata_multi(
 }
 
 }  // namespace sgl_meta
+
+SGL_META_BIND(update_trtllm_mha_graph_metadata)
+SGL_META_BIND(update_trtllm_mha_graph_metadata_multi)

@@ -2,7 +2,7 @@
 
 #include "common/cuda_launch.h"
 #include "common/index_tensor.h"
-#include "ops.h"
+#include "common/op_binding.h"
 #include "trtllm_mha_page_table/params.h"
 
 namespace sgl_meta {
@@ -12,15 +12,15 @@ using DT = Expect::DType;
 
 }  // namespace
 
-void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
-                                 Tensor cache_seqlens, Tensor page_table,
-                                 int64_t page_size, std::optional<Tensor> swa_page_table,
-                                 std::optional<Tensor> full_to_swa) {
+template <typename T>
+void build_trtllm_mha_page_table(T req_to_token, T req_pool_indices, T cache_seqlens,
+                                 T page_table, int64_t page_size,
+                                 std::optional<T> swa_page_table, std::optional<T> full_to_swa) {
   const ArgChecker check("build_trtllm_mha_page_table");
   check.require(page_size >= 1, "page_size must be >= 1, got ", page_size);
   check.paired(swa_page_table, "swa_page_table", full_to_swa, "full_to_swa");
 
-  const Tensor& dev = req_to_token;
+  const T& dev = req_to_token;
   check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
   check.tensor(page_table, "page_table", {DT::kInt32, 2}, dev);
   check.rows_disjoint(page_table, "page_table", page_table.size(0), page_table.size(1));
@@ -42,7 +42,7 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
                   "[0, full_to_swa.numel() - 1]), got 0 elements");
   }
   if (bs == 0) return;  // documented no-op
-  check.disjoint({{"page_table", &page_table, bs, width},
+  check.template disjoint<T>({{"page_table", &page_table, bs, width},
                   {"swa_page_table", swa_page_table ? &*swa_page_table : nullptr, bs, width}},
                  {ArgChecker::whole("req_to_token", &req_to_token),
                   ArgChecker::whole("req_pool_indices", &req_pool_indices),
@@ -52,15 +52,15 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
   TrtllmMhaPageTableParams p;
   p.req_pool_indices = index_array_of(req_pool_indices);
   p.cache_seqlens = index_array_of(cache_seqlens);
-  p.req_to_token = req_to_token.const_data_ptr<int32_t>();
+  p.req_to_token = req_to_token.template const_data_ptr<int32_t>();
   p.req_to_token_stride = req_to_token.stride(0);
   p.pool_size = req_to_token.size(0);
-  p.page_table = page_table.mutable_data_ptr<int32_t>();
+  p.page_table = page_table.template mutable_data_ptr<int32_t>();
   p.page_table_stride = page_table.stride(0);
   if (swa_page_table) {
     p.full_to_swa = index_array_of(*full_to_swa);
     p.full_to_swa_size = full_to_swa->size(0);
-    p.swa_page_table = swa_page_table->mutable_data_ptr<int32_t>();
+    p.swa_page_table = swa_page_table->template mutable_data_ptr<int32_t>();
     p.swa_page_table_stride = swa_page_table->stride(0);
   }
   p.bs = bs;
@@ -76,3 +76,5 @@ void build_trtllm_mha_page_table(Tensor req_to_token, Tensor req_pool_indices,
 }
 
 }  // namespace sgl_meta
+
+SGL_META_BIND(build_trtllm_mha_page_table)

@@ -40,7 +40,7 @@ class Preset:
         flashmla_sched_shape: FlashMLA tile-scheduler metadata shape (int32).
         mtp_sets: DSA with MTP: the numbers K of draft graphs whose metadata one
             replay refreshes, each compared as generator + K copies vs one
-            generating launch (``sgl_meta.bench.workloads.dsa_gen``).
+            generating launch (``sgl_meta.bench.workloads.dsa_metadata``).
         sources: where the numbers come from.
     """
 

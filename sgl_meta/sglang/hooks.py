@@ -159,7 +159,7 @@ HOOKS: tuple[Hook, ...] = (
     # TRT-LLM MHA, FlashAttention and hpc_ops backends: the sync-free page-table builder.
     Hook(
         f"{_ATTN}.trtllm_mha_page_table.build_trtllm_mha_page_table",
-        "sgl_meta.trtllm_mha_metadata:build_trtllm_mha_page_table",
+        "sgl_meta.trtllm_mha_page_table:build_trtllm_mha_page_table",
         (CudaKernel("build_trtllm_mha_page_table"),),
     ),
     # DSA backend: staging buffers -> one CUDA graph's buffers, and -> three.

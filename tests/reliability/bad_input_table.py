@@ -11,8 +11,8 @@ Host-side checks from C++ must start their message with ``sgl_meta.<op>: ``
 (``prefixed=True``); Python-level errors (the dispatcher's argument parsing,
 the keyword wrapper) only need to name the op somewhere.
 
-Adding an op: a ``BASES`` entry (a valid call) and its rows; rows of ops not in
-this build are skipped.
+Adding an op: a ``BASES`` entry (a valid call) and the rows its description
+cannot give (description_rows.py derives the type and dtype rows).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import Callable
 import torch
 
 import sgl_meta
+from description_rows import described_rows
 from row_kit import Row, alias, all_but, apply, both, derive, drop, overlapping_rows, set_, to_device
 
 
@@ -46,9 +47,8 @@ BASES: dict[str, Callable] = {
 }
 
 
-def _register_optional_bases():
-    # Strategy modules of ops built on other branches add their base calls
-    # here (they import nothing from sgl_meta that may be missing).
+def _register_family_bases():
+    # Each family's strategy module holds its base calls.
     import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_kv_read_table
@@ -58,7 +58,7 @@ def _register_optional_bases():
         BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
 
 
-_register_optional_bases()
+_register_family_bases()
 
 # ---- update_trtllm_mha_graph_metadata (docs/operators/trtllm_mha_metadata.md) -------------------------------
 M = "update_trtllm_mha_graph_metadata"
@@ -184,12 +184,6 @@ TRTLLM_ROWS = [
     r("qlens on meta", to_device("meta", "qlens"), "qlens", "meta"),
     r("page_table on cpu, rest on cuda", all_but("cuda", "page_table"), "page_table is on cpu", needs="cuda"),
     r("swa_mapping on cuda, rest on cpu", to_device("cuda", "swa_mapping"), "swa_mapping is on cuda", needs="cuda"),
-    # Python-level: wrong argument types, missing or unknown keywords
-    r("bs float", set_(bs=1.5), "'bs'", "int", prefixed=False),
-    r("page_size str", set_(page_size="16"), "'page_size'", prefixed=False),
-    r("req_to_token list", set_(req_to_token=[[1, 2]]), "'req_to_token'", prefixed=False),
-    r("swa_mapping int", set_(swa_mapping=3), "'swa_mapping'", prefixed=False),
-    r("req_to_token None", set_(req_to_token=None), "req_to_token", raises=(TypeError,), prefixed=False),
     r("page_table None without skip_page_table", set_(page_table=None),
       "page_table is required (got None) unless skip_page_table=True"),
     r("skip_page_table with cache_seqlens int64", both(set_(skip_page_table=True, page_table=None),
@@ -271,13 +265,12 @@ TRTLLM_MULTI_ROWS = [
     rm("page_table[0] on meta", at("page_table", 0, lambda t: torch.empty_like(t, device="meta")), "page_table", "meta"),
     rm("cache_seqlens[1] on cpu, rest on cuda", both(lists_to("cuda"), at("cache_seqlens", 1, lambda t: t.cpu())),
        "cache_seqlens[1] is on cpu", needs="cuda"),
-    rm("bs float", set_(bs=2.5), "'bs'", prefixed=False),
 ]
 
 ROWS: list[Row] = list(TRTLLM_ROWS) + TRTLLM_MULTI_ROWS
 
 
-def _register_optional_rows():
+def _register_family_rows():
     import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_kv_read_table
@@ -287,7 +280,8 @@ def _register_optional_rows():
         ROWS.extend(getattr(module, "BAD_INPUT_ROWS", []))
 
 
-_register_optional_rows()
+_register_family_rows()
+ROWS.extend(described_rows(BASES, torch.Generator().manual_seed(0)))
 
 
 def available(row: Row) -> bool:

@@ -293,8 +293,6 @@ BAD_INPUT_ROWS = [
        "flashmla"),
     _r("flashmla metadata numel mismatch", apply("flashmla_metadata_dst", lambda t: t[:1]), "flashmla_metadata"),
     _r("page_table_1_dst on meta", to_device("meta", "page_table_1_dst"), "page_table_1_dst", "meta"),
-    _r("cache_seqlens_src None", set_(cache_seqlens_src=None), "cache_seqlens_src", raises=(TypeError,),
-       prefixed=False),
     _r("missing bs", drop("bs"), "bs", raises=(TypeError,), prefixed=False),
 ]
 

@@ -332,10 +332,6 @@ _SHARED = [
     _r("out on meta", to_device("meta", "out"), "out", "meta"),
     _r("v2p on meta", to_device("meta", "v2p"), "v2p", "meta"),
     _r("v2p on cuda, rest on cpu", to_device("cuda", "v2p"), "v2p is on cuda", needs="cuda"),
-    _r("page_size float", set_(page_size=8.0), "'page_size'", prefixed=False),
-    _r("v2p list", set_(v2p=[1, 2]), "'v2p'", prefixed=False),
-    _r("req_to_token None", set_(req_to_token=None), "req_to_token", raises=(TypeError,), prefixed=False),
-    _r("seq_lens None", set_(seq_lens=None), "seq_lens", raises=(TypeError,), prefixed=False),
     _r("out None", set_(out=None), "out", raises=(TypeError,), prefixed=False),
     _r("unknown keyword", set_(vp2=None), "vp2", raises=(TypeError,), prefixed=False),
 ]
@@ -351,7 +347,6 @@ _TABLE_ONLY = [
        "out rows overlap: stride(0) = 0 < 5 columns written per row"),
     _r("negative max_pages", set_(max_pages=-1), "max_pages must be >= 0, got -1"),
     _r("max_pages past out", set_(max_pages=2**62), "out.size(1) must be >= max_pages = 4611686018427387904"),
-    _r("zero_tail str", set_(zero_tail="yes"), "'zero_tail'", prefixed=False),
 ]
 
 _STREAM_ONLY = [

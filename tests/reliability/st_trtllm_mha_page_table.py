@@ -187,8 +187,6 @@ BAD_INPUT_ROWS = [
     _r("full_to_swa empty", apply("full_to_swa", lambda t: t[:0]), "full_to_swa"),
     _r("page_table on meta", to_device("meta", "page_table"), "page_table", "meta"),
     _r("req_to_token on cuda, rest on cpu", to_device("cuda", "req_to_token"), "is on", needs="cuda"),
-    _r("page_size float", set_(page_size=8.0), "'page_size'", prefixed=False),
-    _r("req_to_token None", set_(req_to_token=None), "req_to_token", raises=(TypeError,), prefixed=False),
 ]
 
 HOSTILE_ROWS = [

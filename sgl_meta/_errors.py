@@ -1,0 +1,95 @@
+"""What a caller sees when an argument is wrong: one wording for every op.
+
+Every message reads ``sgl_meta.<function>: <argument> <what was expected>, got
+<what was given>``. Tensor checks (dtype, device, shape, strides, aliasing) are
+made once, in C++ (``csrc/common/checks.h``), for both calling paths. The
+argument *types* are checked here, on the dispatcher path only: the fast path
+reads exact types and declines anything else, so a wrong type always lands
+here before torch's generic dispatcher message could.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import TYPE_CHECKING, Iterable, NoReturn
+
+import torch
+
+if TYPE_CHECKING:
+    from ._op import Arg, Op
+
+_compiling = torch.compiler.is_compiling
+
+
+def _type_name(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a Tensor of shape {tuple(value.shape)}"
+    return type(value).__name__
+
+
+def _integer(fn: str, name: str, value) -> int:
+    """An int argument: a Python int, or anything with ``__index__`` (numpy
+    integers) as an int; never a bool, a float or a tensor (no implicit sync)."""
+    if type(value) is int:
+        return value
+    if not isinstance(value, (bool, torch.Tensor)):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"sgl_meta.{fn}: {name} must be an int, got {_type_name(value)}")
+
+
+def _tensor(fn: str, name: str, value) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"sgl_meta.{fn}: {name} must be a Tensor, got {_type_name(value)}")
+    return value
+
+
+def _sequence(fn: str, name: str, value, item) -> list:
+    if not isinstance(value, (list, tuple)):
+        what = "tensors (one per destination set)" if item is _tensor else "ints"
+        raise TypeError(f"sgl_meta.{fn}: {name} must be a list of {what}, got {_type_name(value)}")
+    return [item(fn, f"{name}[{i}]", v) for i, v in enumerate(value)]
+
+
+def _argument(fn: str, arg: "Arg", value):
+    kind = arg.kind
+    if kind == "Tensor":
+        return _tensor(fn, arg.name, value)
+    if kind == "Tensor?":
+        return None if value is None else _tensor(fn, arg.name, value)
+    if kind == "Tensor[]":
+        return _sequence(fn, arg.name, value, _tensor)
+    if kind == "int":
+        return _integer(fn, arg.name, value)
+    if kind == "int?":
+        return None if value is None else _integer(fn, arg.name, value)
+    if kind == "int[]":
+        return _sequence(fn, arg.name, value, _integer)
+    if type(value) is not bool:
+        raise TypeError(f"sgl_meta.{fn}: {arg.name} must be a bool, got {_type_name(value)}")
+    return value
+
+
+def checked(op: "Op", args: tuple) -> tuple:
+    """``args`` (schema order) with ints normalised, or a TypeError naming
+    the op and the argument. Under torch.compile the arguments are traced
+    values (SymInts, FakeTensors) and pass as they are."""
+    if _compiling():
+        return args
+    return tuple(_argument(op.name, a, v) for a, v in zip(op.args, args))
+
+
+def raise_as(err: Exception, *, op: str, caller: str, names: Iterable[tuple[str, str]] = ()) -> NoReturn:
+    """Raise ``err`` of ``op`` as the error of ``caller`` (a drop-in over ``op``),
+    its argument names in the caller's terms (``names``: regex, replacement)."""
+    message = str(err)
+    prefix = f"sgl_meta.{op}: "
+    if not message.startswith(prefix):
+        raise err
+    message = message[len(prefix):]
+    for pattern, replacement in names:
+        message = re.sub(pattern, replacement, message)
+    raise type(err)(f"sgl_meta.{caller}: {message}") from err

@@ -1,0 +1,215 @@
+"""Each op described once.
+
+An op's arguments (names, order, kinds, which ones it writes, schema defaults)
+are its schema, registered once in ``csrc/torch_bindings.cpp`` and read here at
+import. :func:`define` adds what the schema cannot say (the family, the
+upstream function the op stands in for, each tensor's dtype set, Python-level
+defaults, the docstring) and returns the public Python function, generated from
+that one description: its signature, the fast-path call (``sgl_meta/_fast.py``),
+the argument type checks on the dispatcher path (``sgl_meta/_errors.py``).
+The fakes (``_fake.py``), ``__all__``, the docs' op table
+(``scripts/op_table.py``) and the bad-input matrix (``tests/reliability``) read
+the same registry, :data:`OPS`. A drop-in (an upstream function's exact
+signature over one of our ops) is a plain function marked with :func:`dropin`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any, Callable, Optional
+
+import torch
+
+from . import _C  # noqa: F401  (loads the library: registers torch.ops.sgl_meta.*)
+from . import _errors, _fast
+
+INT32 = ("int32",)
+INT64 = ("int64",)
+INDEX = ("int32", "int64")
+
+REQUIRED = object()
+"""Marks an argument the caller must pass (no default)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Arg:
+    """One argument of an op, in schema order."""
+
+    name: str
+    kind: str  # "Tensor", "Tensor?", "Tensor[]", "int", "int?", "int[]" or "bool"
+    written: bool  # the op writes it (an output)
+    dtypes: tuple[str, ...]  # tensors: the accepted dtypes; () for scalars
+    default: Any = REQUIRED
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind.startswith("Tensor")
+
+
+@dataclasses.dataclass(frozen=True)
+class Op:
+    """The description of one op (see :func:`define`)."""
+
+    name: str
+    family: str  # csrc/<family>/, sgl_meta/<family>.py, docs/operators/<family>.md
+    upstream: str  # what it stands in for in the engine
+    args: tuple[Arg, ...]
+    keyword_only: bool
+    summary: str  # the docstring's first line
+
+    def arg(self, name: str) -> Arg:
+        return next(a for a in self.args if a.name == name)
+
+
+OPS: dict[str, Op] = {}
+"""Every op, by name, in definition order."""
+
+DROPINS: dict[str, tuple[str, str]] = {}
+"""Drop-in name -> (the upstream function whose signature it keeps, its module)."""
+
+_KINDS = {
+    "Tensor": "Tensor",
+    "Optional[Tensor]": "Tensor?",
+    "List[Tensor]": "Tensor[]",
+    "int": "int",
+    "Optional[int]": "int?",
+    "List[int]": "int[]",
+    "bool": "bool",
+}
+
+
+def _schema_args(name: str, dtypes: dict[str, tuple[str, ...]], defaults: dict[str, Any], keyword_only: bool):
+    schema = getattr(torch.ops.sgl_meta, name).default._schema
+    args = []
+    for a in schema.arguments:
+        kind = _KINDS[str(a.type)]
+        default = a.default_value if a.has_default_value() else REQUIRED
+        if keyword_only and kind in ("Tensor?", "int?"):
+            default = None  # keywords need no placeholder for what is not given
+        default = defaults.get(a.name, default)
+        args.append(Arg(a.name, kind, bool(a.alias_info and a.alias_info.is_write),
+                        dtypes.get(a.name, INT32) if kind.startswith("Tensor") else (), default))
+    unknown = set(dtypes) - {a.name for a in args if a.is_tensor} | set(defaults) - {a.name for a in args}
+    if unknown:
+        raise AssertionError(f"sgl_meta.{name}: the description names no such tensor argument: {sorted(unknown)}")
+    return tuple(args)
+
+
+def define(
+    name: str,
+    *,
+    family: str,
+    upstream: str,
+    doc: str,
+    int64: tuple[str, ...] = (),
+    index: tuple[str, ...] = (),
+    defaults: Optional[dict[str, Any]] = None,
+    keyword_only: bool = True,
+) -> Callable[..., None]:
+    """Describe op ``name`` and return its public Python function.
+
+    Args:
+        family: the op family (its ``csrc/`` folder and Python module).
+        upstream: the engine function it stands in for (docs, op table).
+        doc: the public function's docstring.
+        int64: tensor arguments that must be int64; ``index``: int32 or int64;
+            every other tensor argument is int32.
+        defaults: Python-level defaults beyond the schema's (e.g. ``None`` for
+            an optional output list, which the op receives as an empty list;
+            ``None`` for an ``int?`` that means "not given").
+        keyword_only: the function takes keywords only (positional functions
+            keep an upstream signature, schema order).
+    """
+    dtypes = {**{n: INT64 for n in int64}, **{n: INDEX for n in index}}
+    op = Op(name, family, upstream, _schema_args(name, dtypes, defaults or {}, keyword_only), keyword_only,
+            doc.strip().splitlines()[0])
+    OPS[name] = op
+    fn = _function(op, _call(op))
+    fn.__doc__ = doc
+    fn.__module__ = sys._getframe(1).f_globals["__name__"]
+    return fn
+
+
+def positional(fn: Callable[..., None], name: str, *, upstream: str, module: str, doc: str) -> Callable[..., None]:
+    """A drop-in over ``fn``'s op whose signature is the schema's, in order, every
+    argument required: for an upstream function the schema copies exactly."""
+    op = fn.op
+    exact = dataclasses.replace(op, keyword_only=False,
+                                args=tuple(dataclasses.replace(a, default=REQUIRED) for a in op.args))
+    dropin_fn = _function(exact, _call(op), name)
+    dropin_fn.__doc__ = doc
+    dropin_fn.__module__ = sys._getframe(1).f_globals["__name__"]
+    DROPINS[name] = (upstream, module)
+    return dropin_fn
+
+
+def dropin(upstream: str, module: str) -> Callable[[Callable], Callable]:
+    """Mark a function as the drop-in for ``module.upstream`` (same signature)."""
+
+    def mark(fn: Callable) -> Callable:
+        DROPINS[fn.__name__] = (upstream, module)
+        return fn
+
+    return mark
+
+
+def exports(module: str, *constants: str) -> list[str]:
+    """A family module's ``__all__``: its ops and drop-ins, then ``constants``."""
+    mod = sys.modules[module]
+    names = [n for n in (*OPS, *DROPINS) if getattr(getattr(mod, n, None), "__module__", None) == module]
+    return [*names, *constants]
+
+
+def _call(op: Op) -> Callable[[tuple], None]:
+    """The call of ``op`` with its arguments in schema order, as one tuple:
+    the fast path when it takes the call, else the dispatcher after the
+    argument type checks (which only run there: the fast path reads exact
+    types and declines anything else)."""
+    overload = getattr(torch.ops.sgl_meta, op.name).default
+
+    def slow(args: tuple) -> None:
+        overload(*_errors.checked(op, args))
+
+    return _fast.route(f"sgl_meta_fast_{op.name}", slow)
+
+
+def _function(op: Op, call: Callable[[tuple], None], name: Optional[str] = None) -> Callable[..., None]:
+    """The public function of ``op``: its signature from the description, its
+    body one call with the arguments in schema order (generated source, as
+    ``dataclasses`` does, so that a call costs what a hand-written one does)."""
+    params, values, defaults = [], [], {}
+    name = name or op.name
+    for a in op.args:
+        if a.default is REQUIRED:
+            params.append(a.name)
+        else:
+            defaults[f"_d_{a.name}"] = a.default
+            params.append(f"{a.name}=_d_{a.name}")
+        # An optional output list is None to the caller, empty to the op.
+        empty_if_none = a.kind == "Tensor[]" and a.default is None
+        values.append(f"() if {a.name} is None else {a.name}" if empty_if_none else a.name)
+    if not op.keyword_only:
+        # Positional order is the schema's: a required argument may not follow a default.
+        first_default = next((i for i, a in enumerate(op.args) if a.default is not REQUIRED), len(op.args))
+        assert all(a.default is not REQUIRED for a in op.args[first_default:]), op.name
+    signature = ("*, " if op.keyword_only else "") + ", ".join(params)
+    source = f"def {name}({signature}) -> None:\n    _call(({', '.join(values)},))\n"
+    namespace = {"_call": call, **defaults}
+    exec(source, namespace)  # noqa: S102  (source built above from the schema's names)
+    fn = namespace[name]
+    fn.__qualname__ = name
+    fn.__annotations__ = {a.name: _ANNOTATIONS[a.kind] for a in op.args} | {"return": None}
+    fn.op = op
+    return fn
+
+
+_ANNOTATIONS = {
+    "Tensor": torch.Tensor,
+    "Tensor?": Optional[torch.Tensor],
+    "Tensor[]": "Sequence[torch.Tensor]",
+    "int": int,
+    "int?": Optional[int],
+    "int[]": "Sequence[int]",
+    "bool": bool,
+}

@@ -1,0 +1,72 @@
+"""Bad-input rows derived from the op descriptions (sgl_meta._op.OPS).
+
+For every argument of every op, from its kind and dtype set alone: a value of
+the wrong type (an int for a tensor, a float or bool for an int, an int for a
+bool, a tensor for a tensor list, None inside a list) is a TypeError naming
+the op and the argument, and a tensor of a dtype outside its set is a
+RuntimeError naming the argument and the dtypes it takes. The dtype rows also
+hold the descriptions to the C++ checks: a description that names the wrong
+dtype set fails here.
+"""
+
+from __future__ import annotations
+
+from row_kit import Row, apply, set_
+
+from sgl_meta import _op
+
+_DTYPE_TEXT = {
+    _op.INT32: "int32 (torch.int32)",
+    _op.INT64: "int64 (torch.int64)",
+    _op.INDEX: "int32 or int64 (torch.int32 or torch.int64)",
+}
+# A dtype outside each set that is still an integer type (the likely mistake).
+_OTHER_INT = {_op.INT32: "long", _op.INT64: "int", _op.INDEX: "short"}
+
+
+def _list_element(name, value):
+    def edit(kw):
+        kw[name] = [value, *kw[name][1:]]
+
+    return edit
+
+
+def _rows_of(op: _op.Op, base: dict) -> list[Row]:
+    rows = []
+
+    def row(id, edit, text, raises):
+        rows.append(Row(id=f"{op.name}/described: {id}", op=op.name, edit=edit, names=(text,), raises=(raises,)))
+
+    for a in op.args:
+        name, given = a.name, base.get(a.name)
+        if a.kind in ("Tensor", "Tensor?"):
+            row(f"{name} = 5", set_(**{name: 5}), f"{name} must be a Tensor, got int", TypeError)
+            row(f"{name} = [[1, 2]]", set_(**{name: [[1, 2]]}), f"{name} must be a Tensor, got list", TypeError)
+            if a.kind == "Tensor" and a.default is _op.REQUIRED:
+                row(f"{name} = None", set_(**{name: None}), f"{name} must be a Tensor, got NoneType", TypeError)
+            if given is not None:
+                expected = f"{name} must have dtype {_DTYPE_TEXT[a.dtypes]}"
+                row(f"{name} dtype float32", apply(name, lambda t: t.float()), expected, RuntimeError)
+                cast = _OTHER_INT[a.dtypes]
+                row(f"{name} dtype {cast}", apply(name, lambda t, c=cast: getattr(t, c)()), expected, RuntimeError)
+        elif a.kind == "Tensor[]" and given:
+            row(f"{name} as a Tensor", set_(**{name: given[0]}), f"{name} must be a list of tensors", TypeError)
+            row(f"{name}[0] None", _list_element(name, None), f"{name}[0] must be a Tensor, got NoneType", TypeError)
+        elif a.kind in ("int", "int?"):
+            row(f"{name} = 4.0", set_(**{name: 4.0}), f"{name} must be an int, got float", TypeError)
+            row(f"{name} = True", set_(**{name: True}), f"{name} must be an int, got bool", TypeError)
+            row(f"{name} = '4'", set_(**{name: "4"}), f"{name} must be an int, got str", TypeError)
+        elif a.kind == "int[]" and given:
+            row(f"{name}[0] float", _list_element(name, 1.5), f"{name}[0] must be an int, got float", TypeError)
+        elif a.kind == "bool":
+            row(f"{name} = 1", set_(**{name: 1}), f"{name} must be a bool, got int", TypeError)
+    return rows
+
+
+def described_rows(bases: dict, gen, device="cpu") -> list[Row]:
+    """Rows for every op with a base call in ``bases`` (op name -> maker)."""
+    rows = []
+    for name, op in _op.OPS.items():
+        if name in bases:
+            rows.extend(_rows_of(op, bases[name](gen, device)))
+    return rows
