@@ -1,6 +1,6 @@
-"""Fixed-shape microbenchmarks at the issues' target shapes, fused vs eager.
+"""Fixed-shape microbenchmarks at serving shapes, fused vs eager.
 
-    python benchmarks/op_shapes.py [--json PATH]
+    python benchmarks/op_shapes.py [--json PATH] [--publish DIR]
 
 For each case: host us per call (wall time to issue one call, median and p99;
 the dispatch cost a server pays per replay), device us per call (CUDA events
@@ -18,8 +18,6 @@ kernels). GPU only.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
 import time
 
@@ -27,15 +25,11 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
+from sgl_meta.bench import publish
+from sgl_meta.bench.report import environment, environment_line, write_json
+from sgl_meta.bench.workloads.base import SECTOR
 
-# DRAM bytes one scattered 4- or 8-byte load costs. ncu on the H200 (2026-11-29):
-# 524,750 page-boundary gathers read 33.6 MB from DRAM, i.e. 64 B each (two
-# 32-byte sectors), so 64 B is the honest floor per gather, not 4 B or 32 B.
-# (Not a bound when a kernel's second-level gathers hit L2: ncu counted 39 B a
-# gather on the bench's KV row, whose v2p sectors are read about twice, and
-# with evict-first req_to_token loads the 8192-page p16 page table ran under
-# this floor; results/h200_2026-12-01-s4/.)
-GATHER = 64
+GATHER = SECTOR  # DRAM bytes one scattered 4- or 8-byte load costs
 
 
 def copy_bandwidth(nbytes: int = 1 << 30) -> float:
@@ -106,11 +100,10 @@ def device_us(calls, replays: int = 30) -> float:
 def device_us_paired(calls_a, calls_b, replays: int = 200) -> dict:
     """Two graphs (A: ours, B: the third column) timed in alternation, A B then B A.
 
-    Sequential blocks of replays drift with the clocks (the same kernel moved 10%
-    between two runs at bs 1, results/h200_2026-12-01-s6/); alternating replays
-    see the same drift, so the median of the per-round ratios A/B is steady where
-    the ratio of two separate medians is not. Returns both medians (us per call)
-    and the ratio's median and quartiles.
+    Sequential blocks of replays drift with the clocks (at bs 1 by up to 10%);
+    alternating replays see the same drift, so the median of the per-round ratios
+    A/B is steady where the ratio of two separate medians is not. Returns both
+    medians (us per call) and the ratio's median and quartiles.
     """
     ga, gb = _graph(calls_a), _graph(calls_b)
     ta, tb = [], []
@@ -285,7 +278,7 @@ def kv_read_case(bs, pages, page_size, form, max_len=None, delta=0, zero_tail=Fa
 
 
 def unified_step_case(bs, pages, page_size, swa, sets=8):
-    """One decode refresh of TRT-LLM MHA on SGLang 0.5.23's unified pool (issue 13): the
+    """One decode refresh of TRT-LLM MHA on SGLang 0.5.23's unified pool: the
     update with the page tables (and the SWA table) built through v2p / swa_v2p in the
     same launch, as the plugin records it. Compared (``split`` column) with 0.5.23's
     replay work done by our kernels: the seqlens-only update (``skip_page_table``) plus
@@ -461,12 +454,45 @@ BASELINES = {
 }
 
 
+def markdown(doc: dict) -> str:
+    """The rows as a markdown table, with the run's environment."""
+    rows = doc["rows"]
+    eager = any("eager_dev_us" in r for r in rows)
+    lines = ["### sgl_meta op shapes: fixed shapes, device us per call", "", environment_line(doc["environment"]), "",
+             "| case | host us (p99) | device us | " + ("eager host / device us | " if eager else "")
+             + "floor us | third column us | ours / third [quartiles] |",
+             "|---|---|---|" + ("---|" if eager else "") + "---|---|---|"]
+    for r in rows:
+        third = next((k for k in ("gather", "split") if f"{k}_dev_us" in r), None)
+        cells = [r["case"], f"{r['fused_host_med_us']:.1f} ({r['fused_host_p99_us']:.1f})", f"{r['fused_dev_us']:.2f}"]
+        if eager:
+            cells.append(f"{r['eager_host_med_us']:.1f} / {r['eager_dev_us']:.2f}" if "eager_dev_us" in r else "-")
+        cells.append(f"{r['floor_us']:.2f}")
+        if third:
+            cells += [f"{r[third + '_dev_us']:.2f} ({third})",
+                      f"{r['third_ratio']:.2f}x [{r['third_ratio_p25']:.2f}-{r['third_ratio_p75']:.2f}]"]
+        else:
+            cells += ["-", "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"- Copy bandwidth {doc['copy_bandwidth_GBps']:.0f} GB/s (read + write); floor = the bytes a call "
+              f"must move over it, a scattered gather counting {GATHER} B.",
+              "- device: median over replays of a CUDA graph holding the case's calls on 8 input sets (no L2 "
+              "flush); host: median (p99) wall time of one eager call.",
+              "- Third column: the bare gather of the same pages (`sgl_meta.bench.bare_gather`, the ceiling), or "
+              "for the unified-pool step SGLang 0.5.23's split of the same work (seqlens-only update + one table "
+              "build per table, our kernels). ours / third: median of per-pair ratios, the two graphs replayed in "
+              "alternation, quartiles in brackets."]
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write results here")
+    ap.add_argument("--publish", metavar="DIR",
+                    help="write <date>-<gpu>-op-shapes.{json,md} into DIR (e.g. benchmarks/results)")
     ap.add_argument("--only", action="append", default=[], metavar="TEXT",
                     help="run only the cases whose name contains TEXT (repeatable)")
-    ap.add_argument("--no-eager", action="store_true", help="skip the eager reference column (A/B runs)")
+    ap.add_argument("--no-eager", action="store_true", help="skip the eager reference column")
     ap.add_argument("--replays", type=int, default=200,
                     help="alternating replays of ours and the third column (default 200)")
     args = ap.parse_args()
@@ -496,23 +522,14 @@ def main():
         else:
             r["fused_dev_us"] = device_us([lambda k=k: fused(**k) for k in kwargs])
         rows.append(r)
-    meta = dict(date=datetime.datetime.now().isoformat(timespec="seconds"), gpu=torch.cuda.get_device_name(),
-                torch=torch.__version__, cuda=torch.version.cuda, copy_bw_GBps=bw / 1e9)
+    doc = dict(environment=environment(torch.device("cuda", torch.cuda.current_device())), args=vars(args),
+               copy_bandwidth_GBps=bw / 1e9, rows=rows)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    print(f"\n{meta}")
-    print(f"{'case':46s} {'host us fused/eager':>20s} {'p99 fused':>9s} {'dev us fused/eager':>19s} {'floor us':>8s}"
-          f" {'3rd us':>9s} {'fused/3rd':>12s}  (3rd: bare gather, or split = 0.5.23's three launches;"
-          f" fused/3rd: median of per-replay ratios, alternating, [quartiles])")
-    for r in rows:
-        third = next((k for k in ("gather", "split") if f"{k}_dev_us" in r), None)
-        gather = (f" {r[third + '_dev_us']:9.2f} {r['third_ratio']:11.2f}x {third}"
-                  f" [{r['third_ratio_p25']:.2f}-{r['third_ratio_p75']:.2f}]" if third else "")
-        print(f"{r['case']:46s} {r['fused_host_med_us']:8.1f} / {r.get('eager_host_med_us', float('nan')):8.1f} "
-              f"{r['fused_host_p99_us']:9.1f} {r['fused_dev_us']:8.2f} / {r.get('eager_dev_us', float('nan')):8.2f}"
-              f" {r['floor_us']:8.2f}"
-              + gather)
+        write_json(args.json, doc)
+    if args.publish:
+        for path in publish.write(args.publish, "op-shapes", doc, markdown(doc)):
+            print(f"wrote {path}")
+    print(markdown(doc))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Small-size device time of the TRT-LLM MHA ops (issue 11): where a launch is a
+"""Small-size device time of the TRT-LLM MHA ops: where a launch is a
 few microseconds and latency, not bandwidth, decides.
 
     python benchmarks/small_sizes.py [--json PATH] [--upstream] [--launches N]

@@ -324,3 +324,43 @@ def test_dsa_generator_is_pluggable_and_checked(tmp_path):
     finally:
         dsa_gen.GENERATOR.clear()
         dsa_gen.GENERATOR.update(saved)
+
+
+def test_cpu_run_is_scaled_and_says_so(tmp_path, capsys):
+    """Without a GPU the defaults shrink the run (what was left at its default) and
+    the output, the JSON and the published table say what was scaled."""
+    from sgl_meta.bench.__main__ import CPU_DEFAULTS
+
+    path, pub = tmp_path / "b.json", tmp_path / "pub"
+    code = main(["--device", "cpu", "--preset", "llama-3.1-8b-p64", "--steps", "2", "--warmup", "0",
+                 "--no-progress", "--json", str(path), "--publish", str(pub)])
+    doc = json.loads(path.read_text())
+    assert code == 0 and doc["args"]["context_len"] == CPU_DEFAULTS["context_len"]
+    assert "contexts capped" in doc["cpu_scaled"] and "buckets up to 32" in doc["cpu_scaled"]
+    assert "steps (+" not in doc["cpu_scaled"]  # given on the command line
+    assert "CPU-scaled run:" in capsys.readouterr().err
+    md = (pub / f"{doc['environment']['date'][:10]}-cpu-bench.md").read_text()
+    assert "CPU-scaled run:" in md and "ref/fused" in md and "publish_results.sh" in md
+    assert json.loads((pub / f"{doc['environment']['date'][:10]}-cpu-bench.json").read_text())["ok"] is True
+
+
+def test_cpu_kv_workloads_leave_out_the_bare_gather(tmp_path):
+    """On CPU without emulated graphs the bare gather would be the reference again:
+    it is left out and a note says it runs on CUDA only."""
+    code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b-unified", "--steps", "2")
+    ws = {w["op"]: w for w in doc["presets"][0]["workloads"]}
+    for op in ("kv_read_page_table", "kv_read_token_stream"):
+        assert ws[op]["impls"] == ["fused", "ref"]
+        assert any("CUDA only" in n for n in ws[op]["notes"])
+    from sgl_meta.bench.report import markdown
+
+    assert "fused/gather" not in markdown(doc) and "only in the JSON" in markdown(doc)
+
+
+def test_published_names():
+    from sgl_meta.bench.publish import stem
+
+    assert stem({"date": "2026-12-01T15:13:31+00:00", "gpu": "NVIDIA H200"}, "upstream") == "2026-12-01-h200-upstream"
+    assert stem({"date": "2027-01-02T00:00:00", "gpu": "NVIDIA GeForce RTX 4090"}, "bench") == \
+        "2027-01-02-geforce-rtx-4090-bench"
+    assert stem({"date": "2027-01-02T00:00:00", "gpu": None}, "bench") == "2027-01-02-cpu-bench"

@@ -127,7 +127,7 @@ def test_rows_skip_with_the_reason(tmp_path):
     p = loader.probe(loader.locate(str(tmp_path / "none")), gpu=True)
     assert "no sglang" in why_skipped(ROW_SPECS[0], p, None)
     spec = RowSpec(name="x", group="g", families=(), ours=("no_such_op",), build=None)
-    assert "sgl_meta.no_such_op not in this build yet" == why_skipped(spec, p, None)
+    assert "sgl_meta.no_such_op not in this build" == why_skipped(spec, p, None)
 
 
 # -- the installed package (CI installs sglang 0.5.23 with --no-deps) ------------------------
@@ -410,7 +410,7 @@ def _doc():
                  "upstream": {"cold_s": 3.0, "warm_s": 0.01}, "ours": {"cold_s": 0.012, "warm_s": 0.01}},
                 {"name": "DSA copy", "buckets": 3, "skipped": "no nvcc"},
             ],
-            "skipped_rows": [{"case": "DSA generate decode bs1, K=1", "reason": "sgl_meta.fused_dsa_decode_metadata not in this build yet"}],
+            "skipped_rows": [{"case": "DSA generate decode bs1, K=1", "reason": "sgl_meta.fused_dsa_decode_metadata not in this build"}],
             "tvm_ffi": {"import_s": 0.2, "torch_c_dlpack": True},
         },
     }
@@ -424,7 +424,7 @@ def test_markdown_table(tmp_path):
     assert "| DSA copy decode bs256 |" in md and "MISMATCH" in md
     assert "| TRT-LLM MHA update | 3.000 (0.010) | 0.012 (0.010) |" in md
     assert "Cold start of DSA copy skipped: no nvcc." in md
-    assert "Not run (sgl_meta.fused_dsa_decode_metadata not in this build yet): DSA generate decode bs1, K=1." in md
+    assert "Not run (sgl_meta.fused_dsa_decode_metadata not in this build): DSA generate decode bs1, K=1." in md
     assert "could not be captured" in md
     assert ("KV read table bs256: the bare gather of the same pages (the ceiling, same inputs and rotation) "
             "9.20 us device; sgl_meta / bare gather 1.07.") in md

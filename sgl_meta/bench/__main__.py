@@ -21,14 +21,17 @@ import torch
 from .buckets import capture_batch_sizes
 from .check import BenchMismatch
 from .presets import ALIASES, PRESETS, resolve
-from .report import environment, print_table, write_json
+from .report import environment, print_table, trace_notes, write_json
 from .runner import Options, run_preset
 from .timing import copy_bandwidth
 
-# Defaults sized for about a minute in all: all presets on an H200, or a
-# smaller run (fewer steps, buckets up to 32) on the CPU kernels.
-GPU_DEFAULTS = dict(steps=1500, warmup=30, max_bs=256)
-CPU_DEFAULTS = dict(steps=120, warmup=5, max_bs=32)
+# Defaults sized for about a minute for all presets on an H200. The CPU kernels
+# and the eager reference on CPU take milliseconds where the GPU takes
+# microseconds, so on CPU the run is scaled down (fewer steps, buckets up to 32,
+# contexts capped: narrower page tables, shorter requests) to about two minutes
+# on two cores; the output says so.
+GPU_DEFAULTS = dict(steps=1500, warmup=30, max_bs=256, context_len=None)
+CPU_DEFAULTS = dict(steps=40, warmup=3, max_bs=32, context_len=8192)
 
 
 def _int_list(text: str) -> list:
@@ -59,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--spec", action=argparse.BooleanOptionalAction, default=None,
                    help="speculative decoding on/off (default: per preset: gpt-oss and DeepSeek on, Llama off)")
     p.add_argument("--check-every", type=int, default=1, metavar="N", help="compare fused vs reference every N steps (default 1: every step)")
-    p.add_argument("--context-len", type=int, help="override the presets' context length (smaller tables, for quick runs)")
+    p.add_argument("--context-len", type=int, help="override the presets' context length (smaller tables, for quick "
+                   f"runs; default: the model's on GPU, {CPU_DEFAULTS['context_len']} on CPU)")
     p.add_argument("--flush-l2", action=argparse.BooleanOptionalAction, default=True,
                    help="flush L2 before each timed graph replay (default on)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="default: cuda when available")
@@ -74,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cold-start", action=argparse.BooleanOptionalAction, default=True,
                    help="with --upstream: time the first call over the bucket list with empty compile caches (default on)")
     p.add_argument("--markdown", metavar="PATH", help="with --upstream: write the side-by-side table as markdown")
+    p.add_argument("--publish", metavar="DIR", help="write the published files into DIR (e.g. benchmarks/results): "
+                   "<date>-<gpu>-bench.{json,md} for the trace replay, <date>-<gpu>-upstream.{json,md} with --upstream")
     p.add_argument("--replays", type=int, default=None, metavar="N",
                    help="with --upstream: timed graph replays per row and implementation (default 300)")
     # Self-test of the checker: corrupt one fused output at this step.
@@ -96,8 +102,9 @@ def main(argv=None) -> int:
     steps = defaults["steps"] if args.steps is None else args.steps
     warmup = defaults["warmup"] if args.warmup is None else args.warmup
     max_bs = max(args.buckets) if args.buckets else (defaults["max_bs"] if args.max_bs is None else args.max_bs)
-    if steps < 1 or warmup < 0 or max_bs < 1 or args.check_every < 1:
-        parser.error("--steps, --max-bs, --check-every must be >= 1 and --warmup >= 0")
+    context_len = defaults["context_len"] if args.context_len is None else args.context_len
+    if steps < 1 or warmup < 0 or max_bs < 1 or args.check_every < 1 or (context_len or 1) < 1:
+        parser.error("--steps, --max-bs, --check-every, --context-len must be >= 1 and --warmup >= 0")
     if args.preset == ["none"]:
         if not args.upstream:
             parser.error("--preset none leaves nothing to run without --upstream")
@@ -116,31 +123,31 @@ def main(argv=None) -> int:
 
         check_available()
 
-    notes = []
-    if not cuda:
-        notes.append(
-            "No CUDA device: the CPU kernels run against the eager reference. Times are CPU wall "
-            "times per call (the whole computation); no CUDA graphs, no CUDA events, no device columns."
-        )
     opts = Options(
         presets=presets, steps=steps, warmup=warmup, seed=args.seed, max_bs=max_bs,
         buckets=args.buckets, check_every=args.check_every, spec=args.spec,
-        context_len=args.context_len, flush_l2=args.flush_l2, device=device,
+        context_len=context_len, flush_l2=args.flush_l2, device=device,
         progress=not args.no_progress, corrupt_fused=args.corrupt_fused,
         emulate_graphs=args.emulate_graphs, upstream=args.upstream,
     )
     env = environment(device)
     bw = copy_bandwidth(device)
-    resolved = dict(vars(args), steps=steps, warmup=warmup, max_bs=max_bs, preset=[p.name for p in presets])
+    resolved = dict(vars(args), steps=steps, warmup=warmup, max_bs=max_bs, context_len=context_len,
+                    preset=[p.name for p in presets])
     graph_mode = "cuda" if cuda else ("emulated" if args.emulate_graphs else None)
     doc = {"environment": env, "args": resolved, "copy_bandwidth": bw, "graph_mode": graph_mode,
            "presets": [], "ok": None}
+    scaled = cpu_scaling(args, steps, warmup, max_bs, context_len) if not cuda and presets else None
+    if scaled:
+        doc["cpu_scaled"] = scaled
     print(
         f"sgl_meta bench on {env['gpu'] or 'CPU: ' + env['cpu']} | torch {env['torch']} | "
         f"{steps} steps (+{warmup} warmup) per preset | max bs {max_bs} | seed {args.seed} | "
         f"copy bandwidth {bw['bytes_per_s'] / 1e9:.0f} GB/s",
         file=sys.stderr,
     )
+    if scaled:
+        print(f"CPU-scaled run: {scaled}", file=sys.stderr)
     try:
         for preset in presets:
             res = run_preset(preset, opts, bw["bytes_per_s"])
@@ -165,7 +172,7 @@ def main(argv=None) -> int:
         return 1
     doc["ok"] = True
     if presets:
-        print_trace_results(doc, notes, args, cuda, bw)
+        print_table(doc, trace_notes(doc))
     if args.upstream:
         if not run_upstream_section(doc, args, device, max_bs):
             doc["ok"] = False
@@ -177,12 +184,47 @@ def main(argv=None) -> int:
 
         write_markdown(args.markdown, doc)
         print(f"wrote {args.markdown}", file=sys.stderr)
+    if args.publish:
+        for path in publish_run(args.publish, doc, bool(presets), bool(args.upstream)):
+            print(f"wrote {path}", file=sys.stderr)
     if args.plot and presets:
         from .plot import write_plot
 
         write_plot(args.plot, doc)
         print(f"wrote {args.plot}", file=sys.stderr)
     return 0 if doc["ok"] else 1
+
+
+def cpu_scaling(args, steps: int, warmup: int, max_bs: int, context_len) -> str:
+    """What a CPU run took smaller than the GPU defaults, in words (empty when nothing was)."""
+    gpu = GPU_DEFAULTS
+    parts = []
+    if args.steps is None and steps < gpu["steps"]:
+        parts.append(f"{steps} steps (+{warmup} warmup) per preset instead of {gpu['steps']}")
+    if args.max_bs is None and not args.buckets and max_bs < gpu["max_bs"]:
+        parts.append(f"buckets up to {max_bs} instead of {gpu['max_bs']}")
+    if args.context_len is None and context_len:
+        parts.append(f"contexts capped at {context_len:,} tokens instead of each model's "
+                     "(narrower page tables, requests clipped)")
+    if not parts:
+        return ""
+    return "; ".join(parts) + ". --steps, --max-bs and --context-len set them."
+
+
+def publish_run(directory: str, doc: dict, trace: bool, upstream: bool) -> list:
+    """The run as published files: the trace replay and the upstream comparison, each with its table."""
+    from . import publish
+    from .report import markdown
+    from .upstream.table import markdown as upstream_markdown
+
+    paths = []
+    if trace:
+        bench = {k: v for k, v in doc.items() if k != "upstream"}
+        paths += publish.write(directory, "bench", bench, markdown(bench))
+    if upstream:
+        up = dict(doc, presets=[])
+        paths += publish.write(directory, "upstream", up, upstream_markdown(up))
+    return paths
 
 
 def run_upstream_section(doc: dict, args, device, max_bs: int) -> bool:
@@ -200,29 +242,6 @@ def run_upstream_section(doc: dict, args, device, max_bs: int) -> bool:
         doc["error"] = "upstream comparison: " + "\n".join(bad)
         print("\nFAILED: " + doc["error"], file=sys.stderr)
     return not bad
-
-
-def print_trace_results(doc: dict, notes: list, args, cuda: bool, bw: dict) -> None:
-    for pr in doc["presets"]:
-        for w in pr["workloads"]:
-            notes += [f"{pr['preset']} / {w['label']}: {n}" for n in w.get("notes", ())]
-    missing = sorted({op for pr in doc["presets"] for op in pr["ops_not_in_build"]})
-    if missing:
-        notes.append(f"Not in this build (their lines appear once merged): {', '.join(missing)}.")
-    notes.append(
-        ("" if cuda or args.emulate_graphs else "JSON only on CPU: ")
-        + f"floor = bytes moved / measured copy bandwidth ({bw['bytes_per_s'] / 1e9:.0f} GB/s, read + write); "
-        "scattered reads (page-boundary slots of req_to_token, full->SWA mapping entries) count one "
-        "64-byte DRAM access each (measured with ncu on an H200). Eager: bs = running requests, host-known max pages; graph: bucket, "
-        "full width, live pages only."
-    )
-    if args.emulate_graphs:
-        notes.append("Emulated graphs (CPU self-test): 'dev' columns are wall times of eager replays of the graph-mode calls.")
-    if cuda:
-        notes.append("device = CUDA events around one graph replay (one decode step's calls / calls), L2 "
-                     + ("flushed" if args.flush_l2 else "warm") + " before each replay; launch = host time of "
-                     "the graph replay (the step's host cost with the refresh recorded in its graph).")
-    print_table(doc, notes)
 
 
 if __name__ == "__main__":

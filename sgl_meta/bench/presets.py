@@ -82,7 +82,7 @@ PRESETS = {
             # full-attention layers hold 36 KiB per token.
             kv_pool_tokens=1_500_000,
             swa_window=128,
-            spec=True,  # EAGLE3, the case the seed's 4-refreshes-per-step note describes
+            spec=True,  # EAGLE3: four graph refreshes per decode step
             spec_steps=3,
             spec_draft_tokens=4,
             sources="config.json: sliding_window=128, max_position_embeddings=131072; "

@@ -1,9 +1,10 @@
-"""Results out: environment record, the summary table, the JSON file."""
+"""Results out: environment record, the summary table (terminal and markdown), the JSON file."""
 
 from __future__ import annotations
 
 import json
 import platform
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,14 +28,35 @@ def environment(device: torch.device) -> dict:
         "numpy": np.__version__,
         "sgl_meta": sgl_meta.__version__,
         "sgl_meta_path": str(Path(sgl_meta.__file__).parent),
+        "sgl_meta_commit": _run(["git", "-C", str(Path(sgl_meta.__file__).parent), "rev-parse", "--short", "HEAD"]),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         info["gpu"] = torch.cuda.get_device_name(device)
+        info["driver"] = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])  # one per host
         info["gpu_capability"] = f"{props.major}.{props.minor}"
         info["gpu_sms"] = props.multi_processor_count
         info["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
     return info
+
+
+def _run(cmd: list):
+    """First line of a command's output, or None when it is missing or fails."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0] if out.strip() else None
+
+
+def environment_line(env: dict) -> str:
+    """Date, device, driver, torch, Python and sgl_meta of a run, on one line (markdown headers)."""
+    device = env.get("gpu") or f"CPU: {env.get('cpu')}"
+    if env.get("driver"):
+        device += f" (driver {env['driver']})"
+    commit = f" ({env['sgl_meta_commit']})" if env.get("sgl_meta_commit") else ""
+    return (f"{env.get('date', '?')} · {device} · torch {env.get('torch')} (CUDA {env.get('cuda')}) · "
+            f"Python {env.get('python', '?')} · sgl_meta {env.get('sgl_meta')}{commit}")
 
 
 def _cpu_model() -> str:
@@ -98,8 +120,9 @@ def _ratio_of(num, den) -> str:
 
 def table_rows(doc: dict) -> tuple:
     """(header, groups): one group of rows (fused, reference, then any baselines,
-    e.g. the bare gather) per preset and op. A baseline's "gain" cell is the
-    fused op's time over the baseline's (device on CUDA): 1.04x = 4% slower."""
+    e.g. the bare gather) per preset and op. The fused row's "ref/fused" cell is
+    the reference's time over the op's; a baseline's cell the fused op's time
+    over the baseline's (device with graphs): 1.04x = 4% slower."""
     cuda = doc.get("graph_mode") is not None  # device columns
     header = ["preset", "op x calls/step", "impl", "host", "p99"]
     if cuda:
@@ -107,7 +130,7 @@ def table_rows(doc: dict) -> tuple:
     header += ["host/step"] + (["dev/step", "launch/step"] if cuda else [])
     # The floor is a DRAM-traffic bound for the GPU; on CPU, caches make it loose
     # (it stays in the JSON).
-    header += (["floor"] if cuda else []) + ["gain host" + ("|dev" if cuda else ""), "checked"]
+    header += (["floor"] if cuda else []) + ["ref/fused host" + ("|dev" if cuda else ""), "checked"]
     groups = []
     for pr in doc["presets"]:
         if not pr["workloads"]:
@@ -148,6 +171,57 @@ def table_rows(doc: dict) -> tuple:
                 rows.append(row)
             groups.append(rows)
     return header, groups
+
+
+def trace_notes(doc: dict) -> list:
+    """What the trace table's columns mean for this run, in words, and what was left out."""
+    graph_mode, cuda = doc.get("graph_mode"), doc.get("graph_mode") == "cuda"
+    args, bw = doc.get("args", {}), doc["copy_bandwidth"]["bytes_per_s"]
+    notes = []
+    if doc.get("cpu_scaled"):
+        notes.append("CPU-scaled run: " + doc["cpu_scaled"])
+    if not cuda:
+        notes.append(
+            "No CUDA device: the CPU kernels run against the eager reference. Times are CPU wall times "
+            "per call (the whole computation); ref/fused says how much longer PyTorch's eager CPU ops take "
+            "than the op's CPU kernel, which says nothing about the GPU (no CUDA graphs, no device columns; "
+            "GPU numbers: benchmarks/results/).")
+    for pr in doc["presets"]:
+        for w in pr["workloads"]:
+            notes += [f"{pr['preset']} / {w['label']}: {n}" for n in w.get("notes", ())]
+    missing = sorted({op for pr in doc["presets"] for op in pr["ops_not_in_build"]})
+    if missing:
+        notes.append(f"Not in this build: {', '.join(missing)}.")
+    if graph_mode:
+        notes.append(
+            f"floor = bytes moved / measured copy bandwidth ({bw / 1e9:.0f} GB/s, read + write); scattered reads "
+            "(page-boundary slots of req_to_token, full->SWA mapping entries) count one 64-byte DRAM access "
+            "each (measured with ncu on an H200). Eager: bs = running requests, host-known max pages; graph: "
+            "bucket, full width, live pages only.")
+    else:
+        notes.append("The floor (bytes moved / copy bandwidth) bounds GPU DRAM traffic; CPU caches make it "
+                     "meaningless here, so it is only in the JSON.")
+    if graph_mode == "emulated":
+        notes.append("Emulated graphs (CPU self-test): 'dev' columns are wall times of eager replays of the graph-mode calls.")
+    if cuda:
+        notes.append("device = CUDA events around one graph replay (one decode step's calls / calls), L2 "
+                     + ("flushed" if args.get("flush_l2", True) else "warm") + " before each replay; launch = host "
+                     "time of the graph replay (the step's host cost with the refresh recorded in its graph).")
+    return notes
+
+
+def markdown(doc: dict) -> str:
+    """The trace table as markdown, with the run's environment and notes."""
+    header, groups = table_rows(doc)
+    a = doc.get("args", {})
+    lines = ["### sgl_meta bench: serving-trace replay, fused op vs eager reference", "",
+             environment_line(doc.get("environment", {})), "",
+             f"{a.get('steps')} steps (+{a.get('warmup')} warmup) per preset, max bs {a.get('max_bs')}, "
+             f"seed {a.get('seed')}; us per call (median, p99) and per step (median).", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for g in groups for r in g]
+    lines += [""] + [f"- {n}" for n in trace_notes(doc)]
+    return "\n".join(lines) + "\n"
 
 
 def print_table(doc: dict, notes: list) -> None:

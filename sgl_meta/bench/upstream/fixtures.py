@@ -6,7 +6,7 @@ Inputs are built on the device once per family and sliced per row:
 * ``paged_pool``: a ``req_to_token`` whose rows are shuffled whole pages (ids
   from 1; page 0 is padding), so page-boundary slots are scattered the way a
   long-running server's allocator leaves them;
-* lengths: ``uniform_lengths`` (the fixed-shape cases of the issue's table, as
+* lengths: ``uniform_lengths`` (the fixed-shape cases of
   ``benchmarks/op_shapes.py``) or ``trace_lengths`` (the serving trace's
   log-normal prompt and output lengths, for the DSA generator rows).
 
@@ -129,7 +129,7 @@ class Row:
 @dataclass
 class RowSpec:
     """A row to build when its pieces exist: ``ours`` names the sgl_meta functions
-    it needs (a row for an op that has not landed yet is listed as skipped), and
+    it needs (a row for an op this build lacks is listed as skipped), and
     ``build(ctx, kernels)`` makes the ``Row``."""
 
     name: str

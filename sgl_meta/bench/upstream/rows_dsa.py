@@ -1,6 +1,6 @@
 """DSA rows (DeepSeek-V3.2): the metadata copy, and generation fanned out to K graphs.
 
-Copy rows (the issue's table, ``benchmarks/op_shapes.py`` shapes): sources of a
+Copy rows (``benchmarks/op_shapes.py`` shapes): sources of a
 top-k-wide ``page_table_1`` (2048 columns), a real page table of the 160K
 context (2560 pages of 64) and FlashMLA metadata (``[66, 8]`` + ``num_splits``),
 random contents. Ours is the drop-in with upstream's positional signature

@@ -7,7 +7,7 @@ entries freed to -1, as compaction leaves them), lengths uniform. Upstream
 defines each row's live prefix (``ceil(len / 64)`` pages, capped at
 ``max_pages``) and the ``sum(len)`` tokens of the stream. Both rows also time
 the bare gather of the same pages (``sgl_meta.bench.bare_gather``: the same
-addresses, no checks), the ceiling issue 13 measures ours against, in the same
+addresses, no checks), the ceiling ours is held to, in the same
 rotation and on the same inputs.
 """
 

@@ -1,6 +1,6 @@
 """TRT-LLM MHA rows: the graph-metadata update and the page-table builder.
 
-Shapes of the issue's table (``benchmarks/op_shapes.py``): page size 64, a
+The fixed shapes of ``benchmarks/op_shapes.py``: page size 64, a
 2048-page table (131,072-token context, gpt-oss / Llama 3.1), lengths uniform
 in ``[1, context - 128]``, ``seqlen_offset`` 1 (the first EAGLE draft step).
 SGLang 0.5.23 records the update in the decode graph with the full static width
@@ -15,7 +15,6 @@ What upstream defines (``regions``): ``cache_seqlens[:bs]``, ``cu_seqlens_k[1:bs
 from __future__ import annotations
 
 import functools
-import inspect
 
 import torch
 
@@ -83,14 +82,6 @@ def _fixture(ctx) -> MhaFixture:
     return ctx.fixture("mha", MhaFixture)
 
 
-def accepts(fn, name: str) -> bool:
-    """``fn`` takes a keyword ``name`` (feature check for API that lands later)."""
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _row(ctx, name, params, calls, names, regions, note="") -> Row:
     f = _fixture(ctx)
     outputs = {impl: {n: f.out[impl][n] for n in names} for impl in calls}
@@ -143,19 +134,16 @@ def build_seqlens_only(ctx, up, *, bs: int, name: str) -> Row:
         o = f.out[impl]
         return dict(cache_seqlens=o["cache_seqlens"][:bs], cu_seqlens_k=o["cu_seqlens_k"][: bs + 1])
 
-    def ours_kw(fn, impl):
-        if accepts(fn, "skip_page_table"):
-            return dict(kw, **outs(impl), page_table=None, skip_page_table=True)
-        # Before skip_page_table landed: a zero-column update writes the same seqlens.
-        return dict(kw, **outs(impl), page_table=f.out[impl]["page_table"][:bs], max_seq_pages=0)
+    def ours_kw(impl):
+        return dict(kw, **outs(impl), page_table=None, skip_page_table=True)
 
     ours_fn, ref_fn = sgl_meta.update_trtllm_mha_graph_metadata, reference.update_trtllm_mha_graph_metadata
     calls = {
         "upstream": [functools.partial(up.update_trtllm_mha_graph_metadata, **kw, **outs("upstream"), page_table=None, skip_page_table=True)],
-        "ours": [functools.partial(ours_fn, **ours_kw(ours_fn, "ours"))],
-        "ref": [functools.partial(ref_fn, **ours_kw(ref_fn, "ref"))],
+        "ours": [functools.partial(ours_fn, **ours_kw("ours"))],
+        "ref": [functools.partial(ref_fn, **ours_kw("ref"))],
     }
-    note = "ours: skip_page_table=True" if accepts(ours_fn, "skip_page_table") else "ours: max_seq_pages=0 (no skip_page_table in this build)"
+    note = "ours: skip_page_table=True"
     regions = {"cache_seqlens": (slice(0, bs),), "cu_seqlens_k": (slice(1, bs + 1),)}
     params = dict(bs=bs, page_size=f.ps, width_pages=f.width, seqlen_offset=OFFSET, skip_page_table=True)
     return _row(ctx, name, params, calls, names, regions, note)

@@ -1,8 +1,7 @@
 """The ``--upstream`` mode: find SGLang, cold start, then every row; the JSON section.
 
-Rows for ops that have not landed in ``sgl_meta`` yet (the DSA generators, the KV
-read tables) are listed as skipped ("not in this build yet") and appear by
-themselves once the function exists. A missing piece upstream (no sglang, no GPU, no
+Rows whose ``sgl_meta`` function this build lacks are listed as skipped ("not
+in this build"). A missing piece upstream (no sglang, no GPU, no
 triton, no tvm-ffi, ...) skips the rows that need it, said plainly; the rest of
 the run carries on.
 """
@@ -39,7 +38,7 @@ def why_skipped(spec: RowSpec, probe: loader.Probe, kernels: Optional[loader.Ker
         return "; ".join(dict.fromkeys(missing))
     absent = [fn for fn in spec.ours if not hasattr(sgl_meta, fn)]
     if absent:
-        return f"sgl_meta.{', sgl_meta.'.join(absent)} not in this build yet"
+        return f"sgl_meta.{', sgl_meta.'.join(absent)} not in this build"
     if kernels is not None:
         gone = [fn for fn in spec.upstream if not kernels.has(fn)]
         if gone:

@@ -1,4 +1,4 @@
-"""The side-by-side table: rich on the terminal, markdown for README / results.
+"""The side-by-side table: rich on the terminal, markdown for the published results.
 
     python -m sgl_meta.bench.upstream.table BENCH.json   # markdown of a saved run
 """
@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 from typing import Optional
+
+from ..report import environment_line
 
 COLS = ("host_us", "device_us", "launch_us")
 
@@ -161,14 +163,13 @@ def _print_plain(up: dict) -> None:
 
 
 def markdown(doc: dict) -> str:
-    """The side-by-side table for README / results (date, GPU, torch, sglang)."""
+    """The side-by-side table as markdown (date, GPU, driver, torch, sglang)."""
     env, up = doc.get("environment", {}), doc.get("upstream") or {}
     tools = up.get("tools") or {}
     lines = [f"### sgl_meta vs SGLang {up.get('version') or up.get('expected_version')} kernels, same run, same inputs", ""]
     lines.append(
-        f"{env.get('date', '?')} · {env.get('gpu') or 'no GPU'} · torch {env.get('torch')} (CUDA {env.get('cuda')}) · "
-        f"triton {tools.get('triton') or '-'} · sglang {up.get('version') or '-'} ({up.get('source') or 'not found'}) · "
-        f"apache-tvm-ffi {tools.get('apache-tvm-ffi') or '-'} · sgl_meta {env.get('sgl_meta')}"
+        f"{environment_line(env)} · triton {tools.get('triton') or '-'} · sglang {up.get('version') or '-'} "
+        f"({up.get('source') or 'not found'}) · apache-tvm-ffi {tools.get('apache-tvm-ffi') or '-'}"
     )
     lines.append("")
     if up.get("rows"):

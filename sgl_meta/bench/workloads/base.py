@@ -39,9 +39,11 @@ from ..presets import Preset
 from ..trace import ServingTrace, Step
 
 IMPLS = ("fused", "ref")
-# Bytes of DRAM traffic one scattered 4- or 8-byte read costs. ncu on the H200
-# (2026-11-29, results/README.md): 524,750 page-boundary gathers read 33.6 MB
-# from DRAM, i.e. 64 B each (a pair of 32-byte sectors), so that is the floor.
+# Bytes of DRAM traffic one scattered 4- or 8-byte read costs: ncu on an H200
+# counted 524,750 page-boundary gathers reading 33.6 MB from DRAM, i.e. 64 B
+# each (a pair of 32-byte sectors), so that is the floor. Not a bound when a
+# kernel's second-level gathers hit L2 (v2p sectors are read about twice at
+# bs 256): the 8192-page p16 page table can run under it.
 SECTOR = 64
 
 
