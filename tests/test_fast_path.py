@@ -229,3 +229,39 @@ def test_overlap_error_names_the_pair_in_argument_order(fast, gen, monkeypatch):
     for _ in range(20):  # the sort of equal start addresses used to pick either order
         with pytest.raises(RuntimeError, match=r"page_table_1_dst\[0\] and page_table_1_dst\[1\] overlap"):
             sgl_meta.fused_metadata_copy_multi(**src, **lists, **sc)
+
+
+# ---- every op: both paths write the same ---------------------------------------------
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent / "reliability"))
+from bad_input_table import BASES  # noqa: E402  (a valid call of every op)
+
+
+@pytest.mark.parametrize("name", sorted(_op.OPS))
+def test_every_op_writes_the_same_on_both_paths(name, device, gen, monkeypatch):
+    kw = BASES[name](gen, device)
+    written = [a.name for a in _op.OPS[name].args if a.written and kw.get(a.name) is not None]
+
+    def poisoned():
+        out = dict(kw)
+        for n in written:
+            value = kw[n]
+            out[n] = [t.clone().fill_(-7) for t in value] if isinstance(value, (list, tuple)) else value.clone().fill_(-7)
+        return out
+
+    slow_calls = []
+    real_checked = sgl_meta._errors.checked
+    monkeypatch.setattr(sgl_meta._errors, "checked", lambda op, args: slow_calls.append(op) or real_checked(op, args))
+    fast = poisoned()
+    getattr(sgl_meta, name)(**fast)
+    assert slow_calls == [], "a plain call must take the fast path"
+    monkeypatch.setattr(_fast, "enabled", False)
+    slow = poisoned()
+    getattr(sgl_meta, name)(**slow)
+    assert len(slow_calls) == 1
+    for n in written:
+        a, b = fast[n], slow[n]
+        for x, y in zip(a, b) if isinstance(a, (list, tuple)) else [(a, b)]:
+            assert torch.equal(x, y), n
+    flat = [t for n in written for t in (fast[n] if isinstance(fast[n], (list, tuple)) else [fast[n]])]
+    assert any(bool((t != -7).any()) for t in flat), "the call wrote nothing"
