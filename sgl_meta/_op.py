@@ -16,8 +16,9 @@ signature over one of our ops) is a plain function marked with :func:`dropin`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import sys
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import torch
 
@@ -142,6 +143,136 @@ def positional(fn: Callable[..., None], name: str, *, upstream: str, module: str
     dropin_fn.__module__ = sys._getframe(1).f_globals["__name__"]
     DROPINS[name] = (upstream, module)
     return dropin_fn
+
+
+def adapt(
+    target: Callable[..., None],
+    *,
+    upstream: str,
+    module: str,
+    sets: Optional[dict[str, tuple[str, ...]]] = None,
+    renamed: Optional[dict[str, str]] = None,
+    fixed: Optional[dict[str, Any]] = None,
+    check: bool = False,
+) -> Callable[[Callable], Callable[..., None]]:
+    """Decorator: a drop-in with the decorated stub's signature (an upstream
+    function's), calling ``target``'s op with its arguments mapped:
+
+    * ``sets``: an op list argument from stub arguments, one per destination
+      set (``{"cache_seqlens": ("cache_seqlens",)}`` for K = 1); an optional
+      list takes all of them or none (None). Entries naming arguments the
+      stub does not have are ignored.
+    * ``renamed``: an op argument from the stub argument of another name.
+    * ``fixed``: an op argument the stub does not have, with its value.
+    * ``check``: run the stub's body first (upstream's host-side asserts).
+
+    Any other op argument comes from the stub argument of its name, else its
+    default. Errors name the drop-in and its arguments. The mapping is kept
+    (``fn.adapter``) so that :func:`adapt_reference` makes the same drop-in
+    over the eager reference.
+    """
+
+    def make(stub: Callable) -> Callable[..., None]:
+        spec = _Adapter(target.op, stub, sets or {}, renamed or {}, fixed or {}, check)
+        fn = spec.build(_call(target.op))
+        fn.__module__ = stub.__module__
+        DROPINS[stub.__name__] = (upstream, module)
+        return fn
+
+    return make
+
+
+def adapt_reference(dropin_fn: Callable[..., None], reference_op: Callable[..., None]) -> Callable[..., None]:
+    """``dropin_fn``'s adapter over ``reference_op`` (same keywords as the op)."""
+    spec = dropin_fn.adapter
+    names = [a.name for a in spec.op.args]
+
+    def call(args: tuple) -> None:
+        reference_op(**dict(zip(names, args)))
+
+    fn = spec.build(call)
+    fn.__doc__ = f"Eager reference of the drop-in :func:`sgl_meta.{spec.stub.__name__}` (upstream's signature)."
+    return fn
+
+
+def _all_or_none(caller: str, names: tuple[str, ...], values: tuple) -> Union[list, tuple]:
+    """The list form of an optional field given per set: all or none (empty)."""
+    if all(v is None for v in values):
+        return ()
+    if any(v is None for v in values):
+        listed = f"{', '.join(names[:-1])} and {names[-1]}"
+        raise ValueError(f"sgl_meta.{caller}: {listed} must all be tensors or all be None")
+    return list(values)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Adapter:
+    op: Op
+    stub: Callable
+    sets: dict[str, tuple[str, ...]]
+    renamed: dict[str, str]
+    fixed: dict[str, Any]
+    check: bool
+
+    def build(self, call: Callable[[tuple], None]) -> Callable[..., None]:
+        """The drop-in as generated source (one tuple in schema order, no
+        intermediate call), over ``call``."""
+        name = self.stub.__name__
+        sig = inspect.signature(self.stub)
+        namespace: dict[str, Any] = {"_call": call, "_stub": self.stub, "_all_or_none": _all_or_none,
+                                     "_raise_as": _errors.raise_as}
+        params, positional_only_done = [], False
+        for p in sig.parameters.values():
+            if p.kind is p.KEYWORD_ONLY and not positional_only_done:
+                params.append("*")
+                positional_only_done = True
+            if p.default is p.empty:
+                params.append(p.name)
+            else:
+                namespace[f"_p_{p.name}"] = p.default
+                params.append(f"{p.name}=_p_{p.name}")
+        values, names = [], []
+        for a in self.op.args:
+            if a.name in self.fixed:
+                namespace[f"_f_{a.name}"] = self.fixed[a.name]
+                values.append(f"_f_{a.name}")
+            elif all(g in sig.parameters for g in self.sets.get(a.name, ("",))):
+                given = self.sets[a.name]
+                names += [(rf"\b{a.name}\[{k}\]", g) for k, g in enumerate(given)]
+                if a.default is None:  # an optional output list
+                    values.append(f"_all_or_none({name!r}, {given!r}, ({', '.join(given)},))")
+                else:
+                    values.append(f"[{', '.join(given)}]")
+            else:
+                source = self.renamed.get(a.name, a.name)
+                optional_list = a.kind == "Tensor[]" and a.default is None
+                if source in sig.parameters:
+                    values.append(f"() if {source} is None else {source}" if optional_list else source)
+                    if source != a.name:
+                        names.append((rf"\b{a.name}\b", source))
+                elif optional_list:
+                    values.append("()")
+                else:
+                    assert a.default is not REQUIRED, f"{name} gives no value for {self.op.name}'s {a.name}"
+                    namespace[f"_d_{a.name}"] = a.default
+                    values.append(f"_d_{a.name}")
+        namespace["_names"] = tuple(names)
+        body = [f"def {name}({', '.join(params)}):"]
+        if self.check:
+            body.append(f"    _stub({', '.join(f'{p}={p}' for p in sig.parameters)})")
+        body += [
+            "    try:",
+            f"        _call(({', '.join(values)},))",
+            "    except (RuntimeError, TypeError) as err:",
+            f"        _raise_as(err, op={self.op.name!r}, caller={name!r}, names=_names)",
+        ]
+        exec("\n".join(body) + "\n", namespace)  # noqa: S102  (source built above from argument names)
+        fn = namespace[name]
+        fn.__doc__ = self.stub.__doc__
+        fn.__annotations__ = dict(self.stub.__annotations__)
+        fn.__qualname__ = name
+        fn.adapter = self
+        return fn
 
 
 def dropin(upstream: str, module: str) -> Callable[[Callable], Callable]:

@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from . import _errors, _op
+from . import _op
 
 _OPTIONAL_LISTS = ("seqlens_expanded", "page_table_1", "real_page_table", "paged_mqa_ctx_lens_2d")
 
@@ -120,22 +120,12 @@ fused_dsa_metadata = _op.define(
 # --- Drop-ins: SGLang 0.5.23's exact signatures (K = 1) ------------------------------
 
 _UPSTREAM = "sglang.kernels.ops.attention.dsa.metadata"
+_ONE_SET = {n: (n,) for n in ("cache_seqlens", "cu_seqlens_k", "seqlens_expanded", "dsa_cache_seqlens",
+                              "dsa_cu_seqlens_k", "page_table_1", "real_page_table", "paged_mqa_ctx_lens_2d")}
 
 
-def _one(t: Optional[torch.Tensor]) -> Optional[list]:
-    return None if t is None else [t]
-
-
-def _names(caller: str) -> tuple[tuple[str, str], ...]:
-    """The general op's argument names in a drop-in's terms (single tensors,
-    not list elements; upstream's scalar names)."""
-    names = ((r"\b(\w+)\[0\]", r"\1"), (r"\bpage_size\b", "physical_page_size"))
-    if caller == "fused_dsa_decode_metadata":
-        names += ((r"\bmax_seqlen_k\b", "max_len"),)
-    return names
-
-
-@_op.dropin("fused_dsa_decode_metadata", _UPSTREAM)
+@_op.adapt(fused_dsa_metadata, upstream="fused_dsa_decode_metadata", module=_UPSTREAM, sets=_ONE_SET,
+           renamed={"max_seqlen_k": "max_len", "page_size": "physical_page_size"}, fixed={"forward_mode": 0})
 def fused_dsa_decode_metadata(
     seq_lens: torch.Tensor,
     req_pool_indices: torch.Tensor,
@@ -159,20 +149,10 @@ def fused_dsa_decode_metadata(
     be None at ``physical_page_size > 1`` (upstream asserts); at page size 1 it is
     ignored (SGLang passes ``page_table_1`` for both) and ``page_table_1`` is required.
     """
-    try:
-        fused_dsa_metadata(
-            seq_lens=seq_lens, req_pool_indices=req_pool_indices, req_to_token=req_to_token,
-            cache_seqlens=[cache_seqlens], cu_seqlens_k=[cu_seqlens_k],
-            dsa_cache_seqlens=[dsa_cache_seqlens], dsa_cu_seqlens_k=[dsa_cu_seqlens_k],
-            page_table_1=_one(page_table_1), real_page_table=_one(real_page_table),
-            forward_mode=0, bs=bs, max_seqlen_k=max_len, dsa_index_topk=dsa_index_topk,
-            page_size=physical_page_size,
-        )
-    except (RuntimeError, TypeError) as err:
-        _errors.raise_as(err, op="fused_dsa_metadata", caller="fused_dsa_decode_metadata", names=_names("fused_dsa_decode_metadata"))
 
 
-@_op.dropin("fused_dsa_target_verify_metadata", _UPSTREAM)
+@_op.adapt(fused_dsa_metadata, upstream="fused_dsa_target_verify_metadata", module=_UPSTREAM, sets=_ONE_SET,
+           renamed={"page_size": "physical_page_size"}, fixed={"forward_mode": 1})
 def fused_dsa_target_verify_metadata(
     seq_lens: torch.Tensor,
     req_pool_indices: torch.Tensor,
@@ -198,21 +178,10 @@ def fused_dsa_target_verify_metadata(
     next_n``. ``paged_mqa_ctx_lens_2d`` needs ``[>= bs, >= next_n]`` (upstream: exactly
     ``[bs, next_n]``). Live prefixes only, as :func:`fused_dsa_decode_metadata`.
     """
-    try:
-        fused_dsa_metadata(
-            seq_lens=seq_lens, req_pool_indices=req_pool_indices, req_to_token=req_to_token,
-            cache_seqlens=[cache_seqlens], cu_seqlens_k=[cu_seqlens_k], seqlens_expanded=[seqlens_expanded],
-            dsa_cache_seqlens=[dsa_cache_seqlens], dsa_cu_seqlens_k=[dsa_cu_seqlens_k],
-            page_table_1=_one(page_table_1), real_page_table=_one(real_page_table),
-            paged_mqa_ctx_lens_2d=_one(paged_mqa_ctx_lens_2d),
-            forward_mode=1, bs=bs, max_seqlen_k=max_seqlen_k, dsa_index_topk=dsa_index_topk,
-            page_size=physical_page_size, next_n=next_n,
-        )
-    except (RuntimeError, TypeError) as err:
-        _errors.raise_as(err, op="fused_dsa_metadata", caller="fused_dsa_target_verify_metadata", names=_names("fused_dsa_target_verify_metadata"))
 
 
-@_op.dropin("fused_dsa_draft_extend_metadata", _UPSTREAM)
+@_op.adapt(fused_dsa_metadata, upstream="fused_dsa_draft_extend_metadata", module=_UPSTREAM, sets=_ONE_SET,
+           renamed={"page_size": "physical_page_size"}, fixed={"forward_mode": 2}, check=True)
 def fused_dsa_draft_extend_metadata(
     seq_lens: torch.Tensor,
     extend_seq_lens: torch.Tensor,
@@ -253,18 +222,7 @@ def fused_dsa_draft_extend_metadata(
             raise ValueError(
                 f"{name}: total_len = {total_len} must be <= bs * max_extend_len = {bs * max_extend_len}"
             )
-    try:
-        fused_dsa_metadata(
-            seq_lens=seq_lens, req_pool_indices=req_pool_indices, req_to_token=req_to_token,
-            extend_seq_lens=extend_seq_lens,
-            cache_seqlens=[cache_seqlens], cu_seqlens_k=[cu_seqlens_k], seqlens_expanded=[seqlens_expanded],
-            dsa_cache_seqlens=[dsa_cache_seqlens], dsa_cu_seqlens_k=[dsa_cu_seqlens_k],
-            page_table_1=_one(page_table_1), real_page_table=_one(real_page_table),
-            forward_mode=2, bs=bs, max_seqlen_k=max_seqlen_k, dsa_index_topk=dsa_index_topk,
-            page_size=physical_page_size, total_len=total_len, static_extend_len=static_extend_len,
-        )
-    except (RuntimeError, TypeError) as err:
-        _errors.raise_as(err, op="fused_dsa_metadata", caller="fused_dsa_draft_extend_metadata", names=_names("fused_dsa_draft_extend_metadata"))
+
 
 
 __all__ = _op.exports(__name__)

@@ -13,7 +13,7 @@ from typing import Optional
 
 import torch
 
-from . import _errors, _op
+from . import _op
 
 FORWARD_MODE_DECODE = 0
 """DSA copy mode: ``n = bs`` rows of metadata, ``page_table_1[:bs, :max_len]``."""
@@ -140,23 +140,13 @@ fused_metadata_copy_cuda = _op.positional(
 )
 
 
-def _three(name: str, a, b, c):
-    """``[a, b, c]`` when all are given, ``None`` when none is: the multi op's list form."""
-    if a is not None and b is not None and c is not None:
-        return [a, b, c]
-    if a is None and b is None and c is None:
-        return None
-    raise ValueError(
-        f"sgl_meta.fused_metadata_copy_multi_cuda: {name}_dst0, {name}_dst1 and "
-        f"{name}_dst2 must all be tensors or all be None"
-    )
+_FIELDS = ("cache_seqlens", "cu_seqlens_k", "page_table_1", "dsa_cache_seqlens", "dsa_cu_seqlens_k",
+           "real_page_table", "flashmla_num_splits", "flashmla_metadata")
 
 
-# The multi op's list elements are the drop-in's numbered arguments.
-_NUMBERED = ((r"\b(\w+_dst)\[(\d+)\]", r"\1\2"),)
-
-
-@_op.dropin("fused_metadata_copy_multi_cuda", _UPSTREAM)
+@_op.adapt(fused_metadata_copy_multi, upstream="fused_metadata_copy_multi_cuda", module=_UPSTREAM,
+           sets={f"{f}_dst": tuple(f"{f}_dst{k}" for k in range(3)) for f in _FIELDS},
+           fixed={"forward_mode": FORWARD_MODE_DECODE})
 def fused_metadata_copy_multi_cuda(
     cache_seqlens_src: torch.Tensor,
     cu_seqlens_k_src: torch.Tensor,
@@ -204,34 +194,6 @@ def fused_metadata_copy_multi_cuda(
         ValueError: an optional destination given for some of the three sets only.
         RuntimeError: as :func:`fused_metadata_copy_multi`.
     """
-    try:
-        fused_metadata_copy_multi(
-            cache_seqlens_src=cache_seqlens_src,
-            cu_seqlens_k_src=cu_seqlens_k_src,
-            page_indices_src=page_indices_src,
-            dsa_cache_seqlens_src=dsa_cache_seqlens_src,
-            dsa_cu_seqlens_k_src=dsa_cu_seqlens_k_src,
-            real_page_table_src=real_page_table_src,
-            flashmla_num_splits_src=flashmla_num_splits_src,
-            flashmla_metadata_src=flashmla_metadata_src,
-            cache_seqlens_dst=[cache_seqlens_dst0, cache_seqlens_dst1, cache_seqlens_dst2],
-            cu_seqlens_k_dst=[cu_seqlens_k_dst0, cu_seqlens_k_dst1, cu_seqlens_k_dst2],
-            page_table_1_dst=[page_table_1_dst0, page_table_1_dst1, page_table_1_dst2],
-            dsa_cache_seqlens_dst=[dsa_cache_seqlens_dst0, dsa_cache_seqlens_dst1, dsa_cache_seqlens_dst2],
-            dsa_cu_seqlens_k_dst=[dsa_cu_seqlens_k_dst0, dsa_cu_seqlens_k_dst1, dsa_cu_seqlens_k_dst2],
-            real_page_table_dst=_three("real_page_table", real_page_table_dst0, real_page_table_dst1,
-                                       real_page_table_dst2),
-            flashmla_num_splits_dst=_three("flashmla_num_splits", flashmla_num_splits_dst0,
-                                           flashmla_num_splits_dst1, flashmla_num_splits_dst2),
-            flashmla_metadata_dst=_three("flashmla_metadata", flashmla_metadata_dst0, flashmla_metadata_dst1,
-                                         flashmla_metadata_dst2),
-            bs=bs,
-            max_len=max_len,
-            seqlens_expanded_size=seqlens_expanded_size,
-        )
-    except (RuntimeError, TypeError) as err:
-        _errors.raise_as(err, op="fused_metadata_copy_multi", caller="fused_metadata_copy_multi_cuda",
-                         names=_NUMBERED)
 
 
 __all__ = _op.exports(__name__, "FORWARD_MODE_DECODE", "FORWARD_MODE_TARGET_VERIFY", "FORWARD_MODE_DRAFT_EXTEND")
