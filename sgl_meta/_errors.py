@@ -54,23 +54,23 @@ def _sequence(fn: str, name: str, value, item) -> list:
     return [item(fn, f"{name}[{i}]", v) for i, v in enumerate(value)]
 
 
-def _argument(fn: str, arg: "Arg", value):
-    kind = arg.kind
-    if kind == "Tensor":
-        return _tensor(fn, arg.name, value)
-    if kind == "Tensor?":
-        return None if value is None else _tensor(fn, arg.name, value)
-    if kind == "Tensor[]":
-        return _sequence(fn, arg.name, value, _tensor)
-    if kind == "int":
-        return _integer(fn, arg.name, value)
-    if kind == "int?":
-        return None if value is None else _integer(fn, arg.name, value)
-    if kind == "int[]":
-        return _sequence(fn, arg.name, value, _integer)
+def _boolean(fn: str, name: str, value) -> bool:
     if type(value) is not bool:
-        raise TypeError(f"sgl_meta.{fn}: {arg.name} must be a bool, got {_type_name(value)}")
+        raise TypeError(f"sgl_meta.{fn}: {name} must be a bool, got {_type_name(value)}")
     return value
+
+
+_ITEM = {"Tensor": _tensor, "int": _integer, "bool": _boolean}
+
+
+def _argument(fn: str, arg: "Arg", value):
+    """One argument by its schema kind: ``T``, ``T?`` (None allowed) or ``T[]``."""
+    item = _ITEM[arg.kind.rstrip("?[]")]
+    if arg.kind.endswith("?") and value is None:
+        return None
+    if arg.kind.endswith("[]"):
+        return _sequence(fn, arg.name, value, item)
+    return item(fn, arg.name, value)
 
 
 def checked(op: "Op", args: tuple) -> tuple:

@@ -15,14 +15,17 @@ Q_MODE_CUMSUM = 1
 Q_MODE_STRIDED = 2
 """``cu_seqlens_q[j] = j * q_stride`` (draft-extend v2, fixed tokens per request)."""
 
-_INDEX = ("req_pool_indices", "seq_lens", "qlens", "seqlen_offsets", "swa_mapping")
+# Both forms take the same inputs.
+_INPUTS = dict(
+    family="trtllm_mha_metadata",
+    index=("req_pool_indices", "seq_lens", "qlens", "seqlen_offsets", "swa_mapping"),
+    int64=("out_cache_loc", "swa_out_cache_loc", "v2p", "swa_v2p"),
+)
 
 update_trtllm_mha_graph_metadata = _op.define(
     "update_trtllm_mha_graph_metadata",
-    family="trtllm_mha_metadata",
+    **_INPUTS,
     upstream="sglang.kernels.ops.attention.trtllm_mha_graph_metadata.update_trtllm_mha_graph_metadata",
-    index=_INDEX,
-    int64=("out_cache_loc", "swa_out_cache_loc", "v2p", "swa_v2p"),
     defaults={"page_table": None},
     doc="""Refresh all CUDA-graph metadata of the TRT-LLM MHA backend in one launch.
 
@@ -121,10 +124,8 @@ update_trtllm_mha_graph_metadata = _op.define(
 
 update_trtllm_mha_graph_metadata_multi = _op.define(
     "update_trtllm_mha_graph_metadata_multi",
-    family="trtllm_mha_metadata",
+    **_INPUTS,
     upstream="the K - 1 recorded updates of TRTLLMHAAttnMultiStepDraftBackend.init_forward_metadata_in_graph",
-    index=_INDEX,
-    int64=("out_cache_loc", "swa_out_cache_loc", "v2p", "swa_v2p"),
     defaults={"page_table": None, "swa_page_table": None, "swa_out_cache_loc": None, "cu_seqlens_q": None},
     doc=""":func:`update_trtllm_mha_graph_metadata` into K >= 1 destination sets, in one launch.
 

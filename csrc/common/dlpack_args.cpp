@@ -97,11 +97,7 @@ PyObject* FastArgs::item(int i) const { return PyTuple_GetItem(args_, i); }
 
 bool FastArgs::tensor(int i, TensorMeta& out) const { return read_tensor(item(i), out); }
 
-bool FastArgs::optional_tensor(int i, TensorMeta& out, bool& present) const {
-  PyObject* obj = item(i);
-  present = obj != Py_None;
-  return !present || read_tensor(obj, out);
-}
+bool FastArgs::none(int i) const { return item(i) == Py_None; }
 
 bool FastArgs::tensor_list(int i, std::vector<TensorMeta>& out) const {
   return read_sequence(item(i), out, read_tensor);
@@ -114,12 +110,6 @@ bool FastArgs::boolean(int i, bool& out) const {
   if (obj != Py_True && obj != Py_False) return false;
   out = obj == Py_True;
   return true;
-}
-
-bool FastArgs::optional_integer(int i, int64_t& out, bool& present) const {
-  PyObject* obj = item(i);
-  present = obj != Py_None;
-  return !present || read_integer(obj, out);
 }
 
 bool FastArgs::integer_list(int i, std::vector<int64_t>& out) const {

@@ -1,13 +1,14 @@
 // Eager fast path: one call's arguments read straight from the Python objects.
 //
 // torch.ops costs ~0.5 us per tensor argument (Python argument parsing,
-// dispatcher, stable-ABI boxing), which for the 18-tensor DSA copies was 1.6-
-// 1.8x the host time of SGLang's tvm-ffi launcher. For plain eager calls the
-// Python wrappers hand their arguments as one tuple to an extern "C" entry
-// (ctypes.PyDLL, sgl_meta/_fast.py), which reads each tensor's metadata with
-// PyTorch's DLPack C exchange API (`torch.Tensor.__dlpack_c_exchange_api__`:
-// fills a DLTensor, no allocation, no refcount) into a TensorMeta and runs the
-// op's own templated checks and launch (same errors, same kernels).
+// dispatcher, stable-ABI boxing), more host time for an 18-tensor call than
+// SGLang's tvm-ffi launcher. For plain eager calls every op's Python function
+// hands its arguments as one tuple to the op's extern "C" entry (ctypes.PyDLL,
+// sgl_meta/_fast.py; made by SGL_META_BIND, common/op_binding.h), which reads
+// each tensor's metadata with PyTorch's DLPack C exchange API
+// (`torch.Tensor.__dlpack_c_exchange_api__`: fills a DLTensor, no allocation,
+// no refcount) into a TensorMeta and runs the op's own templated checks and
+// launch (same errors, same kernels).
 //
 // Anything this path does not model is handed back to the dispatcher path
 // (FastArgs returns false, the entry returns kFallback): a tensor that is not
@@ -43,14 +44,12 @@ class FastArgs {
   bool ok() const { return ok_; }
   // A torch.Tensor (exact type) on CPU or CUDA, int32 or int64, <= 4 dims.
   bool tensor(int i, TensorMeta& out) const;
-  // As tensor(), or None: `present` says which.
-  bool optional_tensor(int i, TensorMeta& out, bool& present) const;
+  // None.
+  bool none(int i) const;
   // A list or tuple of tensors as above.
   bool tensor_list(int i, std::vector<TensorMeta>& out) const;
   // A Python int (exact type) that fits int64.
   bool integer(int i, int64_t& out) const;
-  // As integer(), or None: `present` says which.
-  bool optional_integer(int i, int64_t& out, bool& present) const;
   // A list or tuple of such ints.
   bool integer_list(int i, std::vector<int64_t>& out) const;
   // True or False.

@@ -34,16 +34,6 @@ struct Reader<TensorMeta> {
   static bool read(const FastArgs& a, int i, TensorMeta& v) { return a.tensor(i, v); }
 };
 template <>
-struct Reader<std::optional<TensorMeta>> {
-  static bool read(const FastArgs& a, int i, std::optional<TensorMeta>& v) {
-    TensorMeta t;
-    bool present = false;
-    if (!a.optional_tensor(i, t, present)) return false;
-    if (present) v = t;
-    return true;
-  }
-};
-template <>
 struct Reader<std::vector<TensorMeta>> {
   static bool read(const FastArgs& a, int i, std::vector<TensorMeta>& v) {
     return a.tensor_list(i, v);
@@ -54,16 +44,6 @@ struct Reader<int64_t> {
   static bool read(const FastArgs& a, int i, int64_t& v) { return a.integer(i, v); }
 };
 template <>
-struct Reader<std::optional<int64_t>> {
-  static bool read(const FastArgs& a, int i, std::optional<int64_t>& v) {
-    int64_t value = 0;
-    bool present = false;
-    if (!a.optional_integer(i, value, present)) return false;
-    if (present) v = value;
-    return true;
-  }
-};
-template <>
 struct Reader<std::vector<int64_t>> {
   static bool read(const FastArgs& a, int i, std::vector<int64_t>& v) {
     return a.integer_list(i, v);
@@ -72,6 +52,18 @@ struct Reader<std::vector<int64_t>> {
 template <>
 struct Reader<bool> {
   static bool read(const FastArgs& a, int i, bool& v) { return a.boolean(i, v); }
+};
+
+// An optional argument: None, or what V's reader accepts.
+template <typename V>
+struct Reader<std::optional<V>> {
+  static bool read(const FastArgs& a, int i, std::optional<V>& v) {
+    if (a.none(i)) return true;
+    V value;
+    if (!Reader<V>::read(a, i, value)) return false;
+    v = value;
+    return true;
+  }
 };
 
 template <typename Fn>
