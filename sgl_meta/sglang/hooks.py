@@ -104,8 +104,7 @@ class Hook:
         try:
             return resolve(self.target)
         except (ImportError, AttributeError) as err:
-            why = isinstance(err, ModuleNotFoundError) and missing_dependency(err, self.target.split(".")[0])
-            raise Skip(why or f"not in this SGLang ({type(err).__name__}: {err})") from None
+            raise Skip(import_failure(err, self.target.split(".")[0])) from None
 
     def check(self, cuda: bool = True) -> Callable:
         """The replacement, if everything it needs is here; else :class:`Skip`.
@@ -147,16 +146,19 @@ def resolve(target: str) -> object:
     return obj
 
 
-def missing_dependency(err: ModuleNotFoundError, package: str = "sglang") -> Optional[str]:
-    """What to say when importing a module of ``package`` (SGLang) failed
-    because a module outside it is not installed (SGLang installed with
-    ``--no-deps``, or a dependency removed); None when the missing module is
-    the package's own (then the target is not in this SGLang)."""
-    missing = (err.name or "").split(".")[0]
-    if not missing or missing == package:
-        return None
+def import_failure(err: Exception, package: str = "sglang") -> str:
+    """Why SGLang's function (in ``package``) could not be had: it is not in
+    this SGLang (a module or attribute of the package's own is missing), a
+    module outside the package is not installed (SGLang installed with
+    ``--no-deps``, or a dependency removed), or its module fails to import."""
+    detail = f"({type(err).__name__}: {err})"
+    missing = (getattr(err, "name", None) or "").split(".")[0] if isinstance(err, ModuleNotFoundError) else ""
+    if isinstance(err, AttributeError) or missing == package:
+        return f"not in this SGLang {detail}"
     importer = next((m for m in reversed(_module_names(err.__traceback__)) if m.split(".")[0] == package), package)
-    return f"SGLang's module {importer} needs {missing}, which is not installed ({install_hint()})"
+    if missing:
+        return f"SGLang's module {importer} needs {missing}, which is not installed ({install_hint()})"
+    return f"SGLang's module {importer} does not import here {detail}"
 
 
 def install_hint() -> str:

@@ -109,9 +109,10 @@ def fake_modules(tmp_path, monkeypatch):
     (tmp_path / "plug_pkg" / "__init__.py").write_text("")
     (tmp_path / "plug_pkg" / "target.py").write_text("from plug_pkg import inner\ndef f(x, *, y=0):\n    pass\n")
     (tmp_path / "plug_pkg" / "inner.py").write_text("import plug_dependency_that_is_missing.sub\n")
+    (tmp_path / "plug_pkg" / "fails.py").write_text("raise ImportError('cannot import name x from y')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
-    for name in ("plug_upstream", "plug_ours", "plug_broken", "plug_pkg", "plug_pkg.target", "plug_pkg.inner"):
+    for name in ("plug_upstream", "plug_ours", "plug_broken", "plug_pkg", "plug_pkg.target", "plug_pkg.inner", "plug_pkg.fails"):
         sys.modules.pop(name, None)
 
 
@@ -174,6 +175,11 @@ def test_missing_dependency_is_not_a_missing_target(fake_modules, target, import
     assert why.startswith(f"SGLang's module {importer} needs plug_dependency_that_is_missing, which is not installed ("), why
     assert 'pip install "sglang' in why and "docs/sglang.md" in why, why
     assert "not in this SGLang" not in why
+
+
+def test_module_that_fails_to_import_is_not_a_missing_target(fake_modules):
+    with pytest.raises(Skip, match=r"^SGLang's module plug_pkg.fails does not import here \(ImportError: cannot import"):
+        Hook("plug_pkg.fails.f", "plug_ours:f").check()
 
 
 def test_table_rows_are_well_formed():
