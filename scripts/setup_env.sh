@@ -26,8 +26,10 @@ python -c "import torch, sgl_meta; print(f'sgl_meta {sgl_meta.__version__} built
 
 # SGLang 0.5.23 for the plugin tests (tests/sglang_plugin/): its wheel without
 # its dependencies (GPU stacks, servers), plus only the packages its imported
-# modules need on a CPU machine, pinned in one file.
+# modules need on a CPU machine (one file), and the torchvision made for this
+# torch (0.X with X = torch's minor + 15). The line docs/sglang.md gives.
 if [[ "${SGL_META_SGLANG:-1}" == 1 ]]; then
-  python -m pip install -q --no-deps "sglang==0.5.23" -r tests/sglang_plugin/requirements.txt
+  python -m pip install -q --no-deps "sglang==0.5.23" -r tests/sglang_plugin/requirements.txt \
+    "torchvision==0.$(( $(python -c 'import torch; print(torch.__version__.split(".")[1])') + 15 )).*"
   python -c "import sglang.srt.plugins; print('sglang 0.5.23 installed for the plugin tests')"
 fi

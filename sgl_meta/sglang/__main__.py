@@ -2,8 +2,9 @@
 environment, one line per hook table row, without starting SGLang.
 
 Same checks as ``register()`` (switches, CUDA kernels, each row's needs, the
-installed SGLang's functions and signatures); imports SGLang's target modules
-but registers nothing. Exit status 0 whatever it finds.
+installed SGLang's functions and signatures; without a visible GPU it says so
+and reports the rows anyway); imports SGLang's target modules but registers
+nothing. Exit status 0 whatever it finds.
 """
 
 from __future__ import annotations
@@ -14,25 +15,23 @@ from .plugin import ENTRY_POINT, inactive_reason, package_dir, plan
 def main() -> None:
     import os
 
-    import torch
-
     from .. import __version__
 
     print(f"sgl-meta {__version__} at {package_dir()}")
-    if not torch.cuda.is_available():
-        print("note: no CUDA device is visible here; the hooks below take effect where SGLang runs on a GPU")
-
     allowed = os.environ.get("SGLANG_PLUGINS", "").strip()
     if allowed and ENTRY_POINT not in {x.strip() for x in allowed.split(",")}:
         print(f"inactive: SGLANG_PLUGINS={allowed} does not name {ENTRY_POINT} (SGLang will not call the plugin)")
         return
-    why = inactive_reason()
+    why = inactive_reason(device=False)
     if why:
         print(f"inactive: {why}")
         return
+    here = inactive_reason()  # only the GPU check is left: say so, and report the rows anyway
+    if here:
+        print(f"note: inactive here, {here}; the hooks below take effect where SGLang runs on a GPU")
     usable, skipped = plan()
     for hook, _ in usable:
-        print(f"replaces {hook.target} with {hook.replacement.replace(':', '.')}")
+        print(f"{hook.verb:<8} {hook.target} with {hook.replacement.replace(':', '.')}")
     for hook, reason in skipped:
         print(f"keeps    {hook.target}: {reason}")
 

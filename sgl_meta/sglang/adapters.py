@@ -140,33 +140,14 @@ def fused_metadata_copy_cuda(
     non-contiguous sources are read as their contiguous copies, and a FlashMLA
     metadata destination larger than its source receives the source's size.
     """
+    args = dict(locals())  # the parameters by name, in signature order
     if forward_mode == FORWARD_MODE_DECODE:
-        seqlens_expanded_src = seqlens_expanded_dst = None
+        args.update(seqlens_expanded_src=None, seqlens_expanded_dst=None)
     if real_page_table_src is None:
-        real_page_table_dst = None
+        args.update(real_page_table_dst=None)
     if flashmla_num_splits_src is None:
-        flashmla_num_splits_dst = flashmla_metadata_src = flashmla_metadata_dst = None
-    args = [
-        cache_seqlens_src, cu_seqlens_k_src, page_indices_src, dsa_cache_seqlens_src,
-        seqlens_expanded_src, dsa_cu_seqlens_k_src, real_page_table_src,
-        flashmla_num_splits_src, flashmla_metadata_src,
-        cache_seqlens_dst, cu_seqlens_k_dst, page_table_1_dst, dsa_cache_seqlens_dst,
-        seqlens_expanded_dst, dsa_cu_seqlens_k_dst, real_page_table_dst,
-        flashmla_num_splits_dst, flashmla_metadata_dst,
-        forward_mode, bs, max_len, max_seqlen_k, seqlens_expanded_size,
-    ]  # fmt: skip
-    try:
-        _copy(*args)
-        return
-    except RuntimeError:
-        # Checks run before any write, so a rejected call changed nothing; the
-        # same call once more as 0.5.23's kernel sees its inputs (free on the
-        # success path). Raises the op's own error if that does not help.
-        retry = [_rows(t) for t in args[:9]] + args[9:]
-        retry[17] = _fit(args[17], retry[8])
-        if all(a is b for a, b in zip(retry, args)):
-            raise
-    _copy(*retry)
+        args.update(flashmla_num_splits_dst=None, flashmla_metadata_src=None, flashmla_metadata_dst=None)
+    _call(_copy, args)
 
 
 def fused_metadata_copy_multi_cuda(
@@ -215,20 +196,37 @@ def fused_metadata_copy_multi_cuda(
     contiguous copies, and larger FlashMLA metadata destinations receive the
     source's size.
     """
-    args = list(locals().values())  # the parameters, in signature order
+    args = dict(locals())  # the parameters by name, in signature order
     if real_page_table_src is None or real_page_table_dst0 is None:
-        for i in (5, 13, 21, 29):
-            args[i] = None
+        args.update(dict.fromkeys(["real_page_table_src", *_each_set("real_page_table_dst")]))
     if flashmla_num_splits_src is None:
-        for i in (6, 7, 14, 15, 22, 23, 30, 31):
-            args[i] = None
+        args.update(dict.fromkeys([
+            "flashmla_num_splits_src", "flashmla_metadata_src",
+            *_each_set("flashmla_num_splits_dst", "flashmla_metadata_dst"),
+        ]))  # fmt: skip
+    _call(_copy_multi, args)
+
+
+def _each_set(*stems: str) -> list[str]:
+    """The multi copy's parameter for each of its three destination sets."""
+    return [f"{stem}{k}" for stem in stems for k in range(3)]
+
+
+def _call(op, args: dict) -> None:
+    """``op`` (a DSA copy, positional) on ``args``; where our op rejects what
+    0.5.23 tolerates, once more with the sources as 0.5.23's kernel reads them
+    (contiguous) and each FlashMLA metadata destination cut to the source's size.
+    Checks run before any write, so a rejected call changed nothing, and the
+    success path pays nothing. Raises the op's own error if that does not help.
+    """
     try:
-        _copy_multi(*args)
+        op(*args.values())
         return
     except RuntimeError:
-        retry = [_rows(t) for t in args[:8]] + args[8:]  # see fused_metadata_copy_cuda
-        for i in (15, 23, 31):
-            retry[i] = _fit(args[i], retry[7])
-        if all(a is b for a, b in zip(retry, args)):
+        retry = {k: _rows(v) if k.endswith("_src") else v for k, v in args.items()}
+        for k in args:
+            if k.startswith("flashmla_metadata_dst"):
+                retry[k] = _fit(args[k], retry["flashmla_metadata_src"])
+        if all(retry[k] is args[k] for k in args):
             raise
-    _copy_multi(*retry)
+    op(*retry.values())

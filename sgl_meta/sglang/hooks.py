@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import pkgutil
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -25,20 +24,21 @@ class Skip(Exception):
 
 @dataclass(frozen=True)
 class CudaKernel:
-    """``torch.ops.sgl_meta.<op>`` is registered with a CUDA kernel (only
-    registered at all, with ``cuda=False``: the forced plugin on a CPU build)."""
+    """``torch.ops.sgl_meta.<op>`` exists and this build compiled its CUDA
+    kernels (only exists, with ``cuda=False``: the forced plugin on a CPU build).
+    Every op of a build has a CUDA kernel or none does."""
 
     op: str
 
     def missing(self, cuda: bool = True) -> Optional[str]:
         import torch
 
-        import sgl_meta  # noqa: F401  (registers torch.ops.sgl_meta.*)
+        from .._build import cuda_kernels
 
         if not hasattr(torch.ops.sgl_meta, self.op):
             return f"torch.ops.sgl_meta.{self.op} is not in this sgl-meta"
-        if cuda and not torch._C._dispatch_has_kernel_for_dispatch_key(f"sgl_meta::{self.op}", "CUDA"):
-            return f"torch.ops.sgl_meta.{self.op} has no CUDA kernel in this build"
+        if cuda and not cuda_kernels():
+            return "sgl-meta was built without CUDA kernels"
         return None
 
 
@@ -92,12 +92,19 @@ class Hook:
         parts = self.target.split(".")
         return ".".join(parts[-2:]) if parts[-2][:1].isupper() else parts[-1]
 
+    @property
+    def verb(self) -> str:
+        """What the hook does to SGLang's function (log lines): ``replaces``, or
+        ``wraps`` for AROUND (ours calls SGLang's for what it does not cover)."""
+        return "wraps" if self.kind == "AROUND" else "replaces"
+
     def original(self) -> Callable:
-        """SGLang's function (imports its module); :class:`Skip` when absent."""
+        """SGLang's function (imports its module); :class:`Skip` when absent,
+        or when its module cannot import for want of a package SGLang needs."""
         try:
-            return pkgutil.resolve_name(self.target)
+            return resolve(self.target)
         except (ImportError, AttributeError) as err:
-            raise Skip(f"not in this SGLang ({type(err).__name__}: {err})") from None
+            raise Skip(import_failure(err, self.target.split(".")[0])) from None
 
     def check(self, cuda: bool = True) -> Callable:
         """The replacement, if everything it needs is here; else :class:`Skip`.
@@ -116,6 +123,62 @@ class Hook:
         if why:
             raise Skip(f"SGLang's signature differs from ours: {why}")
         return replacement
+
+
+def resolve(target: str) -> object:
+    """The object a dotted path names (``pkg.module.Class.method``), importing
+    the longest module prefix. Unlike ``pkgutil.resolve_name``, which takes any
+    ImportError for the end of the module path, an error raised while an
+    existing module imports (a dependency it lacks) propagates."""
+    parts = target.split(".")
+    obj, n = importlib.import_module(parts[0]), 1
+    while n < len(parts):
+        name = ".".join(parts[: n + 1])
+        try:
+            obj = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name:
+                raise
+            break
+        n += 1
+    for attr in parts[n:]:
+        obj = getattr(obj, attr)
+    return obj
+
+
+def import_failure(err: Exception, package: str = "sglang") -> str:
+    """Why SGLang's function (in ``package``) could not be had: it is not in
+    this SGLang (a module or attribute of the package's own is missing), a
+    module outside the package is not installed (SGLang installed with
+    ``--no-deps``, or a dependency removed), or its module fails to import."""
+    detail = f"({type(err).__name__}: {err})"
+    missing = (getattr(err, "name", None) or "").split(".")[0] if isinstance(err, ModuleNotFoundError) else ""
+    if isinstance(err, AttributeError) or missing == package:
+        return f"not in this SGLang {detail}"
+    importer = next((m for m in reversed(_module_names(err.__traceback__)) if m.split(".")[0] == package), package)
+    if missing:
+        return f"SGLang's module {importer} needs {missing}, which is not installed ({install_hint()})"
+    return f"SGLang's module {importer} does not import here {detail}"
+
+
+def install_hint() -> str:
+    """How to install the dependencies of the SGLang that is installed."""
+    from importlib import metadata
+
+    try:
+        pin = f"=={metadata.version('sglang')}"
+    except metadata.PackageNotFoundError:
+        pin = ""
+    return f'pip install "sglang{pin}" installs SGLang with its dependencies; docs/sglang.md has a CPU-only set'
+
+
+def _module_names(tb) -> list[str]:
+    """The ``__name__`` of each frame's module along a traceback, outermost first."""
+    names = []
+    while tb is not None:
+        names.append(tb.tb_frame.f_globals.get("__name__", ""))
+        tb = tb.tb_next
+    return names
 
 
 def signature_mismatch(original: Callable, replacement: Callable, around: bool = False) -> Optional[str]:

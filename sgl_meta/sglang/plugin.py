@@ -5,27 +5,32 @@ SGLang's ``load_plugins()`` calls :func:`register` early in every process
 where ours keeps SGLang's function for what it does not cover) per usable row
 of :data:`~sgl_meta.sglang.hooks.HOOKS`, and SGLang's ``HookRegistry``
 applies them right after (including ``from X import Y`` copies in modules
-already imported). Each call logs exactly one line: what it replaces and what
-it left alone, or why it does nothing.
+already imported). Each call logs exactly one line: what it replaces, what it
+wraps (AROUND) and what it left alone, or why it does nothing.
 
-Off switches: ``SGL_META_SGLANG_PLUGIN=0`` (ours), or SGLang's own allow-list
+Off switches: ``SGLMETA_SGLANG_PLUGIN=0`` (ours), or SGLang's own allow-list
 ``SGLANG_PLUGINS`` without ``sgl_meta`` (then SGLang never calls us).
-``SGL_META_SGLANG_PLUGIN=force`` hooks even a build without CUDA kernels (for
-tests on CPU tensors); unset, ``1`` or ``auto`` hooks when CUDA kernels exist.
+``SGLMETA_SGLANG_PLUGIN=force`` hooks even without CUDA kernels or a visible
+GPU (for tests on CPU tensors); unset, ``1`` or ``auto`` hooks when this build
+has CUDA kernels and torch sees a GPU. (Not ``SGL_META_``: SGLang renames every
+``SGL_*`` variable; see :mod:`sgl_meta._env`.)
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Optional
 
-from .hooks import HOOKS, CudaKernel, Hook, Skip
+import torch
 
-ENV = "SGL_META_SGLANG_PLUGIN"
-"""Our switch: ``0``/``off`` disables the plugin, ``force`` skips the CUDA check."""
+from .. import _build, _env
+from .hooks import HOOKS, Hook, Skip
+
+SWITCH = "SGLANG_PLUGIN"
+ENV = _env.PREFIX + SWITCH
+"""Our switch: ``0``/``off`` disables the plugin, ``force`` skips the CUDA checks."""
 
 ENTRY_POINT = "sgl_meta"
 """The plugin's name in SGLang's ``SGLANG_PLUGINS`` allow-list."""
@@ -37,8 +42,13 @@ _FORCE = "force"
 log = logging.getLogger(__name__)
 
 
+def _switch() -> tuple[str, str]:
+    """``(variable, value)`` of our switch as set (``(ENV, "auto")`` when unset)."""
+    return _env.lookup(SWITCH) or (ENV, "auto")
+
+
 def _mode() -> str:
-    return os.environ.get(ENV, "auto").strip().lower() or "auto"
+    return _switch()[1].strip().lower() or "auto"
 
 
 def package_dir() -> Path:
@@ -46,20 +56,23 @@ def package_dir() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-def inactive_reason() -> Optional[str]:
-    """Why the plugin must do nothing in this process, or None."""
+def inactive_reason(device: bool = True) -> Optional[str]:
+    """Why the plugin must do nothing in this process, or None. ``device=False``
+    leaves out the GPU check (``python -m sgl_meta.sglang`` on a machine without
+    one still reports what the plugin would do where SGLang runs)."""
+    name, value = _switch()
     mode = _mode()
     if mode in _OFF:
-        return f"{ENV}={os.environ[ENV]}"
+        return f"{name}={value}"
     if mode not in _ON and mode != _FORCE:
         # A typo must not leave kernels swapped that the user meant to keep.
-        return (f"{ENV}={os.environ[ENV]!r} is not one of 0/off/false/no (off), 1/on/true/auto "
-                f"(on) or force")
-    if mode != _FORCE:
-        # Cheap: one dispatcher lookup. A CPU-only build registers CPU kernels only.
-        why = CudaKernel("update_trtllm_mha_graph_metadata").missing()
-        if why:
-            return f"this sgl-meta build has no CUDA kernels ({why}); {ENV}=force hooks anyway"
+        return f"{name}={value!r} is not one of 0/off/false/no (off), 1/on/true/auto (on) or force"
+    if mode == _FORCE:
+        return None
+    if not _build.cuda_kernels():
+        return f"sgl-meta was built without CUDA kernels; {ENV}=force hooks anyway"
+    if device and not torch.cuda.is_available():
+        return f"no CUDA device is visible (torch.cuda.is_available() is False); {ENV}=force hooks anyway"
     return None
 
 
@@ -93,14 +106,19 @@ def register() -> None:
     usable, skipped = plan()
     for hook, replacement in usable:
         HookRegistry.register(hook.target, replacement, getattr(HookType, hook.kind))
-    replaced = ", ".join(h.name for h, _ in usable) or "nothing"
-    line = f"{head}: replaces SGLang's {replaced}"
+    done = "; ".join(f"{verb} SGLang's {', '.join(names)}" for verb, names in _grouped((h.verb, h) for h, _ in usable))
+    line = f"{head}: {done or 'hooks nothing'}"
     if skipped:
-        by_reason: dict[str, list[str]] = {}
-        for hook, why in skipped:
-            by_reason.setdefault(why, []).append(hook.name)
-        line += "; not hooked: " + "; ".join(f"{', '.join(n)} ({w})" for w, n in by_reason.items())
+        line += "; not hooked: " + "; ".join(f"{', '.join(n)} ({w})" for w, n in _grouped((w, h) for h, w in skipped))
     announce(line + where)
+
+
+def _grouped(pairs) -> list[tuple[str, list[str]]]:
+    """``(key, hook)`` pairs as ``(key, [hook names])``, keys in order of first appearance."""
+    groups: dict[str, list[str]] = {}
+    for key, hook in pairs:
+        groups.setdefault(key, []).append(hook.name)
+    return list(groups.items())
 
 
 def announce(line: str) -> None:

@@ -12,12 +12,13 @@ import types
 import pytest
 import torch
 
+from sgl_meta import _build
+from sgl_meta.sglang import __main__ as cli
 from sgl_meta.sglang import plugin
 from sgl_meta.sglang.hooks import HOOKS, CudaKernel, Hook, Keywords, Skip, load, signature_mismatch
 
-HAS_CUDA_KERNELS = torch._C._dispatch_has_kernel_for_dispatch_key(
-    "sgl_meta::update_trtllm_mha_graph_metadata", "CUDA"
-)
+HAS_CUDA_KERNELS = _build.cuda_kernels()
+ACTIVE_BY_DEFAULT = HAS_CUDA_KERNELS and torch.cuda.is_available()
 
 
 # ---- signature_mismatch -------------------------------------------------------------------
@@ -93,17 +94,25 @@ def fake_modules(tmp_path, monkeypatch):
     (tmp_path / "plug_upstream.py").write_text(textwrap.dedent("""
         def f(x, *, y=0):
             return "upstream"
+        g = h = f
     """))
     (tmp_path / "plug_ours.py").write_text(textwrap.dedent("""
         def f(x, *, y=0):
             return "ours"
         def g(x, *, y=1):
             return "ours"
+        def around(original, x, *, y=0):
+            return original(x, y=y)
     """))
     (tmp_path / "plug_broken.py").write_text("import plug_dependency_that_is_missing\n")
+    (tmp_path / "plug_pkg").mkdir()
+    (tmp_path / "plug_pkg" / "__init__.py").write_text("")
+    (tmp_path / "plug_pkg" / "target.py").write_text("from plug_pkg import inner\ndef f(x, *, y=0):\n    pass\n")
+    (tmp_path / "plug_pkg" / "inner.py").write_text("import plug_dependency_that_is_missing.sub\n")
+    (tmp_path / "plug_pkg" / "fails.py").write_text("raise ImportError('cannot import name x from y')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
-    for name in ("plug_upstream", "plug_ours", "plug_broken"):
+    for name in ("plug_upstream", "plug_ours", "plug_broken", "plug_pkg", "plug_pkg.target", "plug_pkg.inner", "plug_pkg.fails"):
         sys.modules.pop(name, None)
 
 
@@ -128,11 +137,15 @@ def test_keywords_need():
     assert why == "sgl_meta.trtllm_mha_metadata.update_trtllm_mha_graph_metadata does not take no_such_flag (older sgl-meta)"
 
 
-def test_cuda_kernel_need():
+def test_cuda_kernel_need(monkeypatch):
     assert CudaKernel("no_such_op").missing() == "torch.ops.sgl_meta.no_such_op is not in this sgl-meta"
     why = CudaKernel("fused_metadata_copy").missing()
     assert (why is None) == HAS_CUDA_KERNELS, why
     assert CudaKernel("fused_metadata_copy").missing(cuda=False) is None  # the forced plugin
+    # A CPU-only build registers the CUDA dispatch key too: the build's own answer decides.
+    monkeypatch.setattr(_build, "cuda_kernels", lambda: False)
+    assert CudaKernel("fused_metadata_copy").missing() == "sgl-meta was built without CUDA kernels"
+    assert CudaKernel("fused_metadata_copy").missing(cuda=False) is None
 
 
 def test_check_order_and_reasons(fake_modules):
@@ -144,10 +157,29 @@ def test_check_order_and_reasons(fake_modules):
         Hook("plug_upstream.f", "plug_ours:g").check()
     with pytest.raises(Skip, match="does not take"):
         Hook("plug_upstream.f", "plug_ours:f", (Keywords("plug_ours:f", ("z",)),)).check()
+    with pytest.raises(Skip, match="not in this SGLang"):
+        Hook("plug_pkg.no_such_module.f", "plug_ours:f").check()
     # Ours is looked at first: a row whose drop-in is missing never imports SGLang's module.
     with pytest.raises(Skip, match="plug_missing is not in this sgl-meta"):
         Hook("module_that_must_not_be_imported.f", "plug_missing:f").check()
     assert "module_that_must_not_be_imported" not in sys.modules
+
+
+@pytest.mark.parametrize("target,importer", [("plug_broken.f", "plug_broken"), ("plug_pkg.target.f", "plug_pkg.inner")])
+def test_missing_dependency_is_not_a_missing_target(fake_modules, target, importer):
+    """The target exists; a module it imports is not installed: say which, and
+    how to install it (not "not in this SGLang")."""
+    with pytest.raises(Skip) as err:
+        Hook(target, "plug_ours:f").check()
+    why = str(err.value)
+    assert why.startswith(f"SGLang's module {importer} needs plug_dependency_that_is_missing, which is not installed ("), why
+    assert 'pip install "sglang' in why and "docs/sglang.md" in why, why
+    assert "not in this SGLang" not in why
+
+
+def test_module_that_fails_to_import_is_not_a_missing_target(fake_modules):
+    with pytest.raises(Skip, match=r"^SGLang's module plug_pkg.fails does not import here \(ImportError: cannot import"):
+        Hook("plug_pkg.fails.f", "plug_ours:f").check()
 
 
 def test_table_rows_are_well_formed():
@@ -164,7 +196,7 @@ def test_table_rows_are_well_formed():
 @pytest.mark.parametrize("value", ["0", "off", "False", "no"])
 def test_our_switch_off(monkeypatch, value):
     monkeypatch.setenv(plugin.ENV, value)
-    assert plugin.inactive_reason() == f"SGL_META_SGLANG_PLUGIN={value}"
+    assert plugin.inactive_reason() == f"SGLMETA_SGLANG_PLUGIN={value}"
 
 
 @pytest.mark.parametrize("value", ["bogus", "disble", "2"])
@@ -172,7 +204,7 @@ def test_unknown_switch_value_is_off(monkeypatch, value):
     """A typo in our switch keeps SGLang's kernels and says why."""
     monkeypatch.setenv(plugin.ENV, value)
     why = plugin.inactive_reason()
-    assert why is not None and f"SGL_META_SGLANG_PLUGIN={value!r} is not one of" in why
+    assert why is not None and f"SGLMETA_SGLANG_PLUGIN={value!r} is not one of" in why
 
 
 def test_force_skips_the_cuda_check(monkeypatch):
@@ -187,9 +219,39 @@ def test_default_follows_the_build(monkeypatch, value):
     else:
         monkeypatch.setenv(plugin.ENV, value)
     why = plugin.inactive_reason()
-    assert (why is None) == HAS_CUDA_KERNELS, why
+    assert (why is None) == ACTIVE_BY_DEFAULT, why
     if why:
-        assert "no CUDA kernels" in why and "SGL_META_SGLANG_PLUGIN=force" in why
+        assert ("built without CUDA kernels" in why or "no CUDA device" in why) and "SGLMETA_SGLANG_PLUGIN=force" in why
+
+
+def test_build_without_cuda_kernels_is_inactive(registry, monkeypatch, capsys):
+    """A CPU-only build does nothing and says why: in SGLang's log and in
+    ``python -m sgl_meta.sglang`` (which then looks at no SGLang module)."""
+    monkeypatch.delenv(plugin.ENV, raising=False)
+    monkeypatch.setattr(_build, "cuda_kernels", lambda: False)
+    want = "sgl-meta was built without CUDA kernels; SGLMETA_SGLANG_PLUGIN=force hooks anyway"
+    assert plugin.inactive_reason() == want
+    assert plugin.inactive_reason(device=False) == want
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    plugin.register()
+    assert registry == []
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"SGLang plugin: inactive, SGLang keeps its own kernels ({want})" in line
+    cli.main()
+    assert capsys.readouterr().out.splitlines()[1:] == [f"inactive: {want}"]
+
+
+def test_no_visible_gpu_is_inactive(monkeypatch):
+    """CUDA kernels but no GPU: inactive; the report (``device=False``) goes on."""
+    monkeypatch.delenv(plugin.ENV, raising=False)
+    monkeypatch.setattr(_build, "cuda_kernels", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert plugin.inactive_reason() == (
+        "no CUDA device is visible (torch.cuda.is_available() is False); SGLMETA_SGLANG_PLUGIN=force hooks anyway"
+    )
+    assert plugin.inactive_reason(device=False) is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert plugin.inactive_reason() is None
 
 
 # ---- register() against a stand-in HookRegistry -------------------------------------------
@@ -233,13 +295,35 @@ def test_register_registers_usable_rows_and_says_so_once(fake_modules, registry,
     assert "f2 (not in this SGLang" in lines[0] and "f3 (sgl_meta.not_yet is not in this sgl-meta)" in lines[0]
 
 
+def test_log_line_says_replaces_and_wraps(fake_modules, registry, monkeypatch, capsys):
+    """REPLACE rows are "replaced", AROUND rows (ours calls SGLang's) "wrapped"."""
+    monkeypatch.setenv(plugin.ENV, "force")
+    monkeypatch.setattr(plugin, "HOOKS", (
+        Hook("plug_upstream.f", "plug_ours:f"),
+        Hook("plug_upstream.g", "plug_ours:around", kind="AROUND"),
+        Hook("plug_upstream.h", "plug_ours:f"),
+    ))
+    (line,) = _register_line(monkeypatch, capsys)
+    assert ": replaces SGLang's f, h; wraps SGLang's g [sgl_meta from " in line, line
+    assert [kind for _, _, kind in registry] == ["replace", "around", "replace"]
+    monkeypatch.setattr(plugin, "HOOKS", (Hook("plug_upstream.g", "plug_ours:around", kind="AROUND"),))
+    (line,) = _register_line(monkeypatch, capsys)
+    assert ": wraps SGLang's g [sgl_meta from " in line and "replaces" not in line, line
+
+
+def _register_line(monkeypatch, capsys) -> list[str]:
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    plugin.register()
+    return capsys.readouterr().err.splitlines()
+
+
 def test_register_inactive_registers_nothing(registry, monkeypatch, capsys):
     monkeypatch.setenv(plugin.ENV, "0")
     monkeypatch.setattr(logging.getLogger(), "handlers", [])
     plugin.register()
     assert registry == []
     (line,) = capsys.readouterr().err.splitlines()
-    assert "SGLang plugin: inactive, SGLang keeps its own kernels (SGL_META_SGLANG_PLUGIN=0)" in line
+    assert "SGLang plugin: inactive, SGLang keeps its own kernels (SGLMETA_SGLANG_PLUGIN=0)" in line
 
 
 def test_announce_uses_logging_once_configured(caplog, capsys):
