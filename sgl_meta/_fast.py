@@ -20,25 +20,25 @@ tensor, or a scalar that is not a plain int: the C entry declines and the op is
 called as before. (DLPack does not carry PyTorch's lazy negative-view bit, which
 integer tensors only get from the private ``torch._neg_view``: such a tensor is
 read as its stored values.) Set
-``SGL_META_FAST_PATH=0`` to always take the dispatcher path; torch builds
+``SGLMETA_FAST_PATH=0`` to always take the dispatcher path; torch builds
 without the exchange API (it appeared in torch 2.10) do so automatically.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import Callable
 
 import torch
 
-from . import _C
+from . import _C, _env
 
 _lib = ctypes.PyDLL(_C.__file__)
 _lib.sgl_meta_fast_init.argtypes = [ctypes.py_object]
 _lib.sgl_meta_fast_init.restype = ctypes.c_int
 
-available: bool = os.environ.get("SGL_META_FAST_PATH", "1") != "0" and _lib.sgl_meta_fast_init(torch.Tensor) == 0
+_switch = _env.lookup("FAST_PATH")
+available: bool = (_switch is None or _switch[1] != "0") and _lib.sgl_meta_fast_init(torch.Tensor) == 0
 """Whether this process can take the fast path at all."""
 
 enabled: bool = available

@@ -158,7 +158,7 @@ def test_every_op_has_a_fast_entry(name):
 
 def test_switched_off_by_environment():
     code = "import sgl_meta, sgl_meta._fast as f; print(f.available)"
-    out = subprocess.run([sys.executable, "-c", code], env={"SGL_META_FAST_PATH": "0", **_env()},
+    out = subprocess.run([sys.executable, "-c", code], env={"SGLMETA_FAST_PATH": "0", **_env()},
                          capture_output=True, text=True, check=True).stdout.strip()
     assert out == "False"
 
@@ -167,7 +167,8 @@ def _env():
     import os
 
     env = dict(os.environ)
-    env.pop("SGL_META_FAST_PATH", None)
+    for name in ("SGLMETA_FAST_PATH", "SGL_META_FAST_PATH"):
+        env.pop(name, None)
     return env
 
 
