@@ -12,7 +12,7 @@ def require_built_extension() -> None:
 
     try:
         from . import _C  # noqa: F401
-    except ImportError as err:
+    except ImportError:
         here = Path(__file__).resolve().parent
         if any(here.glob("_C*.so")) or any(here.glob("_C*.pyd")):
             raise  # built, but it does not load: the loader's own message says why
@@ -25,4 +25,4 @@ def require_built_extension() -> None:
             if source_tree
             else "Reinstall the sgl-meta wheel for this Python and torch."
         )
-        raise ImportError(f"sgl_meta: the compiled extension sgl_meta/_C is missing in {here}. {hint}") from err
+        raise ImportError(f"sgl_meta: the compiled extension sgl_meta/_C is missing in {here}. {hint}") from None
