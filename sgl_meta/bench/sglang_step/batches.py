@@ -27,13 +27,15 @@ def fill_req_to_token(req_to_token: torch.Tensor, bs: int, page_size: int, gen: 
 def seq_lens(bs: int, context: int, headroom: int, gen: torch.Generator) -> torch.Tensor:
     """Lengths spread over the upper half of ``context``, leaving ``headroom`` tokens for the steps."""
     hi = context - headroom
-    return torch.randint(max(1, hi // 2), hi + 1, (bs,), generator=gen, dtype=torch.int32)
+    return torch.randint(max(1, hi // 2), hi + 1, (bs,), generator=gen, dtype=torch.int64)
 
 
 def forward_batch(mode: ForwardMode, lens: torch.Tensor, tokens_per_req: int, device) -> ForwardBatch:
     """The ``ForwardBatch`` of the kit's ``_make_forward_batch`` for these lengths
     (requests in pool rows ``0..bs-1``), without KV write locations: the metadata
-    path measured here reads none."""
+    path measured here reads none. ``seq_lens`` and ``req_pool_indices`` are int64,
+    as in the graph runner's buffers: a backend's ``seq_lens.to(torch.int32)`` then
+    makes its own buffer, as in serving, instead of aliasing the batch's."""
     bs = lens.numel()
     n = bs * tokens_per_req
     lens_dev = lens.to(device)
@@ -42,7 +44,7 @@ def forward_batch(mode: ForwardMode, lens: torch.Tensor, tokens_per_req: int, de
         forward_mode=mode,
         batch_size=bs,
         input_ids=torch.zeros(n, dtype=torch.int64, device=device),
-        req_pool_indices=torch.arange(bs, dtype=torch.int32, device=device),
+        req_pool_indices=torch.arange(bs, dtype=torch.int64, device=device),
         seq_lens=lens_dev,
         seq_lens_cpu=lens.clone(),
         out_cache_loc=torch.zeros(n, dtype=torch.int64, device=device),

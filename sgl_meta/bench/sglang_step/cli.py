@@ -46,7 +46,8 @@ def _sizes(text, cuda: bool):
     return tuple(tuple(int(v) for v in item.split(":")) for item in text.split(","))
 
 
-def run_half(grid, device: str, plan: Plan, log) -> dict:
+def run_half(grid, device: str, plan: Plan, log, done=lambda out: None) -> dict:
+    """Each point built and measured in turn; ``done(results so far)`` after each."""
     out = {}
     for point in grid:
         try:
@@ -60,6 +61,7 @@ def run_half(grid, device: str, plan: Plan, log) -> dict:
         if device == "cuda":
             torch.cuda.empty_cache()
         log(f"  {point}: {out[point].get('error', 'done')}")
+        done(out)
     return out
 
 
@@ -90,25 +92,30 @@ def main(argv=None) -> int:
     off = run_half(grid, device, plan, log)
     hooks = turn_on()
     log(f"plugin on: {', '.join(hooks['hooked'])}")
-    on = run_half(grid, device, plan, log)
+    env = environment(torch.device(device))
+    state = {"failed": False}
 
-    rows, failed = [], False
-    for point in grid:
-        a, b = off[point], on[point]
-        diffs = compare(a, b) if "error" not in a and "error" not in b else []
-        failed |= bool(diffs)
-        rows.append({"backend": point[0], "mode": point[1], "bs": point[2], "context": point[3],
-                     "off": a.get("metrics"), "on": b.get("metrics"),
-                     "error_off": a.get("error"), "error_on": b.get("error"),
-                     "equal": None if "error" in a or "error" in b else not diffs, "diffs": diffs[:20]})
-    doc = {"environment": environment(torch.device(device)), "stubbed": stubbed, "plugin": hooks,
-           "left_out": backends.LEFT_OUT, "plan": vars(plan), "rows": rows}
-    text = table.markdown(doc)
-    print(text)
-    if args.json:
-        write_json(args.json, doc)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text + "\n")
-    return 1 if failed else 0
+    def report(on: dict) -> None:
+        # Rewritten after every point, so a run stopped early keeps what it measured.
+        rows = [_row(p, off[p], on[p]) for p in grid if p in on]
+        state["failed"] = any(r["equal"] is False for r in rows)
+        doc = {"environment": env, "stubbed": stubbed, "plugin": hooks, "left_out": backends.LEFT_OUT,
+               "plan": vars(plan), "rows": rows}
+        text = table.markdown(doc)
+        if args.json:
+            write_json(args.json, doc)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text + "\n")
+        if len(rows) == len(grid):
+            print(text)
 
+    run_half(grid, device, plan, log, done=report)
+    return 1 if state["failed"] else 0
+
+
+def _row(point, a: dict, b: dict) -> dict:
+    diffs = compare(a, b) if "error" not in a and "error" not in b else []
+    return {"backend": point[0], "mode": point[1], "bs": point[2], "context": point[3],
+            "off": a.get("metrics"), "on": b.get("metrics"), "error_off": a.get("error"), "error_on": b.get("error"),
+            "equal": None if "error" in a or "error" in b else not diffs, "diffs": diffs[:20]}

@@ -49,6 +49,7 @@ def markdown(doc: dict) -> str:
         "|" + "---|" * len(HEADER),
     ]
     lines += ["| " + " | ".join(row(r)) + " |" for r in doc["rows"]]
-    lines += ["", f"Stubbed (not installed, never called): {', '.join(doc['stubbed']) or 'none'}.",
+    lines += ["", f"Import stubs (not installed; no kernel of theirs runs, only device-size queries answered): "
+              f"{', '.join(doc['stubbed']) or 'none'}.",
               "Left out of both sides: " + "; ".join(doc["left_out"]) + "."]
     return "\n".join(lines)
