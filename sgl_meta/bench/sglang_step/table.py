@@ -51,5 +51,8 @@ def markdown(doc: dict) -> str:
     lines += ["| " + " | ".join(row(r)) + " |" for r in doc["rows"]]
     lines += ["", f"Import stubs (not installed; no kernel of theirs runs, only device-size queries answered): "
               f"{', '.join(doc['stubbed']) or 'none'}.",
-              "Left out of both sides: " + "; ".join(doc["left_out"]) + "."]
+              "Left out of both sides: " + "; ".join(doc["left_out"]) + ".",
+              "Out-of-graph device us: CUDA events around the eager call after a ~200 us spin kernel; where the "
+              "host time nears 200 us (DSA) the figure also holds host launch gaps, an upper bound. Launches: "
+              "GPU kernels/copies of the eager call + those recorded in the graph; '-' replay: nothing recorded."]
     return "\n".join(lines)
