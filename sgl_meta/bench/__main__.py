@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--sglang" in argv:  # its own options: python -m sgl_meta.bench --sglang --help
+        from .sglang_step.cli import main as sglang_main
+
+        return sglang_main([a for a in argv if a != "--sglang"])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():

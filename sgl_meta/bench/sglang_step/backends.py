@@ -1,0 +1,228 @@
+"""The two backends the plugin serves, built through SGLang's attention test kit.
+
+A :class:`Setup` is one (backend, forward mode, batch size, context) point: the
+kit's mock model runner sized for it, the real SGLang backend over it (the
+multi-step draft backend for draft decode), the replay batch, and the metadata
+buffers the attention kernels read. Speculative modes use EAGLE with 3 steps,
+top-k 1 and 4 draft tokens, the runner's configuration in all four modes.
+
+Left out of both sides (say so in any table): DeepGEMM's paged-MQA schedule
+planner (``get_paged_mqa_logits_metadata``, called by DSA outside the graph on
+every replay) and FlashMLA's ``get_mla_metadata`` (DSA's decode implementation
+is ``flashmla_sparse``, whose replay has no FlashMLA planner); the top-k v2 plan
+(``SGLANG_OPT_USE_TOPK_V2=0``), which belongs to sgl_kernel's top-k.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from . import batches
+
+SPEC_STEPS = 3
+SPEC_DRAFT_TOKENS = 4
+PAGE_SIZE = 64
+HEADROOM = 256
+"""Tokens a run may grow each request by (steps, draft tokens): at most 2 per replay step plus 8."""
+MODES = ("decode", "target_verify", "draft_extend", "draft_decode")
+BACKENDS = ("trtllm_mha", "dsa")
+LEFT_OUT = [
+    "DSA: DeepGEMM's paged-MQA schedule planner (get_paged_mqa_logits_metadata), both sides",
+    "DSA: FlashMLA's get_mla_metadata (decode implementation flashmla_sparse, whose replay calls no planner)",
+    "DSA: the top-k v2 plan (SGLANG_OPT_USE_TOPK_V2=0; it serves sgl_kernel's top-k)",
+]
+"""What the measured path leaves out of both sides (the module docstring says why)."""
+
+
+@dataclass
+class Setup:
+    backend_name: str
+    mode: str
+    bs: int
+    context: int
+    backend: object  # the SGLang attention backend (multi-step for draft decode)
+    batch: object  # the ForwardBatch replayed each step
+    read_buffers: Callable[[], dict] = field(repr=False)  # name -> (tensor, per-row live length or None)
+
+
+def _forward_mode(mode: str):
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    return {"decode": ForwardMode.DECODE, "target_verify": ForwardMode.TARGET_VERIFY,
+            "draft_extend": ForwardMode.DRAFT_EXTEND_V2, "draft_decode": ForwardMode.DECODE}[mode]
+
+
+def _tokens_per_req(mode: str) -> int:
+    return SPEC_DRAFT_TOKENS if mode in ("target_verify", "draft_extend") else 1
+
+
+def _kit_case(module, backend_name: str, mode: str, bs: int):
+    """A kit case whose runner gets the speculative configuration (any spec mode) or none."""
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    spec = mode != "decode"
+    case_cls = getattr(module, "DSAAttentionCase", None) or module.DenseAttentionCase
+    return case_cls(
+        name=f"{backend_name}_{mode}_bs{bs}", backend=backend_name,
+        forward_mode=ForwardMode.TARGET_VERIFY if spec else ForwardMode.DECODE,
+        num_heads=8 if backend_name == "trtllm_mha" else 16, num_kv_heads=1 if backend_name == "trtllm_mha" else 16,
+        page_size=PAGE_SIZE, prefix_lens=(1,) * bs, extend_lens=(SPEC_DRAFT_TOKENS,) * bs if spec else (),
+    )
+
+
+def _runner(backend_name: str, mode: str, bs: int, context: int, device: str):
+    if backend_name == "trtllm_mha":
+        from sglang.test.kits.attention_unittest.attention_methods import dense_attention as kit
+
+        case = _kit_case(kit, backend_name, mode, bs)
+        config = kit.TinyModelConfig(num_heads=8, num_kv_heads=1, head_dim=64, hidden_size=512, context_len=context)
+        return kit.MockModelRunner(case=case, model_config=config, dtype=torch.bfloat16, device=device,
+                                   max_context_len=context, head_dim=64, disable_cuda_graph=False, runner_batch_size=bs)
+    from sglang.test.kits.attention_unittest.attention_methods import dsa_attention as kit
+
+    case = _kit_case(kit, backend_name, mode, bs)
+    config = kit.TinyDSAModelConfig(num_heads=16, head_dim=576, hidden_size=512, context_len=context,
+                                    qk_nope_head_dim=512, qk_rope_head_dim=64, kv_lora_rank=512,
+                                    index_topk=2048)
+    return kit.DSAMockModelRunner(case=case, model_config=config, dtype=torch.bfloat16, device=device,
+                                  max_context_len=context, head_dim=576, disable_cuda_graph=False,
+                                  runner_batch_size=bs, dsa_prefill_backend="flashmla_sparse",
+                                  dsa_decode_backend="flashmla_sparse")
+
+
+def leave_out_planners() -> None:
+    """DeepGEMM's schedule planner out of DSA's metadata path, in every module that bound it."""
+    os.environ["SGLANG_OPT_USE_TOPK_V2"] = "0"
+    import sglang.srt.layers.attention.dsa.utils as dsa_utils
+
+    def no_planner():
+        return lambda *_args, **_kwargs: None
+
+    original = dsa_utils.resolve_paged_mqa_logits_metadata_fn
+    for module in list(sys.modules.values()):
+        if getattr(module, "resolve_paged_mqa_logits_metadata_fn", None) is original:
+            module.resolve_paged_mqa_logits_metadata_fn = no_planner
+
+
+def _backend(backend_name: str, mode: str, runner):
+    from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
+
+    if mode != "draft_decode":
+        return ATTENTION_BACKENDS[backend_name](runner)
+    if backend_name == "trtllm_mha":
+        from sglang.srt.layers.attention.trtllm_mha_backend import TRTLLMHAAttnMultiStepDraftBackend as Multi
+    else:
+        from sglang.srt.layers.attention.dsa_backend import DeepseekSparseAttnMultiStepBackend as Multi
+    return Multi(runner, topk=1, speculative_num_steps=SPEC_STEPS)
+
+
+def _spec_info(mode: str, batch, device):
+    from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
+
+    bs = batch.batch_size
+    if mode == "target_verify":
+        from sglang.srt.speculative.eagle_info import EagleVerifyInput
+
+        return EagleVerifyInput(
+            draft_token=batch.input_ids, custom_mask=None, positions=batch.positions,
+            retrieve_index=None, retrieve_next_token=None, retrieve_next_sibling=None,
+            retrieve_cum_len=None, spec_steps=SPEC_STEPS, topk=1, draft_token_num=SPEC_DRAFT_TOKENS,
+            capture_hidden_mode=CaptureHiddenMode.FULL, seq_lens_sum=batch.seq_lens_sum,
+            seq_lens_cpu=batch.seq_lens_cpu)
+    if mode == "draft_extend":
+        from sglang.srt.speculative.eagle_info import EagleDraftExtendInput
+
+        accept = torch.full((bs,), SPEC_DRAFT_TOKENS, dtype=torch.int32, device=device)
+        info = EagleDraftExtendInput(
+            hidden_states=None, num_correct_drafts=accept - 1, num_accept_tokens=accept,
+            num_accept_tokens_cpu=[SPEC_DRAFT_TOKENS] * bs, input_ids=batch.input_ids, seq_lens=batch.seq_lens,
+            seq_lens_cpu=batch.seq_lens_cpu, req_pool_indices=batch.req_pool_indices, positions=batch.positions,
+            capture_hidden_mode=CaptureHiddenMode.LAST, num_tokens_per_req=SPEC_DRAFT_TOKENS,
+            num_tokens_for_logprob_per_req=1)
+        info.extend_seq_lens_tensor = accept
+        info.extend_seq_lens_cpu = [SPEC_DRAFT_TOKENS] * bs
+        return info
+    if mode == "draft_decode":
+        from sglang.srt.speculative.eagle_info import EagleDraftInput
+
+        return EagleDraftInput(
+            topk_p=torch.ones(bs, 1, device=device), topk_index=torch.zeros(bs, 1, dtype=torch.int64, device=device),
+            hidden_states=None, capture_hidden_mode=CaptureHiddenMode.LAST, num_tokens_per_req=1,
+            num_tokens_for_logprob_per_req=1)
+    return None
+
+
+def _batch(runner, mode: str, bs: int, context: int, device, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    batches.fill_req_to_token(runner.req_to_token_pool.req_to_token, bs, PAGE_SIZE, gen)
+    lens = batches.seq_lens(bs, context, headroom=HEADROOM, gen=gen)
+    batch = batches.forward_batch(_forward_mode(mode), lens, _tokens_per_req(mode), device)
+    if mode == "draft_extend":
+        per_req = torch.full((bs,), SPEC_DRAFT_TOKENS, dtype=torch.int32)
+        batch.extend_seq_lens = per_req.to(device)
+        batch.extend_seq_lens_cpu = per_req.tolist()
+        batch.extend_prefix_lens = (lens - SPEC_DRAFT_TOKENS).to(device)
+        batch.extend_prefix_lens_cpu = (lens - SPEC_DRAFT_TOKENS).tolist()
+        batch.extend_num_tokens = bs * SPEC_DRAFT_TOKENS
+    runner.kv_index_translator.bind_own_plan(batch)
+    batch.spec_info = _spec_info(mode, batch, device)
+    return batch
+
+
+def _live(lens: torch.Tensor, per_col: int) -> torch.Tensor:
+    return (lens.to(torch.int64) + per_col - 1) // per_col
+
+
+def _mha_buffers(backend, bs: int) -> dict:
+    """TRT-LLM MHA: what ``forward_decode`` / ``forward_extend`` read, live pages of the tables."""
+    m = backend.forward_metadata
+    lens = m.cache_seqlens_int32[:bs]
+    out = {"cache_seqlens": (lens, None), "cu_seqlens_k": (m.cu_seqlens_k[: bs + 1], None),
+           "page_table": (m.page_table[:bs], _live(lens, backend.page_size))}
+    if m.cu_seqlens_q is not None:
+        out["cu_seqlens_q"] = (m.cu_seqlens_q[: bs + 1], None)
+    return out
+
+
+def _dsa_buffers(backend, bs: int) -> dict:
+    """DSA: the graph's metadata for ``bs``, rows up to each row's own length."""
+    m = backend.decode_cuda_graph_metadata[bs]
+    lens = m.cache_seqlens_int32[:bs]
+    rows = m.page_table_1.shape[0] if m.page_table_1 is not None else bs
+    row_lens = m.dsa_seqlens_expanded[:rows] if rows != bs else lens
+    out = {"cache_seqlens": (lens, None), "cu_seqlens_k": (m.cu_seqlens_k[: bs + 1], None),
+           "dsa_cache_seqlens": (m.dsa_cache_seqlens_int32[:rows], None),
+           "dsa_cu_seqlens_k": (m.dsa_cu_seqlens_k[: rows + 1], None),
+           "real_page_table": (m.real_page_table[:rows], _live(row_lens, backend.physical_page_size))}
+    if m.page_table_1 is not None:
+        out["page_table_1"] = (m.page_table_1[:rows], row_lens.to(torch.int64))
+    if rows != bs:
+        out["seqlens_expanded"] = (m.dsa_seqlens_expanded[:rows], None)
+    return out
+
+
+def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed: int = 0) -> Setup:
+    """Runner, backend and replay batch for one point; the backend's CUDA-graph state allocated."""
+    if backend_name == "dsa":
+        leave_out_planners()
+    runner = _runner(backend_name, mode, bs, context, device)
+    backend = _backend(backend_name, mode, runner)
+    batch = _batch(runner, mode, bs, context, device, seed)
+    backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=batch.input_ids.numel())
+    inner = getattr(backend, "attn_backends", None) or [backend]
+    read = _mha_buffers if backend_name == "trtllm_mha" else _dsa_buffers
+
+    def read_buffers() -> dict:
+        out = {}
+        for i, b in enumerate(inner):
+            for name, value in read(b, bs).items():
+                out[f"step{i}.{name}" if len(inner) > 1 else name] = value
+        return out
+
+    return Setup(backend_name, mode, bs, context, backend, batch, read_buffers)
+

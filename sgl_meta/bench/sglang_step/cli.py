@@ -1,0 +1,121 @@
+"""``python -m sgl_meta.bench --sglang``: SGLang's own decode-step metadata, plugin off then on.
+
+For TRT-LLM MHA and DSA, in decode, target verify, draft extend and draft
+decode, the real SGLang 0.5.23 backend is built through its attention test kit
+(``sglang.test.kits.attention_unittest``) at serving sizes, its CUDA-graph
+metadata captured, and each replay step timed (``measure.py``): first with
+SGLang's own kernels, then with sgl-meta's hooks applied in the same process
+(``plugin_switch.py``). The buffers the attention kernels read are compared
+between the two after each check step; a difference fails the run (exit 1).
+
+Where the attention libraries (sgl_kernel, flashinfer, deep_gemm, flash_mla) are
+not installed they are import stubs that raise if called (``stubs.py``): the
+measured path calls none of them. Their planners that the metadata path would
+call are left out of both sides (``backends.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import traceback
+
+import torch
+
+from ..report import environment, write_json
+from . import backends, points, stubs, table
+from .measure import Plan, run
+from .plugin_switch import turn_on
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sgl_meta.bench --sglang", description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", nargs="+", choices=backends.BACKENDS, default=list(backends.BACKENDS))
+    p.add_argument("--mode", nargs="+", choices=backends.MODES, default=list(backends.MODES))
+    p.add_argument("--sizes", help="bs:context,... (default 1:131072,64:32768,256:8192 on GPU, 1:4096,4:2048 on CPU)")
+    p.add_argument("--steps", type=int, default=100, help="timed replay steps per point and side (default 100)")
+    p.add_argument("--json", metavar="PATH", help="write environment, grid and numbers as JSON")
+    p.add_argument("--markdown", metavar="PATH", help="write the table as markdown")
+    return p
+
+
+def _sizes(text, cuda: bool):
+    if not text:
+        return points.SIZES if cuda else points.CPU_SIZES
+    return tuple(tuple(int(v) for v in item.split(":")) for item in text.split(","))
+
+
+def run_half(grid, device: str, plan: Plan, log, done=lambda out: None) -> dict:
+    """Each point built and measured in turn; ``done(results so far)`` after each."""
+    out = {}
+    for point in grid:
+        try:
+            setup = backends.build(*point, device=device)
+            out[point] = run(setup, plan)
+        except Exception as err:  # one point's failure is reported in its row; the rest still run
+            out[point] = {"error": f"{type(err).__name__}: {err}"}
+            log(traceback.format_exc())
+        setup = None
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+        log(f"  {point}: {out[point].get('error', 'done')}")
+        done(out)
+    return out
+
+
+def compare(off: dict, on: dict) -> list:
+    """Where the buffers differ between the sides: ``["step k: name ..."]``."""
+    diffs = []
+    for k, (a, b) in enumerate(zip(off["snapshots"], on["snapshots"])):
+        for name in a:
+            if name not in b:
+                diffs.append(f"step {k}: {name} missing with the plugin on")
+            elif a[name].shape != b[name].shape or not torch.equal(a[name], b[name]):
+                diffs.append(f"step {k}: {name} differs")
+    return diffs
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    cuda = torch.cuda.is_available()
+    device = "cuda" if cuda else "cpu"
+    stubbed = stubs.install()
+    grid = points.grid(args.backend, args.mode, _sizes(args.sizes, cuda))
+    plan = Plan(steps=args.steps)
+
+    def log(line):
+        print(line, file=sys.stderr, flush=True)
+
+    log(f"plugin off: {len(grid)} points")
+    off = run_half(grid, device, plan, log)
+    hooks = turn_on()
+    log(f"plugin on: {', '.join(hooks['hooked'])}")
+    env = environment(torch.device(device))
+    state = {"failed": False}
+
+    def report(on: dict) -> None:
+        # Rewritten after every point, so a run stopped early keeps what it measured.
+        rows = [_row(p, off[p], on[p]) for p in grid if p in on]
+        state["failed"] = any(r["equal"] is False for r in rows)
+        doc = {"environment": env, "stubbed": stubbed, "plugin": hooks, "left_out": backends.LEFT_OUT,
+               "plan": vars(plan), "rows": rows}
+        text = table.markdown(doc)
+        if args.json:
+            write_json(args.json, doc)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text + "\n")
+        if len(rows) == len(grid):
+            print(text)
+
+    run_half(grid, device, plan, log, done=report)
+    return 1 if state["failed"] else 0
+
+
+def _row(point, a: dict, b: dict) -> dict:
+    diffs = compare(a, b) if "error" not in a and "error" not in b else []
+    return {"backend": point[0], "mode": point[1], "bs": point[2], "context": point[3],
+            "off": a.get("metrics"), "on": b.get("metrics"), "error_off": a.get("error"), "error_on": b.get("error"),
+            "equal": None if "error" in a or "error" in b else not diffs, "diffs": diffs[:20]}

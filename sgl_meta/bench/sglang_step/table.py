@@ -1,0 +1,58 @@
+"""The markdown table of a ``--sglang`` run: one row per point, plugin off / on side by side."""
+
+from __future__ import annotations
+
+from ..report import _num
+
+HEADER = ("backend", "mode", "bs", "context", "out-of-graph host us (off / on)",
+          "out-of-graph device us (off / on)", "launches out / in graph (off / on)",
+          "in-graph replay device us (off / on)", "buffers equal")
+
+
+def _med(metrics, key):
+    s = (metrics or {}).get(key)
+    return None if s is None else s["median"]
+
+
+def _pair(a, b) -> str:
+    return f"{_num(a)} / {_num(b)}"
+
+
+def _launch(m) -> str:
+    if not m or m.get("out_launches") is None:
+        return "-"
+    return f"{m['out_launches']:g}+{m['in_graph_launches']:g}"
+
+
+def row(r: dict) -> list:
+    off, on = r["off"], r["on"]
+    if r["error_off"] or r["error_on"]:
+        why = r["error_off"] or r["error_on"]
+        side = "off" if r["error_off"] else "on"
+        return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]), f"failed ({side}): {why[:120]}",
+                "", "", "", ""]
+    return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]),
+            _pair(_med(off, "out_host_us"), _med(on, "out_host_us")),
+            _pair(_med(off, "out_device_us"), _med(on, "out_device_us")),
+            f"{_launch(off)} / {_launch(on)}",
+            _pair(_med(off, "in_graph_device_us"), _med(on, "in_graph_device_us")),
+            "yes" if r["equal"] else "NO: " + "; ".join(r["diffs"][:3])]
+
+
+def markdown(doc: dict) -> str:
+    env = doc["environment"]
+    lines = [
+        f"SGLang decode-step metadata, plugin off / on ({env.get('gpu') or env['device']}, torch {env['torch']}, "
+        f"sgl_meta {env['sgl_meta']}); medians of {doc['plan']['steps']} replay steps.",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "---|" * len(HEADER),
+    ]
+    lines += ["| " + " | ".join(row(r)) + " |" for r in doc["rows"]]
+    lines += ["", f"Import stubs (not installed; no kernel of theirs runs, only device-size queries answered): "
+              f"{', '.join(doc['stubbed']) or 'none'}.",
+              "Left out of both sides: " + "; ".join(doc["left_out"]) + ".",
+              "Out-of-graph device us: CUDA events around the eager call after a ~200 us spin kernel; where the "
+              "host time nears 200 us (DSA) the figure also holds host launch gaps, an upper bound. Launches: "
+              "GPU kernels/copies of the eager call + those recorded in the graph; '-' replay: nothing recorded."]
+    return "\n".join(lines)
