@@ -18,15 +18,9 @@ MUST_RAISE = [r for r in table.ROWS if r.raises]
 MUST_PASS = [r for r in table.ROWS if not r.raises]
 
 
-def available(row):
-    import sgl_meta
-
-    return hasattr(sgl_meta, row.op)
-
-
 @pytest.fixture(scope="module")
 def cpu_results(request):
-    rows = [r.id for r in table.ROWS if available(r)]
+    rows = [r.id for r in table.ROWS]
     return run_rows("hostile_table", "cpu", rows, run_seed(request.config))
 
 
@@ -38,8 +32,6 @@ def _verdict(rec):
 
 @pytest.mark.parametrize("row", MUST_RAISE, ids=[r.id for r in MUST_RAISE])
 def test_cpu_rejects_hostile_value(cpu_results, row):
-    if not available(row):
-        pytest.skip(f"sgl_meta.{row.op} is not in this build")
     rec = cpu_results[row.id]
     assert rec["event"] == "raised" and "RuntimeError" in rec["bases"], _verdict(rec)
     assert rec["message"].startswith(f"sgl_meta.{row.op}: "), rec["message"]
@@ -49,8 +41,6 @@ def test_cpu_rejects_hostile_value(cpu_results, row):
 
 @pytest.mark.parametrize("row", MUST_PASS, ids=[r.id for r in MUST_PASS])
 def test_cpu_ignores_unread_hostile_values(cpu_results, row):
-    if not available(row):
-        pytest.skip(f"sgl_meta.{row.op} is not in this build")
     rec = cpu_results[row.id]
     assert rec["event"] == "returned", _verdict(rec)
 
@@ -58,7 +48,7 @@ def test_cpu_ignores_unread_hostile_values(cpu_results, row):
 @pytest.fixture(scope="module")
 def cuda_assert_results(request):
     """Every must-raise row in its own child process on the GPU (8 at a time)."""
-    rows = [r.id for r in MUST_RAISE if available(r)]
+    rows = [r.id for r in MUST_RAISE]
     return run_each_alone("hostile_table", "cuda", rows, run_seed(request.config), sync=True)
 
 
@@ -67,8 +57,6 @@ def cuda_assert_results(request):
 def test_cuda_hostile_value_trips_device_assert(cuda_assert_results, row):
     """The child runs the op on CUDA and synchronizes: a device-side assert
     whose printed message names the op, never a silent out-of-bounds access."""
-    if not available(row):
-        pytest.skip(f"sgl_meta.{row.op} is not in this build")
     rec = cuda_assert_results[row.id]
     output = rec.get("output", "")
     assert rec["event"] in ("raised", "crashed"), f"expected a device-side assert, got {_verdict(rec)}"
@@ -79,7 +67,7 @@ def test_cuda_hostile_value_trips_device_assert(cuda_assert_results, row):
 
 @pytest.mark.gpu
 def test_cuda_ignores_unread_hostile_values(request):
-    rows = [r.id for r in MUST_PASS if available(r)]
+    rows = [r.id for r in MUST_PASS]
     got = run_rows("hostile_table", "cuda", rows, run_seed(request.config), sync=True)
     bad = {k: _verdict(v) for k, v in got.items() if v["event"] != "returned"}
     assert not bad, bad
@@ -94,9 +82,6 @@ def test_cpu_hostile_property(entry):
     """Random valid call + one injected hostile value: a value the op reads
     raises RuntimeError naming op and argument, with nothing written outside
     the output views; a value it must not read changes nothing at all."""
-    if not entry.available():
-        pytest.skip(f"sgl_meta.{entry.name} is not in this build")
-
     @settings(max_examples=max(1, int(settings.default.max_examples * entry.weight)))
     @given(hostile=entry.cases())
     def prop(hostile):
