@@ -3,7 +3,8 @@
 Every row must raise one of its exception types with a message naming the op
 and the argument; a row that crashes the worker fails alone, reported with
 the row it was on (see matrix_runner.py). Each op's unedited base call runs
-first as a control and must succeed, so a row fails for its edit only.
+first as a control and must succeed, writing what sgl_meta.reference writes,
+so a row fails for its edit only.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ CONTROLS = sorted({f"{r.base or r.op}/control" for r in RUNNABLE})
 @pytest.fixture(scope="module")
 def cpu_results(request):
     ids = CONTROLS + [r.id for r in RUNNABLE]
-    return run_rows("bad_input_table", "cpu", ids, run_seed(request.config))
+    return run_rows("bad_input_table", "cpu", ids, run_seed(request.config), compare=True)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def cuda_results(request):
     """The same rows with the base call on the GPU (rows that move tensors to
     CUDA themselves excluded): the host checks must fire before any launch."""
     ids = CONTROLS + [r.id for r in RUNNABLE if r.needs != "cuda"]
-    return run_rows("bad_input_table", "cuda", ids, run_seed(request.config), sync=True)
+    return run_rows("bad_input_table", "cuda", ids, run_seed(request.config), sync=True, compare=True)
 
 
 DEVICES = [pytest.param("cpu", id="cpu"), pytest.param("cuda", id="cuda", marks=pytest.mark.gpu)]
@@ -50,6 +51,8 @@ def describe(rec: dict) -> str:
 def test_base_call_is_valid(request, control, device):
     rec = request.getfixturevalue(f"{device}_results")[control]
     assert rec["event"] == "returned", f"the unedited base call must succeed; got {describe(rec)}"
+    assert not rec["differs"], f"the base call differs from sgl_meta.reference: {rec['differs']}"
+    assert rec["compared"] > 0, rec
 
 
 @pytest.mark.parametrize("device", DEVICES)

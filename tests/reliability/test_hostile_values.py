@@ -2,7 +2,8 @@
 out-of-bounds access. CPU raises RuntimeError naming the op and argument; CUDA
 trips a device-side assert naming the op (each row in its own process: the
 assert poisons the CUDA context). Values the op must not read (past bs, past
-the written length, dead columns) and -1 sentinels must not raise at all.
+the written length, dead columns) and -1 sentinels must not raise, and the
+call must write exactly what sgl_meta.reference writes from the same arguments.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ MUST_PASS = [r for r in table.ROWS if not r.raises]
 @pytest.fixture(scope="module")
 def cpu_results(request):
     rows = [r.id for r in table.ROWS]
-    return run_rows("hostile_table", "cpu", rows, run_seed(request.config))
+    return run_rows("hostile_table", "cpu", rows, run_seed(request.config), compare=True)
+
+
+def assert_matches_reference(rec):
+    """The call returned and wrote what sgl_meta.reference writes (matrix_worker.py --compare)."""
+    assert rec["event"] == "returned", _verdict(rec)
+    assert not rec["differs"], f"differs from the reference: {rec['differs']}"
+    assert rec["compared"] > 0, rec
 
 
 def _verdict(rec):
@@ -41,8 +49,7 @@ def test_cpu_rejects_hostile_value(cpu_results, row):
 
 @pytest.mark.parametrize("row", MUST_PASS, ids=[r.id for r in MUST_PASS])
 def test_cpu_ignores_unread_hostile_values(cpu_results, row):
-    rec = cpu_results[row.id]
-    assert rec["event"] == "returned", _verdict(rec)
+    assert_matches_reference(cpu_results[row.id])
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +75,13 @@ def test_cuda_hostile_value_trips_device_assert(cuda_assert_results, row):
 @pytest.mark.gpu
 def test_cuda_ignores_unread_hostile_values(request):
     rows = [r.id for r in MUST_PASS]
-    got = run_rows("hostile_table", "cuda", rows, run_seed(request.config), sync=True)
-    bad = {k: _verdict(v) for k, v in got.items() if v["event"] != "returned"}
+    got = run_rows("hostile_table", "cuda", rows, run_seed(request.config), sync=True, compare=True)
+    bad = {}
+    for row_id in rows:  # every row's verdict, not the first failure only
+        try:
+            assert_matches_reference(got[row_id])
+        except AssertionError as err:
+            bad[row_id] = str(err)
     assert not bad, bad
 
 
