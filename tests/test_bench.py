@@ -215,7 +215,7 @@ def test_unified_pool_upstream_slot(tmp_path, monkeypatch):
     by the drop-in references, which take the same keywords."""
     import types
 
-    from sgl_meta.bench.workloads import kv_read
+    from sgl_meta.bench.workloads import kv_read_table
 
     calls = []
 
@@ -224,7 +224,7 @@ def test_unified_pool_upstream_slot(tmp_path, monkeypatch):
         return (reference.build_kv_read_table_packed if "indptr" in kw else reference.build_kv_read_table)(**kw)
 
     up = types.SimpleNamespace(build_kv_read_table=fake, build_kv_read_table_packed=fake)
-    monkeypatch.setattr(kv_read, "upstream_kernels", lambda spec, device: (up, ""))
+    monkeypatch.setattr(kv_read_table, "upstream_kernels", lambda spec, device: (up, ""))
     code, doc = run_json(tmp_path, "--preset", "gpt-oss-120b-unified", "--emulate-graphs", "--steps", "3",
                          "--upstream", "auto", "--no-cold-start")
     ws = {w["op"]: w for w in doc["presets"][0]["workloads"]}
@@ -299,9 +299,9 @@ def test_dsa_generation_lines(tmp_path):
 def test_dsa_generator_is_pluggable_and_checked(tmp_path):
     """An upstream generator slots into the gen+copy lines; one that writes a
     wrong value is caught by the per-step check."""
-    from sgl_meta.bench.workloads import dsa_gen
+    from sgl_meta.bench.workloads import dsa_metadata
 
-    saved = dict(dsa_gen.GENERATOR)
+    saved = dict(dsa_metadata.GENERATOR)
     calls = []
 
     def counting(*args):
@@ -313,14 +313,14 @@ def test_dsa_generator_is_pluggable_and_checked(tmp_path):
         args[3][:1].add_(1)  # cache_seqlens[0]
 
     try:
-        dsa_gen.use_generator(fused=counting, label="counted gen")
+        dsa_metadata.use_generator(fused=counting, label="counted gen")
         code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "3")
         assert code == 0 and calls
         labels = [w["label"] for w in doc["presets"][0]["workloads"]]
         assert "dsa counted gen+copy K=3" in labels
-        dsa_gen.use_generator(fused=wrong)
+        dsa_metadata.use_generator(fused=wrong)
         code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "3")
         assert code == 1 and "fused_dsa_metadata" in doc["error"] and "cache_seqlens" in doc["error"]
     finally:
-        dsa_gen.GENERATOR.clear()
-        dsa_gen.GENERATOR.update(saved)
+        dsa_metadata.GENERATOR.clear()
+        dsa_metadata.GENERATOR.update(saved)
