@@ -23,6 +23,14 @@ OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
+# Every step measures or tests the GPU: without one, fail now instead of
+# reporting CPU numbers or skipped GPU tests as a pass. Test runs below fail
+# a GPU test that cannot run (tests/conftest.py).
+export SGL_META_REQUIRE_GPU=1
+if ! $PY -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+  echo "device_check: FAIL: $PY sees no CUDA device (torch.cuda.is_available() is not True)"
+  exit 2
+fi
 steps=("$@")
 [[ ${#steps[@]} -eq 0 ]] && steps=(tests micro bench)
 status=0

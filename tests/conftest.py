@@ -12,6 +12,10 @@ import sgl_meta  # noqa: F401  (registers the ops)
 BASE_SEED = int(os.environ.get("SGL_META_TEST_SEED", random.randrange(2**31)))
 
 HAS_CUDA = torch.cuda.is_available()
+# SGL_META_REQUIRE_GPU=1 (set by scripts/gpu_tests.sh, device_check.sh, sanitize.sh):
+# a gpu-marked test that cannot run fails instead of skipping, so a GPU run on a
+# machine without a usable device cannot pass by accident.
+REQUIRE_GPU = os.environ.get("SGL_META_REQUIRE_GPU", "") == "1"
 
 
 def pytest_configure(config):
@@ -21,8 +25,14 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return [f"sgl_meta test seed: SGL_META_TEST_SEED={BASE_SEED}", f"CUDA available: {HAS_CUDA}",
-            f"GPU tests on: {TEST_CUDA} (SGL_META_TEST_CUDA)"]
+    why = _test_cuda_missing()
+    if not why:
+        gpu = f"GPU tests on: {TEST_CUDA} (SGL_META_TEST_CUDA)"
+    elif REQUIRE_GPU:
+        gpu = f"GPU tests: fail ({why}; SGL_META_REQUIRE_GPU=1)"
+    else:
+        gpu = f"GPU tests: skipped ({why})"
+    return [f"sgl_meta test seed: SGL_META_TEST_SEED={BASE_SEED}", f"CUDA available: {HAS_CUDA}", gpu]
 
 
 def _test_cuda_missing() -> str:
@@ -37,12 +47,41 @@ def _test_cuda_missing() -> str:
 
 def pytest_collection_modifyitems(config, items):
     why = _test_cuda_missing()
-    if not why:
+    if not why or REQUIRE_GPU:  # (required: pytest_runtest_setup fails them)
         return
     skip = pytest.mark.skip(reason=why)
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    if REQUIRE_GPU and "gpu" in item.keywords:
+        why = _test_cuda_missing()
+        if why:
+            pytest.fail(f"SGL_META_REQUIRE_GPU=1 but {why}", pytrace=False)
+
+
+# Outcomes of the gpu-marked tests, for the summary line scripts/gpu_tests.sh
+# adds up: a GPU run in which no GPU test passed is a failed run.
+GPU_OUTCOMES: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    if "gpu" not in report.keywords:
+        return
+    if report.failed:
+        GPU_OUTCOMES[report.nodeid] = "failed"
+    elif report.skipped:
+        GPU_OUTCOMES.setdefault(report.nodeid, "skipped")
+    elif report.when == "call":
+        GPU_OUTCOMES.setdefault(report.nodeid, "passed")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if GPU_OUTCOMES:
+        counts = [f"{sum(v == k for v in GPU_OUTCOMES.values())} {k}" for k in ("passed", "failed", "skipped")]
+        terminalreporter.write_sep("-", "gpu-marked tests: " + ", ".join(counts))
 
 
 from helpers import TEST_CUDA  # noqa: E402  (the device GPU tests use: see there)

@@ -299,9 +299,9 @@ def test_dsa_generation_lines(tmp_path):
 def test_dsa_generator_is_pluggable_and_checked(tmp_path):
     """An upstream generator slots into the gen+copy lines; one that writes a
     wrong value is caught by the per-step check."""
-    from sgl_meta.bench.workloads import dsa_metadata as dsa_gen
+    from sgl_meta.bench.workloads import dsa_metadata
 
-    saved = dict(dsa_gen.GENERATOR)
+    saved = dict(dsa_metadata.GENERATOR)
     calls = []
 
     def counting(*args):
@@ -313,17 +313,17 @@ def test_dsa_generator_is_pluggable_and_checked(tmp_path):
         args[3][:1].add_(1)  # cache_seqlens[0]
 
     try:
-        dsa_gen.use_generator(fused=counting, label="counted gen")
+        dsa_metadata.use_generator(fused=counting, label="counted gen")
         code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "3")
         assert code == 0 and calls
         labels = [w["label"] for w in doc["presets"][0]["workloads"]]
         assert "dsa counted gen+copy K=3" in labels
-        dsa_gen.use_generator(fused=wrong)
+        dsa_metadata.use_generator(fused=wrong)
         code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--steps", "3")
         assert code == 1 and "fused_dsa_metadata" in doc["error"] and "cache_seqlens" in doc["error"]
     finally:
-        dsa_gen.GENERATOR.clear()
-        dsa_gen.GENERATOR.update(saved)
+        dsa_metadata.GENERATOR.clear()
+        dsa_metadata.GENERATOR.update(saved)
 
 
 def test_cpu_run_is_scaled_and_says_so(tmp_path, capsys):

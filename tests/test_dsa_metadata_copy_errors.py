@@ -155,13 +155,28 @@ def test_bad_input_leaves_outputs_untouched(gen):
 
 @pytest.mark.parametrize("mode", [DECODE, TARGET_VERIFY])
 def test_bs0_is_a_noop_even_with_unchecked_garbage(mode, gen):
-    """bs == 0 returns before any tensor is looked at (docs/operators.md: no-op, no error)."""
+    """bs == 0 returns before any tensor is looked at (docs/operators.md: no-op, no
+    error): every tensor, the poisoned destinations included, keeps its values."""
     kw = single_kwargs(gen, DsaCase(mode=mode, bs=0))
     kw["page_table_1_dst"] = kw["page_table_1_dst"][:0, :0]
-    sgl_meta.fused_metadata_copy(**kw)
+    assert_call_changes_nothing(sgl_meta.fused_metadata_copy, kw)
     kw = multi_kwargs(gen, DsaCase(mode=mode, bs=0, sets=2))
     kw["page_table_1_dst"] = kw["page_table_1_dst"][:1]
-    sgl_meta.fused_metadata_copy_multi(**kw)
+    assert_call_changes_nothing(sgl_meta.fused_metadata_copy_multi, kw)
+
+
+def assert_call_changes_nothing(fn, kw):
+    def tensors():  # by name, the destination lists flattened
+        for k, v in kw.items():
+            for i, t in enumerate(v if isinstance(v, list) else [v]):
+                if isinstance(t, torch.Tensor) and t.numel():
+                    yield (f"{k}[{i}]" if isinstance(v, list) else k), t
+
+    before = {name: t.clone() for name, t in tensors()}
+    assert any(name.endswith("_dst") or "_dst[" in name for name in before)  # poisoned destinations to watch
+    fn(**kw)
+    for name, t in tensors():
+        assert torch.equal(t, before[name]), f"{name} changed"
 
 
 @pytest.mark.parametrize("multi", [False, True], ids=["single", "multi"])

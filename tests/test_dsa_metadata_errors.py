@@ -8,6 +8,8 @@ import pytest
 import torch
 
 import sgl_meta
+from sgl_meta import reference
+from helpers import assert_same
 from dsa_metadata_cases import DRAFT_EXTEND, TARGET_VERIFY, GenCase, clone_sets, lists_of, make_case
 
 DECODE_CASE = GenCase(sets=3)  # bs 5, width 70, page size 4, pool 9
@@ -232,10 +234,18 @@ def _no_page_tables_hostile_index(kw):
     ids=["no_page_tables", "static_extend_tail", "total_len_zero"],
 )
 def test_cpu_hostile_values_not_read_are_fine(case, edit, gen):
-    """(Every case also carries hostile values past bs: make_case appends them.)"""
-    kw = kwargs(gen, case)
+    """No error, and the same outputs as the reference from the same arguments.
+    (Every case also carries hostile values past bs: make_case appends them.)"""
+    inputs, sets, scalars = make_case(case, gen, "cpu")
+    kw = {**inputs, **lists_of(sets), **scalars}
     edit(kw)
-    sgl_meta.fused_dsa_metadata(**kw)
+    got, want = clone_sets(sets), clone_sets(sets)
+    # each call on its own copies of the destinations the edit left in place
+    sgl_meta.fused_dsa_metadata(**{**kw, **{k: v for k, v in lists_of(got).items() if kw[k] is not None}})
+    reference.fused_dsa_metadata(**{**kw, **{k: v for k, v in lists_of(want).items() if kw[k] is not None}})
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, f"set {i}")
+    assert not all(torch.equal(g["cache_seqlens"], s["cache_seqlens"]) for g, s in zip(got, sets))  # it wrote
 
 
 @pytest.mark.gpu

@@ -100,7 +100,13 @@ def test_bad_index_in_an_empty_row_still_raises_and_writes_nothing(gen):
 def test_bs0_with_valid_tensors_is_not_an_error(gen):
     kw = call_kwargs(gen, PageTableCase(bs=0))
     kw["req_pool_indices"].fill_(10**6)  # never read
+    # the [0, W] outputs are views into poisoned buffers: those must keep every value
+    buffers = {k: kw[k]._base for k in ("page_table", "swa_page_table")}
+    before = {k: b.clone() for k, b in buffers.items()}
+    assert all(b.numel() > 0 for b in before.values())
     sgl_meta.build_trtllm_mha_page_table(**kw)
+    for k, b in buffers.items():
+        assert torch.equal(b, before[k]), f"bs=0 wrote into {k}'s buffer"
 
 
 def test_mixed_devices_named(gen):

@@ -36,8 +36,13 @@ def r(id, edit, *names, raises=(RuntimeError,)):
     return Row(id=f"{M}/{id}", op=M, edit=edit, names=names, raises=raises)
 
 
-def ok(id, edit):
-    return Row(id=f"{M}/{id}", op=M, edit=edit, names=(), raises=())
+def ok(id, edit, oracle_edit=None):
+    return Row(id=f"{M}/{id}", op=M, edit=edit, names=(), raises=(), oracle_edit=oracle_edit)
+
+
+# The reference's copy of a call whose dead columns hold slots past the mapping:
+# any in-range slot there gives the same outputs, as long as the op reads none.
+SLOTS_IN_RANGE = apply("req_to_token", lambda t: t.fill_(0))
 
 
 ROWS = [
@@ -72,7 +77,8 @@ ROWS = [
             apply("req_to_token", lambda t: t.fill_(I32_MAX)))),
     ok("slots past the mapping in dead columns", both(set_(live_pages_only=True, seqlen_offset=0),
                                                       apply("seq_lens", lambda t: t.fill_(0)),
-                                                      apply("req_to_token", lambda t: t.fill_(SWA_M)))),
+                                                      apply("req_to_token", lambda t: t.fill_(SWA_M))),
+       SLOTS_IN_RANGE),
     ok("lengths past the table (live_pages_only caps them)",
        both(set_(live_pages_only=True, seqlen_offset=0), apply("seq_lens", lambda t: t.fill_(I32_MAX)))),
     ok("negative slots are sentinels", apply("req_to_token", lambda t: t.fill_(-5))),
@@ -97,7 +103,8 @@ ROWS = [
                              derive("swa_v2p", "swa_mapping", lambda t: torch.full_like(t, -(2**40))))),
     ok("v2p short but only dead columns read past it",
        both(set_(live_pages_only=True, seqlen_offset=0), apply("seq_lens", lambda t: t.fill_(0)),
-            derive("v2p", "swa_mapping", lambda t: t[:1].clone()))),
+            derive("v2p", "swa_mapping", lambda t: t[:1].clone())),
+       derive("v2p", "swa_mapping", torch.zeros_like)),
     ok("v2p short with skip_page_table", both(set_(skip_page_table=True),
                                               derive("v2p", "swa_mapping", lambda t: t[:1].clone()))),
     # per-row offsets are added, never indexed: any int32 / int64 value is valid
@@ -121,7 +128,7 @@ ROWS += [
     # the widest set's live prefix is read, no further
     Row(f"{MM}/slots past the mapping in every set's dead columns", MM,
         both(set_(live_pages_only=True, seqlen_offset=[0, 0, 0]), apply("seq_lens", lambda t: t.fill_(0)),
-             apply("req_to_token", lambda t: t.fill_(SWA_M))), (), raises=()),
+             apply("req_to_token", lambda t: t.fill_(SWA_M))), (), raises=(), oracle_edit=SLOTS_IN_RANGE),
     Row(f"{MM}/request indices past bs", MM,
         apply("req_pool_indices", lambda t: t.__setitem__(slice(5, None), 10**6) or t), (), raises=()),
 ]

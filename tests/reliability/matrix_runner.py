@@ -36,16 +36,18 @@ def _describe_exit(rc: int) -> str:
     return f"exit status {rc}"
 
 
-def run_rows(table: str, device: str, row_ids: list, seed: int, *, sync: bool = False,
+def run_rows(table: str, device: str, row_ids: list, seed: int, *, sync: bool = False, compare: bool = False,
              timeout_s: float = 300.0) -> dict:
     """Returns {row id: record}; a record has ``event`` in returned / raised /
     setup_error / crashed / hung, plus ``output`` (the child's stdout+stderr)
-    for crashed / hung rows and for every row of a one-row run."""
+    for crashed / hung rows and for every row of a one-row run. `compare`: a
+    returned row also carries ``compared`` / ``differs`` (matrix_worker.py)."""
     results: dict = {}
     remaining = list(row_ids)
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")  # a crash prints its stack
     while remaining:
-        cmd = [sys.executable, str(WORKER), table, device, str(seed)] + (["--sync"] if sync else [])
+        cmd = [sys.executable, str(WORKER), table, device, str(seed)] + (["--sync"] if sync else []) + (
+            ["--compare"] if compare else [])
         try:
             proc = subprocess.run(cmd, input=json.dumps(remaining), capture_output=True, text=True,
                                   timeout=timeout_s, env=env)

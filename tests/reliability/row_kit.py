@@ -19,6 +19,11 @@ class Row:
     needs: str = "cpu"  # "cpu" or "cuda" (the row is skipped without a GPU)
     prefixed: bool = True  # message starts with "sgl_meta.<op>: "
     base: str = ""  # BASES key; default: the op name
+    # A call that must pass is compared with sgl_meta.reference (matrix_worker.py
+    # --compare); where the reference, which reads every column, cannot take a
+    # hostile value the op must not read, this edit of the reference's copy
+    # makes that value harmless. The op's output must then match anyway.
+    oracle_edit: Callable[[dict], None] | None = None
 
 
 # ---- edits -------------------------------------------------------------------

@@ -154,10 +154,6 @@ def events(case: Case) -> list[str]:
             f"wide={e['wide']}"]
 
 
-def available() -> bool:
-    return hasattr(sgl_meta, NAME) and hasattr(reference, NAME)
-
-
 # ---- the drop-ins: the same calls in upstream's signatures (K = 1) ----------------------
 DROPINS = {
     "fused_dsa_decode_metadata": 0,
@@ -198,14 +194,13 @@ def dropin_cases(draw, name: str) -> Case:
 
 
 def _entry(name, weight):
-    return dict(name=name, available=lambda: hasattr(sgl_meta, name) and hasattr(reference, name),
-                op=lambda **kw: getattr(sgl_meta, name)(**kw), ref=lambda **kw: getattr(reference, name)(**kw),
+    return dict(name=name, op=getattr(sgl_meta, name), ref=getattr(reference, name),
                 cases=lambda: dropin_cases(name), events=events, weight=weight)
 
 
 ENTRIES = [
-    dict(name=NAME, available=available, op=lambda **kw: sgl_meta.fused_dsa_metadata(**kw),
-         ref=lambda **kw: reference.fused_dsa_metadata(**kw), cases=cases, events=events, weight=0.3),
+    dict(name=NAME, op=sgl_meta.fused_dsa_metadata, ref=reference.fused_dsa_metadata, cases=cases, events=events,
+         weight=0.3),
     *[_entry(name, 0.05) for name in DROPINS],
 ]
 

@@ -1,20 +1,19 @@
 """Hypothesis strategies: valid calls of the DSA metadata copies (docs/operators/dsa_metadata_copy.md).
 
-Built on another branch: every test using this module skips until the entry
-point exists in ``sgl_meta``. Four entry points, one source of cases:
+Four entry points, one source of cases:
 
-* ``fused_metadata_copy`` / ``fused_metadata_copy_cuda``: the seed's keyword
-  names (the drop-in wrapper keeps them; the general op was designed with the
-  same names), any forward_mode.
-* ``fused_metadata_copy_multi``: any K >= 1 destination sets, any mode; called
-  through ``torch.ops.sgl_meta.fused_metadata_copy_multi`` with the schema's
-  names (destination fields are lists of K tensors, an unused optional field
-  an empty list). Skipped if the schema's names differ from those.
-* ``fused_metadata_copy_multi_cuda``: the seed's signature (``_dst0.._dst2``,
+* ``fused_metadata_copy`` / ``fused_metadata_copy_cuda``: upstream's keyword
+  names (the drop-in keeps them; the general op takes the same names), any
+  forward_mode.
+* ``fused_metadata_copy_multi``: any K >= 1 destination sets, any mode, the
+  schema's names (destination fields are lists of K tensors, an unused
+  optional field an empty list).
+* ``fused_metadata_copy_multi_cuda``: upstream's signature (``_dst0.._dst2``,
   DECODE, no forward_mode).
 
-The oracle is ``sgl_meta.reference.<name>`` when it exists, else ``spec_copy``
-below: docs/operators/dsa_metadata_copy.md's table, written out in plain slicing. Space: every mode; bs 0 /
+The oracle is ``sgl_meta.reference.<name>``; the two drop-ins it does not
+mirror are checked against ``spec_copy`` / ``spec_copy_multi_seed`` below:
+docs/operators/dsa_metadata_copy.md's table, written out in plain slicing. Space: every mode; bs 0 /
 1 / odd / > 128; S (seqlens_expanded_size) 0 .. 40 independent of bs; rows of
 page_indices_src independent of bs outside DECODE; widths across 1024; the
 optional real-page-table and FlashMLA pairs present or not; 2-D tensors with
@@ -69,16 +68,6 @@ def spec_copy(**kw) -> None:
     src = {f: kw.get(SRC_NAME[f]) for f in FIELDS}
     dst = {f: kw.get(f + "_dst") for f in FIELDS}
     _copy_set(src, dst, kw["forward_mode"], kw["bs"], kw["max_len"], kw["max_seqlen_k"], kw["seqlens_expanded_size"])
-
-
-def spec_copy_multi_lists(**kw) -> None:
-    """docs/operators/dsa_metadata_copy.md for fused_metadata_copy_multi's list arguments (K sets)."""
-    src = {f: kw.get(SRC_NAME[f]) for f in FIELDS}
-    k = len(kw["cache_seqlens_dst"])
-    for j in range(k):
-        dst = {f: (kw[f + "_dst"][j] if kw.get(f + "_dst") else None) for f in FIELDS}
-        _copy_set(src, dst, kw["forward_mode"], kw["bs"], kw["max_len"], kw["max_seqlen_k"],
-                  kw["seqlens_expanded_size"])
 
 
 def spec_copy_multi_seed(**kw) -> None:
@@ -190,37 +179,15 @@ def events(case: Case) -> list[str]:
 
 
 # ---- entries ---------------------------------------------------------------------------
-_MULTI_NAMES = {"cache_seqlens_src", "page_indices_src", "cache_seqlens_dst", "page_table_1_dst",
-                "flashmla_metadata_dst", "forward_mode", "max_seqlen_k", "seqlens_expanded_size"}
-
-
-def _multi_op_matches() -> bool:
-    op = getattr(getattr(torch.ops, "sgl_meta", None), "fused_metadata_copy_multi", None)
-    if op is None or not hasattr(sgl_meta, "fused_metadata_copy_multi"):
-        return False
-    return _MULTI_NAMES <= {a.name for a in op.default._schema.arguments}
-
-
-def _ref(name, fallback):
-    return getattr(reference, name, None) or fallback
-
-
-def _call(name):
-    return lambda **kw: getattr(sgl_meta, name)(**kw)
-
-
 ENTRIES = [
-    dict(name="fused_metadata_copy", available=lambda: hasattr(sgl_meta, "fused_metadata_copy"),
-         op=_call("fused_metadata_copy"), ref=lambda **kw: _ref("fused_metadata_copy", spec_copy)(**kw),
+    dict(name="fused_metadata_copy", op=sgl_meta.fused_metadata_copy, ref=reference.fused_metadata_copy,
          cases=single_cases, events=events, weight=0.3),
-    dict(name="fused_metadata_copy_cuda", available=lambda: hasattr(sgl_meta, "fused_metadata_copy_cuda"),
-         op=_call("fused_metadata_copy_cuda"), ref=spec_copy, cases=single_cases, events=events, weight=0.2),
-    dict(name="fused_metadata_copy_multi", available=_multi_op_matches,
-         op=lambda **kw: torch.ops.sgl_meta.fused_metadata_copy_multi.default(**kw),
-         ref=spec_copy_multi_lists, cases=multi_list_cases, events=events, weight=0.3),
-    dict(name="fused_metadata_copy_multi_cuda", available=lambda: hasattr(sgl_meta, "fused_metadata_copy_multi_cuda"),
-         op=_call("fused_metadata_copy_multi_cuda"), ref=spec_copy_multi_seed, cases=multi_seed_cases,
+    dict(name="fused_metadata_copy_cuda", op=sgl_meta.fused_metadata_copy_cuda, ref=spec_copy, cases=single_cases,
          events=events, weight=0.2),
+    dict(name="fused_metadata_copy_multi", op=sgl_meta.fused_metadata_copy_multi,
+         ref=reference.fused_metadata_copy_multi, cases=multi_list_cases, events=events, weight=0.3),
+    dict(name="fused_metadata_copy_multi_cuda", op=sgl_meta.fused_metadata_copy_multi_cuda, ref=spec_copy_multi_seed,
+         cases=multi_seed_cases, events=events, weight=0.2),
 ]
 
 

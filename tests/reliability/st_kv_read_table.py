@@ -30,14 +30,6 @@ STREAM = "kv_read_token_stream"
 I64_MAX = 2**63 - 1
 
 
-def _available(name):
-    return lambda: hasattr(sgl_meta, name) and hasattr(reference, name)
-
-
-def _call(module, name):
-    return lambda **kw: getattr(module, name)(**kw)
-
-
 def _live(form, lens, delta, starts, ctx, page_size, max_pages):
     """n_b per row from the contract (plain ints)."""
     out = []
@@ -181,9 +173,9 @@ def events(case: Case) -> list[str]:
 
 
 ENTRIES = [
-    dict(name=TABLE, available=_available(TABLE), op=_call(sgl_meta, TABLE), ref=_call(reference, TABLE),
+    dict(name=TABLE, op=sgl_meta.kv_read_page_table, ref=reference.kv_read_page_table,
          cases=lambda: cases(TABLE), events=events, weight=0.25),
-    dict(name=STREAM, available=_available(STREAM), op=_call(sgl_meta, STREAM), ref=_call(reference, STREAM),
+    dict(name=STREAM, op=sgl_meta.kv_read_token_stream, ref=reference.kv_read_token_stream,
          cases=lambda: cases(STREAM), events=events, weight=0.25),
 ]
 
@@ -248,10 +240,6 @@ def check_hostile(hostile) -> str:
 
 
 NAME = "kv_read_table"
-
-
-def available() -> bool:
-    return _available(TABLE)() and _available(STREAM)()
 
 
 # ---- bad-input rows (bad_input_table.py) -----------------------------------------

@@ -27,16 +27,8 @@ NAME = "update_trtllm_mha_graph_metadata"
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 
 
-def available() -> bool:
-    return hasattr(sgl_meta, NAME) and hasattr(reference, NAME)
-
-
-def op(**kw):
-    sgl_meta.update_trtllm_mha_graph_metadata(**kw)
-
-
-def ref(**kw):
-    reference.update_trtllm_mha_graph_metadata(**kw)
+op = sgl_meta.update_trtllm_mha_graph_metadata
+ref = reference.update_trtllm_mha_graph_metadata
 
 
 def _randint(gen, lo, hi, n, dtype):
@@ -391,18 +383,6 @@ MULTI_NAME = "update_trtllm_mha_graph_metadata_multi"
 _OUTPUTS = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "swa_out_cache_loc", "cu_seqlens_q")
 
 
-def multi_available() -> bool:
-    return hasattr(sgl_meta, MULTI_NAME) and hasattr(reference, MULTI_NAME)
-
-
-def multi_op(**kw):
-    sgl_meta.update_trtllm_mha_graph_metadata_multi(**kw)
-
-
-def multi_ref(**kw):
-    reference.update_trtllm_mha_graph_metadata_multi(**kw)
-
-
 @st.composite
 def multi_cases(draw) -> Case:
     """A valid single-set call (every regime of `cases`) fanned out to K sets:
@@ -433,7 +413,8 @@ def multi_events(case: Case) -> list[str]:
 
 
 ENTRIES = [
-    dict(name=NAME, available=available, op=op, ref=ref, cases=cases, events=events, weight=1.0),
-    dict(name=MULTI_NAME, available=multi_available, op=multi_op, ref=multi_ref, cases=multi_cases,
+    dict(name=NAME, op=op, ref=ref, cases=cases, events=events, weight=1.0),
+    dict(name=MULTI_NAME, op=sgl_meta.update_trtllm_mha_graph_metadata_multi,
+         ref=reference.update_trtllm_mha_graph_metadata_multi, cases=multi_cases,
          events=multi_events, weight=0.5),
 ]

@@ -1,8 +1,6 @@
 """Hypothesis strategy: valid calls of build_trtllm_mha_page_table (docs/operators/trtllm_mha_metadata.md).
 
-Built on another branch: every test using this module skips until
-``sgl_meta.build_trtllm_mha_page_table`` (and its reference) exist. Keyword
-names are the seed's (req_to_token, req_pool_indices, cache_seqlens,
+Keyword names are upstream's (req_to_token, req_pool_indices, cache_seqlens,
 page_table, page_size, swa_page_table, full_to_swa).
 
 Space: bs 0 / 1 / odd / past 4096 rows; W across the CUDA column chunk (128 columns: 127, 128, 129, 255 ..) and
@@ -28,16 +26,7 @@ from tensor_case import Case, strided
 NAME = "build_trtllm_mha_page_table"
 
 
-def available() -> bool:
-    return hasattr(sgl_meta, NAME) and hasattr(reference, NAME)
-
-
-def op(**kw):
-    getattr(sgl_meta, NAME)(**kw)
-
-
-def ref(**kw):
-    getattr(reference, NAME)(**kw)
+op = sgl_meta.build_trtllm_mha_page_table
 
 
 @st.composite
@@ -108,6 +97,9 @@ def events(case: Case) -> list[str]:
     return [f"swa={e['swa']}", f"req_to_token={e['layout']}", f"lens={e['lens']}",
             "bs=" + ("0" if e["bs"] == 0 else ">4096" if e["bs"] > 4096 else "<=257"),
             "width=" + (">=4095" if e["width"] >= 4095 else str(min(e["width"], 2)))]
+
+
+ENTRIES = [dict(name=NAME, op=op, ref=reference.build_trtllm_mha_page_table, cases=cases, events=events, weight=0.5)]
 
 
 # ---- hostile values -------------------------------------------------------------

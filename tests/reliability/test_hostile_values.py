@@ -2,7 +2,8 @@
 out-of-bounds access. CPU raises RuntimeError naming the op and argument; CUDA
 trips a device-side assert naming the op (each row in its own process: the
 assert poisons the CUDA context). Values the op must not read (past bs, past
-the written length, dead columns) and -1 sentinels must not raise at all.
+the written length, dead columns) and -1 sentinels must not raise, and the
+call must write exactly what sgl_meta.reference writes from the same arguments.
 """
 
 from __future__ import annotations
@@ -18,16 +19,17 @@ MUST_RAISE = [r for r in table.ROWS if r.raises]
 MUST_PASS = [r for r in table.ROWS if not r.raises]
 
 
-def available(row):
-    import sgl_meta
-
-    return hasattr(sgl_meta, row.op)
-
-
 @pytest.fixture(scope="module")
 def cpu_results(request):
-    rows = [r.id for r in table.ROWS if available(r)]
-    return run_rows("hostile_table", "cpu", rows, run_seed(request.config))
+    rows = [r.id for r in table.ROWS]
+    return run_rows("hostile_table", "cpu", rows, run_seed(request.config), compare=True)
+
+
+def assert_matches_reference(rec):
+    """The call returned and wrote what sgl_meta.reference writes (matrix_worker.py --compare)."""
+    assert rec["event"] == "returned", _verdict(rec)
+    assert not rec["differs"], f"differs from the reference: {rec['differs']}"
+    assert rec["compared"] > 0, rec
 
 
 def _verdict(rec):
@@ -38,8 +40,6 @@ def _verdict(rec):
 
 @pytest.mark.parametrize("row", MUST_RAISE, ids=[r.id for r in MUST_RAISE])
 def test_cpu_rejects_hostile_value(cpu_results, row):
-    if not available(row):
-        pytest.skip(f"sgl_meta.{row.op} is not in this build")
     rec = cpu_results[row.id]
     assert rec["event"] == "raised" and "RuntimeError" in rec["bases"], _verdict(rec)
     assert rec["message"].startswith(f"sgl_meta.{row.op}: "), rec["message"]
@@ -49,16 +49,13 @@ def test_cpu_rejects_hostile_value(cpu_results, row):
 
 @pytest.mark.parametrize("row", MUST_PASS, ids=[r.id for r in MUST_PASS])
 def test_cpu_ignores_unread_hostile_values(cpu_results, row):
-    if not available(row):
-        pytest.skip(f"sgl_meta.{row.op} is not in this build")
-    rec = cpu_results[row.id]
-    assert rec["event"] == "returned", _verdict(rec)
+    assert_matches_reference(cpu_results[row.id])
 
 
 @pytest.fixture(scope="module")
 def cuda_assert_results(request):
     """Every must-raise row in its own child process on the GPU (8 at a time)."""
-    rows = [r.id for r in MUST_RAISE if available(r)]
+    rows = [r.id for r in MUST_RAISE]
     return run_each_alone("hostile_table", "cuda", rows, run_seed(request.config), sync=True)
 
 
@@ -67,8 +64,6 @@ def cuda_assert_results(request):
 def test_cuda_hostile_value_trips_device_assert(cuda_assert_results, row):
     """The child runs the op on CUDA and synchronizes: a device-side assert
     whose printed message names the op, never a silent out-of-bounds access."""
-    if not available(row):
-        pytest.skip(f"sgl_meta.{row.op} is not in this build")
     rec = cuda_assert_results[row.id]
     output = rec.get("output", "")
     assert rec["event"] in ("raised", "crashed"), f"expected a device-side assert, got {_verdict(rec)}"
@@ -79,9 +74,14 @@ def test_cuda_hostile_value_trips_device_assert(cuda_assert_results, row):
 
 @pytest.mark.gpu
 def test_cuda_ignores_unread_hostile_values(request):
-    rows = [r.id for r in MUST_PASS if available(r)]
-    got = run_rows("hostile_table", "cuda", rows, run_seed(request.config), sync=True)
-    bad = {k: _verdict(v) for k, v in got.items() if v["event"] != "returned"}
+    rows = [r.id for r in MUST_PASS]
+    got = run_rows("hostile_table", "cuda", rows, run_seed(request.config), sync=True, compare=True)
+    bad = {}
+    for row_id in rows:  # every row's verdict, not the first failure only
+        try:
+            assert_matches_reference(got[row_id])
+        except AssertionError as err:
+            bad[row_id] = str(err)
     assert not bad, bad
 
 
@@ -94,9 +94,6 @@ def test_cpu_hostile_property(entry):
     """Random valid call + one injected hostile value: a value the op reads
     raises RuntimeError naming op and argument, with nothing written outside
     the output views; a value it must not read changes nothing at all."""
-    if not entry.available():
-        pytest.skip(f"sgl_meta.{entry.name} is not in this build")
-
     @settings(max_examples=max(1, int(settings.default.max_examples * entry.weight)))
     @given(hostile=entry.cases())
     def prop(hostile):

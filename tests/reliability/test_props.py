@@ -25,9 +25,6 @@ def budget(weight: float) -> int:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
 def test_matches_reference(entry, device):
-    if not entry.available():
-        pytest.skip(f"sgl_meta.{entry.name} is not in this build (branch not merged yet)")
-
     @settings(max_examples=budget(entry.weight))
     @given(case=entry.cases())
     def prop(case):
