@@ -1,12 +1,12 @@
 """Build sgl_meta._C: the operator library (LibTorch stable ABI + Python abi3).
 
 Environment switches:
-  SGL_META_CPU_ONLY=1      build only the CPU kernels (also automatic with no nvcc
+  SGLMETA_CPU_ONLY=1      build only the CPU kernels (also automatic with no nvcc
                            or a CPU-only torch)
   TORCH_CUDA_ARCH_LIST     GPU targets; default covers Turing .. Blackwell, e.g.
                            TORCH_CUDA_ARCH_LIST=9.0 for a fast local build
   MAX_JOBS                 parallel compile jobs (ninja)
-  SGL_META_LOCAL_VERSION   appended as a PEP 440 local version, e.g. cu130
+  SGLMETA_LOCAL_VERSION   appended as a PEP 440 local version, e.g. cu130
 """
 
 import os
@@ -44,14 +44,14 @@ TORCH_TARGET_VERSION = "0x020a000000000000"
 
 
 def want_cuda() -> bool:
-    if os.environ.get("SGL_META_CPU_ONLY", "0") == "1":
+    if os.environ.get("SGLMETA_CPU_ONLY", "0") == "1":
         return False
     return CUDA_HOME is not None and torch.version.cuda is not None
 
 
 def version() -> str:
     base = (ROOT / "sgl_meta" / "VERSION").read_text().strip()
-    local = os.environ.get("SGL_META_LOCAL_VERSION", "").strip()
+    local = os.environ.get("SGLMETA_LOCAL_VERSION", "").strip()
     return f"{base}+{local}" if local else base
 
 

@@ -154,7 +154,7 @@ def _upstream(name: str):
     if _UPSTREAM is None:
         from sgl_meta.bench.upstream import loader
 
-        _UPSTREAM = loader.load(loader.probe(loader.locate(os.environ.get("SGL_META_UPSTREAM", "auto"))),
+        _UPSTREAM = loader.load(loader.probe(loader.locate(os.environ.get("SGLMETA_UPSTREAM", "auto"))),
                                 families=(loader.TRITON,))
     fn = getattr(_UPSTREAM, name, None)
     if fn is None:

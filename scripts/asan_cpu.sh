@@ -8,14 +8,14 @@
 # $ASAN_DIR (default build/asan), copies the package and tests next to it and
 # runs pytest there with libasan + libubsan preloaded: an out-of-bounds read or
 # write of a CPU kernel, or UB, aborts with a report (matrix workers inherit it).
-# SGL_META_HYPOTHESIS_PROFILE defaults to dev (ASan is ~2-3x slower).
+# SGLMETA_HYPOTHESIS_PROFILE defaults to dev (ASan is ~2-3x slower).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 PY=${PYTHON:-python3}
 DIR=${ASAN_DIR:-$PWD/build/asan}
 mkdir -p "$DIR"
 echo "building the ASan/UBSan CPU extension in $DIR ..."
-SGL_META_CPU_ONLY=1 MAX_JOBS=${MAX_JOBS:-2} \
+SGLMETA_CPU_ONLY=1 MAX_JOBS=${MAX_JOBS:-2} \
   CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g" \
   LDFLAGS="-fsanitize=address,undefined" \
   "$PY" setup.py build_ext --build-lib "$DIR/lib" --build-temp "$DIR/tmp" >"$DIR/build.log" 2>&1 \
@@ -29,7 +29,7 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.s
 export LD_PRELOAD
 export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 export PYTHONPATH="$DIR/repo" PYTHONDONTWRITEBYTECODE=1
-export SGL_META_HYPOTHESIS_PROFILE=${SGL_META_HYPOTHESIS_PROFILE:-dev}
+export SGLMETA_HYPOTHESIS_PROFILE=${SGLMETA_HYPOTHESIS_PROFILE:-dev}
 "$PY" -c "import sgl_meta; assert sgl_meta.__file__.startswith('$DIR/repo'), sgl_meta.__file__"
 if [[ $# -eq 0 ]]; then set -- tests -k "not cuda"; fi
 exec "$PY" -m pytest "$@" -q -p no:cacheprovider

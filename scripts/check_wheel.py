@@ -22,7 +22,7 @@ list so that it fits in the test command (scripts/test.sh):
 The repaired wheel is left in ``dist/`` (``--out``). ``--wheel PATH`` skips
 steps 1-2 and checks a wheel built elsewhere (the release workflow runs that on
 every wheel it built). Environment: TORCH_CUDA_ARCH_LIST (default 9.0 here),
-MAX_JOBS, SGL_META_LOCAL_VERSION, SGL_META_CPU_ONLY, as for setup.py.
+MAX_JOBS, SGLMETA_LOCAL_VERSION, SGLMETA_CPU_ONLY, as for setup.py.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def check_config() -> None:
 
 def expected_version() -> str:
     base = (ROOT / PACKAGE / "VERSION").read_text().strip()
-    local = os.environ.get("SGL_META_LOCAL_VERSION", "").strip()
+    local = os.environ.get("SGLMETA_LOCAL_VERSION", "").strip()
     return f"{base}+{local}" if local else base
 
 
@@ -124,7 +124,7 @@ def setup_builds_cuda() -> bool:
     """Mirrors setup.py's want_cuda(): nvcc found and a CUDA build of torch."""
     import torch
 
-    if os.environ.get("SGL_META_CPU_ONLY", "0") == "1" or torch.version.cuda is None:
+    if os.environ.get("SGLMETA_CPU_ONLY", "0") == "1" or torch.version.cuda is None:
         return False
     cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
     return (Path(cuda_home) / "bin" / "nvcc").exists() or shutil.which("nvcc") is not None
@@ -334,7 +334,7 @@ def main() -> int:
             if args.wheel is None:
                 if args.expect_cuda is None:
                     args.expect_cuda = setup_builds_cuda()
-                kind = "CUDA" if args.expect_cuda else "CPU-only: SGL_META_CPU_ONLY, no nvcc or a CPU torch"
+                kind = "CUDA" if args.expect_cuda else "CPU-only: SGLMETA_CPU_ONLY, no nvcc or a CPU torch"
                 elapsed = step(f"build ({kind})")
                 raw = build(work, args.arch_list)
                 timings["build"] = elapsed()

@@ -7,23 +7,23 @@
 #
 # torch comes from the PyTorch index of the image's CUDA (cu128, cu129, cu130):
 # the wheel links libcudart.so.<major> and expects torch to have loaded it.
-#   SGL_META_CUDA         CUDA version of the image, e.g. 12.8 (default 13.0)
-#   SGL_META_BUILD_TORCH  torch requirement (default: newest torch>=2.10 there)
+#   SGLMETA_CUDA         CUDA version of the image, e.g. 12.8 (default 13.0)
+#   SGLMETA_BUILD_TORCH  torch requirement (default: newest torch>=2.10 there)
 set -euo pipefail
 mode=${1:?usage: cibw_torch.sh build|test}
-cuda=${SGL_META_CUDA:-13.0}
+cuda=${SGLMETA_CUDA:-13.0}
 index="https://download.pytorch.org/whl/cu${cuda//./}"
 
-# A mismatch between the image and SGL_META_CUDA would silently mix CUDA versions.
+# A mismatch between the image and SGLMETA_CUDA would silently mix CUDA versions.
 nvcc_cuda=$(nvcc --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')
 if [[ "$nvcc_cuda" != "$cuda" ]]; then
-  echo "cibw_torch.sh: image has CUDA $nvcc_cuda but SGL_META_CUDA=$cuda" >&2
+  echo "cibw_torch.sh: image has CUDA $nvcc_cuda but SGLMETA_CUDA=$cuda" >&2
   exit 1
 fi
 
 # That index alone (it mirrors torch's dependencies): with PyPI next to it, pip
 # could prefer a newer torch built for another CUDA.
-python -m pip install "${SGL_META_BUILD_TORCH:-torch>=2.10}" --index-url "$index"
+python -m pip install "${SGLMETA_BUILD_TORCH:-torch>=2.10}" --index-url "$index"
 if [[ "$mode" == build ]]; then
   python -m pip install "setuptools>=77" wheel ninja
 fi

@@ -26,7 +26,7 @@ PY=${PYTHON:-python3}
 # Every step measures or tests the GPU: without one, fail now instead of
 # reporting CPU numbers or skipped GPU tests as a pass. Test runs below fail
 # a GPU test that cannot run (tests/conftest.py).
-export SGL_META_REQUIRE_GPU=1
+export SGLMETA_REQUIRE_GPU=1
 if ! $PY -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
   echo "device_check: FAIL: $PY sees no CUDA device (torch.cuda.is_available() is not True)"
   exit 2

@@ -5,13 +5,13 @@
 # $OUT/gpu-tests/ (default ./device-out).
 #
 # Exit 0 iff torch sees a CUDA device, every file passed or had no GPU test,
-# and at least one gpu-marked test passed. SGL_META_REQUIRE_GPU=1
+# and at least one gpu-marked test passed. SGLMETA_REQUIRE_GPU=1
 # (tests/conftest.py) makes a GPU test that cannot run fail instead of skip.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 OUT=${OUT:-device-out}
 PY=${PYTHON:-python3}
-export SGL_META_REQUIRE_GPU=1
+export SGLMETA_REQUIRE_GPU=1
 if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
   echo "gpu_tests: FAIL: $PY sees no CUDA device (torch.cuda.is_available() is not True): no GPU test can run"
   exit 2

@@ -32,7 +32,7 @@
 #   SANITIZE_K        pytest -k expression ANDed with every chunk's (default: not compile:
 #                     inductor's own tracing and Triton kernels; the eager and CUDA-graph
 #                     tests launch the same kernels)
-#   SGL_META_HYPOTHESIS_PROFILE  (default sanitize: a few dozen examples per op)
+#   SGLMETA_HYPOTHESIS_PROFILE  (default sanitize: a few dozen examples per op)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
@@ -77,9 +77,9 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 PY
 # (memcheck sees it) instead of landing in a neighbour inside a cached block, and
 # initcheck tracks each buffer from its own allocation (standard practice).
 export PYTORCH_NO_CUDA_MEMORY_CACHING=1
-export SGL_META_HYPOTHESIS_PROFILE=${SGL_META_HYPOTHESIS_PROFILE:-sanitize}
+export SGLMETA_HYPOTHESIS_PROFILE=${SGLMETA_HYPOTHESIS_PROFILE:-sanitize}
 # a GPU test that cannot run fails (tests/conftest.py): no chunk passes on skips
-export SGL_META_REQUIRE_GPU=1
+export SGLMETA_REQUIRE_GPU=1
 
 if [[ ! -x "$SAN" ]]; then
   echo "sanitize: compute-sanitizer not found (set COMPUTE_SANITIZER)"; exit 2

@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 out=${1:-${OUT:-device-out}}
-site=${SGL_META_UPSTREAM_SITE:-/tmp/site}
+site=${SGLMETA_UPSTREAM_SITE:-/tmp/site}
 PY=${PYTHON:-python3}
 mkdir -p "$out"
 pipt=("$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site")

@@ -9,7 +9,7 @@ import functools
 @functools.lru_cache(maxsize=1)
 def cuda_kernels() -> bool:
     """Whether ``sgl_meta._C`` was compiled with its CUDA kernels (False for a
-    ``SGL_META_CPU_ONLY=1`` build, or one made without nvcc or a CUDA torch).
+    ``SGLMETA_CPU_ONLY=1`` build, or one made without nvcc or a CUDA torch).
 
     The dispatcher cannot tell: a CPU-only build registers the CUDA key too, so
     that a CUDA tensor gets sgl_meta's own "built without CUDA" error. The

@@ -8,14 +8,14 @@ import torch
 import sgl_meta  # noqa: F401  (registers the ops)
 
 # Fresh random inputs every run; the seed is printed so a failure can be replayed
-# with SGL_META_TEST_SEED=<seed>.
-BASE_SEED = int(os.environ.get("SGL_META_TEST_SEED", random.randrange(2**31)))
+# with SGLMETA_TEST_SEED=<seed>.
+BASE_SEED = int(os.environ.get("SGLMETA_TEST_SEED", random.randrange(2**31)))
 
 HAS_CUDA = torch.cuda.is_available()
-# SGL_META_REQUIRE_GPU=1 (set by scripts/gpu_tests.sh, device_check.sh, sanitize.sh):
+# SGLMETA_REQUIRE_GPU=1 (set by scripts/gpu_tests.sh, device_check.sh, sanitize.sh):
 # a gpu-marked test that cannot run fails instead of skipping, so a GPU run on a
 # machine without a usable device cannot pass by accident.
-REQUIRE_GPU = os.environ.get("SGL_META_REQUIRE_GPU", "") == "1"
+REQUIRE_GPU = os.environ.get("SGLMETA_REQUIRE_GPU", "") == "1"
 
 
 def pytest_configure(config):
@@ -27,12 +27,12 @@ def pytest_configure(config):
 def pytest_report_header(config):
     why = _test_cuda_missing()
     if not why:
-        gpu = f"GPU tests on: {TEST_CUDA} (SGL_META_TEST_CUDA)"
+        gpu = f"GPU tests on: {TEST_CUDA} (SGLMETA_TEST_CUDA)"
     elif REQUIRE_GPU:
-        gpu = f"GPU tests: fail ({why}; SGL_META_REQUIRE_GPU=1)"
+        gpu = f"GPU tests: fail ({why}; SGLMETA_REQUIRE_GPU=1)"
     else:
         gpu = f"GPU tests: skipped ({why})"
-    return [f"sgl_meta test seed: SGL_META_TEST_SEED={BASE_SEED}", f"CUDA available: {HAS_CUDA}", gpu]
+    return [f"sgl_meta test seed: SGLMETA_TEST_SEED={BASE_SEED}", f"CUDA available: {HAS_CUDA}", gpu]
 
 
 def _test_cuda_missing() -> str:
@@ -41,7 +41,7 @@ def _test_cuda_missing() -> str:
         return "needs a CUDA device"
     index = torch.device(TEST_CUDA).index
     if index is not None and index >= torch.cuda.device_count():
-        return f"SGL_META_TEST_CUDA={TEST_CUDA} but this machine has {torch.cuda.device_count()} CUDA device(s)"
+        return f"SGLMETA_TEST_CUDA={TEST_CUDA} but this machine has {torch.cuda.device_count()} CUDA device(s)"
     return ""
 
 
@@ -59,7 +59,7 @@ def pytest_runtest_setup(item):
     if REQUIRE_GPU and "gpu" in item.keywords:
         why = _test_cuda_missing()
         if why:
-            pytest.fail(f"SGL_META_REQUIRE_GPU=1 but {why}", pytrace=False)
+            pytest.fail(f"SGLMETA_REQUIRE_GPU=1 but {why}", pytrace=False)
 
 
 # Outcomes of the gpu-marked tests, for the summary line scripts/gpu_tests.sh

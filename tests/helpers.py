@@ -43,11 +43,11 @@ def assert_same(got: dict, want: dict, context: str = "") -> None:
 
 
 # The CUDA device the GPU tests put their tensors on: "cuda" (the current one),
-# or e.g. SGL_META_TEST_CUDA=cuda:1 on a two-GPU machine, to run the suite with
+# or e.g. SGLMETA_TEST_CUDA=cuda:1 on a two-GPU machine, to run the suite with
 # the op tests' tensors on device 1 while device 0 stays current (tensor-parallel
 # ranks see several GPUs). The `device` fixture hands it out; the CUDA-graph
 # tests build their tensors on it and capture_cuda_graph captures on it.
-TEST_CUDA = os.environ.get("SGL_META_TEST_CUDA", "cuda")
+TEST_CUDA = os.environ.get("SGLMETA_TEST_CUDA", "cuda")
 
 
 def capture_cuda_graph(call, device=None) -> "torch.cuda.CUDAGraph":

@@ -1,4 +1,4 @@
-"""A GPU run cannot pass without a GPU: SGL_META_REQUIRE_GPU=1 (tests/conftest.py)
+"""A GPU run cannot pass without a GPU: SGLMETA_REQUIRE_GPU=1 (tests/conftest.py)
 turns the skip of a gpu-marked test into a failure, and scripts/gpu_tests.sh /
 device_check.sh refuse to start without CUDA. Checked where there is no GPU."""
 
@@ -20,8 +20,8 @@ SELECTION = ["tests/test_trtllm_mha_metadata.py", "-k", "test_bs0_writes_nothing
 
 
 def run(cmd, require: bool, **env):
-    environ = {k: v for k, v in os.environ.items() if k != "SGL_META_REQUIRE_GPU"}
-    environ.update(env, **({"SGL_META_REQUIRE_GPU": "1"} if require else {}))
+    environ = {k: v for k, v in os.environ.items() if k != "SGLMETA_REQUIRE_GPU"}
+    environ.update(env, **({"SGLMETA_REQUIRE_GPU": "1"} if require else {}))
     proc = subprocess.run(cmd, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=300)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -40,8 +40,8 @@ def test_without_the_flag_gpu_tests_skip():
 def test_with_the_flag_gpu_tests_fail():
     rc, out = run(pytest_cmd(), require=True)
     assert rc == 1, out
-    assert "GPU tests: fail (needs a CUDA device; SGL_META_REQUIRE_GPU=1)" in out, out
-    assert "SGL_META_REQUIRE_GPU=1 but needs a CUDA device" in out, out
+    assert "GPU tests: fail (needs a CUDA device; SGLMETA_REQUIRE_GPU=1)" in out, out
+    assert "SGLMETA_REQUIRE_GPU=1 but needs a CUDA device" in out, out
     assert "gpu-marked tests: 0 passed, 1 failed, 0 skipped" in out, out
     assert "1 passed" in out, out  # the CPU test still runs
 

@@ -2,7 +2,7 @@
 replayed while device 0 is current, for the ops a decode graph records.
 
 The other two-GPU tests (one per op file) check eager calls. Running the suite
-with SGL_META_TEST_CUDA=cuda:1 puts the op tests' tensors (the `device`
+with SGLMETA_TEST_CUDA=cuda:1 puts the op tests' tensors (the `device`
 fixture and the CUDA-graph tests) on device 1 while device 0 stays current;
 tests that spell "cuda" themselves (fake-tensor tracing, the device-assert
 subprocesses, tests/reliability) stay on the current device.

@@ -1,13 +1,13 @@
 """Hypothesis profiles and the per-op example counter of the reliability suite.
 
-Profiles (pick with SGL_META_HYPOTHESIS_PROFILE, default ``ci``):
+Profiles (pick with SGLMETA_HYPOTHESIS_PROFILE, default ``ci``):
   ci        thousands of examples over all ops in a couple of minutes (2 cores)
   long      10x ci, on demand
   sanitize  a few dozen per op: for compute-sanitizer runs (every launch is slow)
   dev       quick smoke while editing
 ``max_examples`` is the budget of an op of weight 1 (tests/reliability/registry.py);
 the example counts actually run are printed at the end of the session (and
-written to $SGL_META_STATS_JSON when set).
+written to $SGLMETA_STATS_JSON when set).
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ settings.register_profile("ci", max_examples=1500, **_COMMON)
 settings.register_profile("long", max_examples=20000, **_COMMON)
 settings.register_profile("sanitize", max_examples=40, **_COMMON)
 settings.register_profile("dev", max_examples=100, **_COMMON)
-PROFILE = os.environ.get("SGL_META_HYPOTHESIS_PROFILE", "ci")
+PROFILE = os.environ.get("SGLMETA_HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
 
 from stats import COVERAGE, EXAMPLES  # noqa: E402  (filled by test_props / test_hostile_values)
 
 
 def pytest_report_header(config):
-    return [f"hypothesis profile: {PROFILE} (SGL_META_HYPOTHESIS_PROFILE), "
+    return [f"hypothesis profile: {PROFILE} (SGLMETA_HYPOTHESIS_PROFILE), "
             f"max_examples per op of weight 1: {settings.default.max_examples}"]
 
 
@@ -55,7 +55,7 @@ def pytest_terminal_summary(terminalreporter):
     for key, cov in sorted(COVERAGE.items()):
         if cov and verbose:
             tr.write_line(f"coverage {'/'.join(key)}: " + ", ".join(f"{k} {v}" for k, v in sorted(cov.items())))
-    path = os.environ.get("SGL_META_STATS_JSON")
+    path = os.environ.get("SGLMETA_STATS_JSON")
     if path:
         Path(path).write_text(json.dumps(
             {"profile": PROFILE,
@@ -65,5 +65,5 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def config_verbose(tr) -> bool:
-    """Coverage labels per op with -v (always in $SGL_META_STATS_JSON)."""
+    """Coverage labels per op with -v (always in $SGLMETA_STATS_JSON)."""
     return tr.config.getoption("verbose") > 0

@@ -20,7 +20,7 @@ PREFIX = "@@MATRIX "
 
 def run_seed(config) -> int:
     """The run seed of tests/conftest.py (BASE_SEED, printed in the header), so a
-    worker's random base calls replay with SGL_META_TEST_SEED too."""
+    worker's random base calls replay with SGLMETA_TEST_SEED too."""
     for plugin in config.pluginmanager.get_plugins():
         if isinstance(getattr(plugin, "BASE_SEED", None), int):
             return plugin.BASE_SEED

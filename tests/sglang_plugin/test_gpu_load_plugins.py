@@ -32,7 +32,7 @@ def report():
         pytest.skip(why)
     if not any(ep.name == "sgl_meta" for ep in metadata.entry_points(group="sglang.srt.plugins")):
         pytest.skip("sgl-meta's entry point is not installed (pip install -e ., or a dist-info on the path)")
-    env = {k: v for k, v in os.environ.items() if k not in ("SGL_META_SGLANG_PLUGIN", "SGLANG_PLUGINS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("SGLMETA_SGLANG_PLUGIN", "SGL_META_SGLANG_PLUGIN", "SGLANG_PLUGINS")}
     proc = subprocess.run([sys.executable, str(CHILD)], env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stderr[-6000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr

@@ -326,7 +326,7 @@ def test_compaction_is_seen_by_the_recorded_call(sg, gen):
     for a, b, plan, _ in run_pair(sg, gen, "decode", swa=True, raw=3, bs=4, replays=2, same_batch=True):
         m = b.metas()[0]
         # every live column of both tables (a row's first page alone may be freed
-        # in both v2p tables: seen with SGL_META_TEST_SEED=340499393)
+        # in both v2p tables: seen with SGLMETA_TEST_SEED=340499393)
         cols = [-(-int(n) // PS) for n in m.cache_seqlens_int32[:3]]
         seen.append(torch.cat([t[r, : cols[r]] for t in (m.page_table, m.swa_page_table) for r in range(3)]))
     # every live page moved (to a physical id > 1000): the second replay reads the new ids
