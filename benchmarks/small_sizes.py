@@ -81,18 +81,37 @@ def outputs(bs: int, swa: bool, k: int = 1):
     return [one() for _ in range(k)]
 
 
+def _update_kw(x, r2t, mapping, o, seqlen_offset, swa, skip=False) -> dict:
+    """The keywords ours and SGLang's single-set update both take: input set ``x``
+    into output set ``o``."""
+    kw = dict(req_pool_indices=x["req_pool_indices"], seq_lens=x["seq_lens"], req_to_token=r2t,
+              cache_seqlens=o["cache_seqlens"], cu_seqlens_k=o["cu_seqlens_k"],
+              page_table=None if skip else o["page_table"], bs=x["seq_lens"].numel(), seqlen_offset=seqlen_offset,
+              max_seq_pages=PAGES, page_size=PAGE_SIZE, swa_mapping=mapping, skip_page_table=skip)
+    if swa and not skip:
+        kw.update(swa_page_table=o["swa_page_table"], out_cache_loc=x["out_cache_loc"],
+                  swa_out_cache_loc=o["swa_out_cache_loc"])
+    return kw
+
+
+def _page_table(fn, swa):
+    """A page-table builder case for ``fn`` (ours and SGLang's take the same keywords)."""
+    def build(x, r2t, mapping, outs):
+        o = outs[0]
+        lens = (x["seq_lens"] + 1).to(torch.int32)
+        kw = dict(req_to_token=r2t, req_pool_indices=x["req_pool_indices"], cache_seqlens=lens,
+                  page_table=o["page_table"], page_size=PAGE_SIZE)
+        if swa:
+            kw.update(swa_page_table=o["swa_page_table"], full_to_swa=mapping)
+        return lambda: fn(**kw)
+    return build
+
+
 # ---- cases: name -> (bs, builder(ins set, req_to_token, mapping, outs) -> callable) ----------
 def ours_update(swa=False, skip=False, ragged=False):
     def build(x, r2t, mapping, outs):
         o = outs[0]
-        kw = dict(req_pool_indices=x["req_pool_indices"], seq_lens=x["seq_lens"], req_to_token=r2t,
-                  cache_seqlens=o["cache_seqlens"], cu_seqlens_k=o["cu_seqlens_k"],
-                  page_table=None if skip else o["page_table"], bs=x["seq_lens"].numel(),
-                  seqlen_offset=0 if ragged else 1, max_seq_pages=PAGES, page_size=PAGE_SIZE,
-                  live_pages_only=True, skip_page_table=skip, swa_mapping=mapping)
-        if swa and not skip:
-            kw.update(swa_page_table=o["swa_page_table"], out_cache_loc=x["out_cache_loc"],
-                      swa_out_cache_loc=o["swa_out_cache_loc"])
+        kw = dict(_update_kw(x, r2t, mapping, o, 0 if ragged else 1, swa, skip), live_pages_only=True)
         if ragged:
             kw.update(seqlen_offsets=x["verify"], qlens=x["verify"], q_mode=sgl_meta.Q_MODE_CUMSUM,
                       cu_seqlens_q=o["cu_seqlens_q"])
@@ -117,30 +136,14 @@ def ours_multi(swa=False, k=3):
 def ours_singles(swa=False, k=3):
     """What SGLang 0.5.23 records for K - 1 = k draft steps: k updates."""
     def build(x, r2t, mapping, outs):
-        calls = []
-        for step, o in enumerate(outs):
-            kw = dict(req_pool_indices=x["req_pool_indices"], seq_lens=x["seq_lens"], req_to_token=r2t,
-                      cache_seqlens=o["cache_seqlens"], cu_seqlens_k=o["cu_seqlens_k"], page_table=o["page_table"],
-                      bs=x["seq_lens"].numel(), seqlen_offset=step + 1, max_seq_pages=PAGES, page_size=PAGE_SIZE,
-                      live_pages_only=True, swa_mapping=mapping)
-            if swa:
-                kw.update(swa_page_table=o["swa_page_table"], out_cache_loc=x["out_cache_loc"],
-                          swa_out_cache_loc=o["swa_out_cache_loc"])
-            calls.append(kw)
+        calls = [dict(_update_kw(x, r2t, mapping, o, step + 1, swa), live_pages_only=True)
+                 for step, o in enumerate(outs)]
         return lambda: [sgl_meta.update_trtllm_mha_graph_metadata(**kw) for kw in calls]
     return build
 
 
 def ours_page_table(swa=False):
-    def build(x, r2t, mapping, outs):
-        o = outs[0]
-        lens = (x["seq_lens"] + 1).to(torch.int32)
-        kw = dict(req_to_token=r2t, req_pool_indices=x["req_pool_indices"], cache_seqlens=lens,
-                  page_table=o["page_table"], page_size=PAGE_SIZE)
-        if swa:
-            kw.update(swa_page_table=o["swa_page_table"], full_to_swa=mapping)
-        return lambda: sgl_meta.build_trtllm_mha_page_table(**kw)
-    return build
+    return _page_table(sgl_meta.build_trtllm_mha_page_table, swa)
 
 
 _UPSTREAM = None
@@ -166,30 +169,13 @@ def upstream_update(swa=False, skip=False):
     up = _upstream("update_trtllm_mha_graph_metadata")
 
     def build(x, r2t, mapping, outs):
-        o = outs[0]
-        kw = dict(req_pool_indices=x["req_pool_indices"], seq_lens=x["seq_lens"], req_to_token=r2t,
-                  cache_seqlens=o["cache_seqlens"], cu_seqlens_k=o["cu_seqlens_k"],
-                  page_table=None if skip else o["page_table"], bs=x["seq_lens"].numel(), seqlen_offset=1,
-                  max_seq_pages=PAGES, page_size=PAGE_SIZE, swa_mapping=mapping, skip_page_table=skip)
-        if swa and not skip:
-            kw.update(swa_page_table=o["swa_page_table"], out_cache_loc=x["out_cache_loc"],
-                      swa_out_cache_loc=o["swa_out_cache_loc"])
+        kw = _update_kw(x, r2t, mapping, outs[0], 1, swa, skip)
         return lambda: up(**kw)
     return build
 
 
 def upstream_page_table(swa=False):
-    up = _upstream("build_trtllm_mha_page_table")
-
-    def build(x, r2t, mapping, outs):
-        o = outs[0]
-        lens = (x["seq_lens"] + 1).to(torch.int32)
-        kw = dict(req_to_token=r2t, req_pool_indices=x["req_pool_indices"], cache_seqlens=lens,
-                  page_table=o["page_table"], page_size=PAGE_SIZE)
-        if swa:
-            kw.update(swa_page_table=o["swa_page_table"], full_to_swa=mapping)
-        return lambda: up(**kw)
-    return build
+    return _page_table(_upstream("build_trtllm_mha_page_table"), swa)
 
 
 def cases(upstream: bool) -> list:

@@ -69,63 +69,53 @@ class Preset:
         return dataclasses.replace(self, **{k: v for k, v in kw.items() if v is not None})
 
 
+def _llama_8b(page_size: int) -> Preset:
+    """Llama 3.1 8B on trtllm_mha: the two presets differ in the page size only."""
+    return Preset(
+        name=f"llama-3.1-8b-p{page_size}",
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        backend=BACKEND_TRTLLM_MHA,
+        page_size=page_size,
+        context_len=131072,
+        kv_pool_tokens=800_000,  # ~105 GB of bf16 KV (128 KiB per token) on one H200
+        sources="config.json: max_position_embeddings=131072, no sliding window; "
+        f"trtllm_mha with --page-size {page_size}",
+    )
+
+
+_GPT_OSS_120B = Preset(
+    name="gpt-oss-120b",
+    model="openai/gpt-oss-120b",
+    backend=BACKEND_TRTLLM_MHA,
+    page_size=64,
+    context_len=131072,
+    # ~60 GB of KV after the ~63 GB MXFP4 weights on one H200; the 18
+    # full-attention layers hold 36 KiB per token.
+    kv_pool_tokens=1_500_000,
+    swa_window=128,
+    spec=True,  # EAGLE3: four graph refreshes per decode step
+    spec_steps=3,
+    spec_draft_tokens=4,
+    sources="config.json: sliding_window=128, max_position_embeddings=131072; "
+    "SGLang gpt-oss recipe: --attention-backend trtllm_mha, page 64, "
+    "EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1 "
+    "--speculative-num-draft-tokens 4",
+)
+
 PRESETS = {
     p.name: p
     for p in (
-        Preset(
-            name="gpt-oss-120b",
-            model="openai/gpt-oss-120b",
-            backend=BACKEND_TRTLLM_MHA,
-            page_size=64,
-            context_len=131072,
-            # ~60 GB of KV after the ~63 GB MXFP4 weights on one H200; the 18
-            # full-attention layers hold 36 KiB per token.
-            kv_pool_tokens=1_500_000,
-            swa_window=128,
-            spec=True,  # EAGLE3: four graph refreshes per decode step
-            spec_steps=3,
-            spec_draft_tokens=4,
-            sources="config.json: sliding_window=128, max_position_embeddings=131072; "
-            "SGLang gpt-oss recipe: --attention-backend trtllm_mha, page 64, "
-            "EAGLE3 --speculative-num-steps 3 --speculative-eagle-topk 1 "
-            "--speculative-num-draft-tokens 4",
-        ),
-        Preset(
+        _GPT_OSS_120B,
+        dataclasses.replace(
+            _GPT_OSS_120B,
             name="gpt-oss-120b-unified",
-            model="openai/gpt-oss-120b",
-            backend=BACKEND_TRTLLM_MHA,
-            page_size=64,
-            context_len=131072,
-            kv_pool_tokens=1_500_000,
-            swa_window=128,
-            spec=True,
-            spec_steps=3,
-            spec_draft_tokens=4,
             unified_pool=True,
             sources="gpt-oss-120b above, on SGLang 0.5.23's unified memory pool (hybrid SWA: "
             "UnifiedSWAAllocator, full and sliding-window v2p page tables, eager compaction; "
             "KVIndexTranslator builds the read tables with build_kv_read_table[_packed])",
         ),
-        Preset(
-            name="llama-3.1-8b-p16",
-            model="meta-llama/Llama-3.1-8B-Instruct",
-            backend=BACKEND_TRTLLM_MHA,
-            page_size=16,
-            context_len=131072,
-            kv_pool_tokens=800_000,  # ~105 GB of bf16 KV (128 KiB per token) on one H200
-            sources="config.json: max_position_embeddings=131072, no sliding window; "
-            "trtllm_mha with --page-size 16",
-        ),
-        Preset(
-            name="llama-3.1-8b-p64",
-            model="meta-llama/Llama-3.1-8B-Instruct",
-            backend=BACKEND_TRTLLM_MHA,
-            page_size=64,
-            context_len=131072,
-            kv_pool_tokens=800_000,
-            sources="config.json: max_position_embeddings=131072, no sliding window; "
-            "trtllm_mha with --page-size 64",
-        ),
+        _llama_8b(16),
+        _llama_8b(64),
         Preset(
             name="deepseek-v3.2",
             model="deepseek-ai/DeepSeek-V3.2",

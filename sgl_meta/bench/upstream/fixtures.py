@@ -51,6 +51,12 @@ def request_rows(n: int, device, gen) -> torch.Tensor:
     return (torch.randperm(n, device=device, generator=gen) + 1).to(torch.int32)
 
 
+def request_pool(n: int, pages: int, page_size: int, device, gen) -> tuple:
+    """``(req_to_token, req_pool_indices)`` of ``n`` running requests: a ``paged_pool``
+    of ``n + 1`` rows and its ``request_rows``."""
+    return paged_pool(n + 1, pages, page_size, device, gen), request_rows(n, device, gen)
+
+
 def uniform_lengths(n: int, lo: int, hi: int, device, gen) -> torch.Tensor:
     """int32 ``[n]`` uniform in ``[lo, hi]``."""
     return torch.randint(lo, hi + 1, (n,), dtype=torch.int32, device=device, generator=gen)
@@ -124,6 +130,17 @@ class Row:
     poison: dict
     repoison: Callable[[], None]
     note: str = ""
+
+
+def make_row(out: OutputSets, names: list, *, name: str, group: str, params: dict, calls: dict, regions: dict,
+             note: str = "") -> Row:
+    """The ``Row`` of ``calls`` writing the outputs ``names`` of ``out``; a row whose
+    op has no eager reference yet still runs (ours vs upstream) and says so."""
+    if "ref" not in calls:
+        note = "; ".join(filter(None, ["no eager reference in this build", note]))
+    outputs = {impl: {n: out[impl][n] for n in names} for impl in calls}
+    return Row(name=name, group=group, params=params, calls=calls, outputs=outputs, regions=regions,
+               poison=out.poison, repoison=lambda: out.repoison(names), note=note)
 
 
 @dataclass

@@ -34,17 +34,8 @@ import torch
 import sgl_meta
 from sgl_meta import reference
 
-from .fixtures import (
-    OutputSets,
-    Row,
-    RowSpec,
-    generator,
-    live_cols,
-    paged_pool,
-    prefix_mask,
-    request_rows,
-    trace_lengths,
-)
+from .fixtures import (OutputSets, Row, RowSpec, generator, live_cols, make_row, prefix_mask, request_pool,
+                       trace_lengths)
 from .loader import JIT, TRITON
 
 PAGE_SIZE = 64
@@ -184,9 +175,7 @@ def build_copy_multi(ctx, up, *, bs: int, name: str) -> Row:
 
 
 def _copy_row(f, name, params, calls, names, regions) -> Row:
-    outputs = {impl: {n: f.out[impl][n] for n in names} for impl in calls}
-    return Row(name=name, group="dsa copy", params=params, calls=calls, outputs=outputs,
-               regions=regions, poison=f.out.poison, repoison=lambda: f.out.repoison(names))
+    return make_row(f.out, names, name=name, group="dsa copy", params=params, calls=calls, regions=regions)
 
 
 # -- generator rows ----------------------------------------------------------------------
@@ -199,8 +188,7 @@ class GenFixture:
         dev = ctx.device
         gen = generator(dev, ctx.seed * 7919 + 37)
         self.n = n = ctx.max_bs
-        self.req_to_token = paged_pool(n + 1, REAL_W, PAGE_SIZE, dev, gen)
-        self.req_pool_indices = request_rows(n, dev, gen)
+        self.req_to_token, self.req_pool_indices = request_pool(n, REAL_W, PAGE_SIZE, dev, gen)
         # Committed lengths; verify reads NEXT_N more, so leave room for them.
         self.lens = trace_lengths(n, CONTEXT - 2 * NEXT_N, dev, ctx.seed * 7919 + 41)
         i32 = torch.int32
@@ -313,12 +301,9 @@ def build_generate(ctx, up, *, mode: int, bs: int, graphs: int, name: str) -> Ro
             r[f"{k}.seqlens_expanded"] = (slice(0, rows),)
         regions.update(r)
         names += list(r)
-    outputs = {impl: {n: f.out[impl][n] for n in names} for impl in calls}
     params = dict(bs=bs, forward_mode=mode, graphs=graphs, rows=rows, width=CONTEXT, lengths="trace",
                   mean_len=float(f.lens[:bs].float().mean()))
-    note = "" if "ref" in calls else "no eager reference in this build"
-    return Row(name=name, group="dsa generate", params=params, calls=calls, outputs=outputs,
-               regions=regions, poison=f.out.poison, repoison=lambda: f.out.repoison(names), note=note)
+    return make_row(f.out, names, name=name, group="dsa generate", params=params, calls=calls, regions=regions)
 
 
 # -- the rows --------------------------------------------------------------------------

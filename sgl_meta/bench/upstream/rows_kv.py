@@ -21,18 +21,8 @@ import sgl_meta
 from sgl_meta import reference
 
 from .. import bare_gather
-from .fixtures import (
-    IMPLS,
-    OutputSets,
-    Row,
-    RowSpec,
-    generator,
-    live_cols,
-    paged_pool,
-    prefix_mask,
-    request_rows,
-    uniform_lengths,
-)
+from .fixtures import (IMPLS, OutputSets, Row, RowSpec, generator, live_cols, make_row, prefix_mask, request_pool,
+                       uniform_lengths)
 from .loader import TRITON
 
 PAGE_SIZE = 64
@@ -46,8 +36,7 @@ class KvFixture:
         dev, n = ctx.device, ctx.max_bs
         gen = generator(dev, ctx.seed * 7919 + 53)
         self.n = n
-        self.req_to_token = paged_pool(n + 1, PAGES, PAGE_SIZE, dev, gen)
-        self.req_pool_indices = request_rows(n, dev, gen)
+        self.req_to_token, self.req_pool_indices = request_pool(n, PAGES, PAGE_SIZE, dev, gen)
         self.lens = uniform_lengths(n, 1, PAGES * PAGE_SIZE, dev, gen)
         virtual = (n + 1) * PAGES + 1
         v2p = torch.randperm(virtual, device=dev, generator=gen)
@@ -100,12 +89,8 @@ def build_packed(ctx, up, *, name: str) -> Row:
 
 
 def _row(f, name, params, calls, names, regions) -> Row:
-    outputs = {impl: {n: f.out[impl][n] for n in names} for impl in calls}
-    note = "" if "ref" in calls else "no eager reference in this build"
-    if "gather" not in calls:
-        note = "; ".join(filter(None, [note, f"no bare gather ({f.gather_why})"]))
-    return Row(name=name, group="kv read", params=params, calls=calls, outputs=outputs, regions=regions,
-               poison=f.out.poison, repoison=lambda: f.out.repoison(names), note=note)
+    note = "" if "gather" in calls else f"no bare gather ({f.gather_why})"
+    return make_row(f.out, names, name=name, group="kv read", params=params, calls=calls, regions=regions, note=note)
 
 
 ROWS = (

@@ -21,17 +21,8 @@ import torch
 import sgl_meta
 from sgl_meta import reference
 
-from .fixtures import (
-    OutputSets,
-    Row,
-    RowSpec,
-    generator,
-    live_cols,
-    paged_pool,
-    prefix_mask,
-    request_rows,
-    uniform_lengths,
-)
+from .fixtures import (OutputSets, Row, RowSpec, generator, live_cols, make_row, prefix_mask, request_pool,
+                       uniform_lengths)
 from .loader import TRITON
 
 PAGE_SIZE = 64
@@ -50,8 +41,7 @@ class MhaFixture:
         gen = generator(dev, ctx.seed * 7919 + 11)
         self.n, self.ps, self.width = n, PAGE_SIZE, PAGES
         self.context = PAGES * PAGE_SIZE
-        self.req_to_token = paged_pool(n + 1, PAGES, PAGE_SIZE, dev, gen)
-        self.req_pool_indices = request_rows(n, dev, gen)
+        self.req_to_token, self.req_pool_indices = request_pool(n, PAGES, PAGE_SIZE, dev, gen)
         self.lens = uniform_lengths(n, 1, self.context - 2 * PAGE_SIZE, dev, gen)
         slots = (n + 1) * PAGES * PAGE_SIZE + PAGE_SIZE  # highest slot + one page
         # SGLang's full->SWA map: one entry per slot plus padding, the last -1.
@@ -83,12 +73,8 @@ def _fixture(ctx) -> MhaFixture:
 
 
 def _row(ctx, name, params, calls, names, regions, note="") -> Row:
-    f = _fixture(ctx)
-    outputs = {impl: {n: f.out[impl][n] for n in names} for impl in calls}
-    return Row(
-        name=name, group="mha", params=params, calls=calls, outputs=outputs,
-        regions=regions, poison=f.out.poison, repoison=lambda: f.out.repoison(names), note=note,
-    )
+    return make_row(_fixture(ctx).out, names, name=name, group="mha", params=params, calls=calls, regions=regions,
+                    note=note)
 
 
 def build_update(ctx, up, *, bs: int, swa: bool, name: str) -> Row:

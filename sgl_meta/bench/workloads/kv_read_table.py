@@ -43,10 +43,9 @@ import sgl_meta
 from sgl_meta import reference
 
 from .. import bare_gather
-from ..presets import BACKEND_TRTLLM_MHA
 from ..trace import Step
-from .base import SECTOR, BenchContext, Workload, gather_sectors, live_pages
-from .trtllm_mha_metadata import PAD_SEQ_LEN, refresh_lens, step_refreshes
+from .base import IMPLS, BenchContext
+from .trtllm_mha_metadata import PAD_SEQ_LEN, TrtllmMhaBase, refresh_kv_lens, refresh_lens
 
 
 _UPSTREAM: dict = {}
@@ -69,8 +68,7 @@ def upstream_kernels(spec: str, device: torch.device) -> tuple:
     return _UPSTREAM[spec]
 
 
-class _KvReadBase(Workload):
-    backend = BACKEND_TRTLLM_MHA
+class _KvReadBase(TrtllmMhaBase):
     baselines = ("gather",)
     checked_baselines = ("gather",)
 
@@ -80,10 +78,6 @@ class _KvReadBase(Workload):
 
     def __init__(self, ctx: BenchContext):
         super().__init__(ctx)
-        p = ctx.preset
-        self.plan = step_refreshes(ctx)
-        self.ps = p.page_size
-        self.width = p.max_pages
         self.kinds = ("full", "swa") if ctx.trace.swa_v2p is not None else ("full",)
         self.refreshes = tuple(f"{r.name}.{k}" for r in self.plan for k in self.kinds)
         self.notes = []
@@ -106,21 +100,19 @@ class _KvReadBase(Workload):
             else:
                 self.baselines = tuple(self.baselines) + ("upstream",)
                 self.checked_baselines = tuple(self.checked_baselines) + ("upstream",)
-        n = ctx.max_bs
-        self.req_pool_indices = torch.zeros(n, dtype=torch.int32, device=self.device)
-        self.lens = [torch.full((n,), PAD_SEQ_LEN, dtype=torch.int32, device=self.device) for _ in self.plan]
 
     def _v2p(self, kind: str) -> torch.Tensor:
         return self.ctx.trace.v2p if kind == "full" else self.ctx.trace.swa_v2p
 
     def _fn(self, impl: str):
         """The callable of one implementation (same keyword arguments)."""
-        raise NotImplementedError
+        if impl in IMPLS:
+            return getattr(sgl_meta if impl == "fused" else reference, self.op)
+        return self._baseline_fn(impl)
 
-    def _padded_lens(self, step: Step, r, bucket: int) -> np.ndarray:
-        lens = np.full(bucket, PAD_SEQ_LEN, dtype=np.int64)
-        lens[: step.bs] = refresh_lens(step, r)
-        return lens
+    def _baseline_fn(self, impl: str):
+        """``"gather"`` or ``"upstream"``, taking the keywords ours takes."""
+        raise NotImplementedError
 
 
 class KvReadPageTable(_KvReadBase):
@@ -134,15 +126,13 @@ class KvReadPageTable(_KvReadBase):
         n = ctx.max_bs
         self._make_outputs({name: ((n, self.width), torch.int32) for name in self.refreshes})
 
-    def _fn(self, impl: str):
+    def _baseline_fn(self, impl: str):
         if impl == "gather":
             return lambda zero_tail, **kw: bare_gather.page_table(**kw)
-        if impl == "upstream":  # the call keywords are upstream's build_kv_read_table's
-            return self.upstream.build_kv_read_table
-        return getattr(sgl_meta if impl == "fused" else reference, self.op)
+        return self.upstream.build_kv_read_table  # the call keywords are upstream's build_kv_read_table's
 
     def fill(self, step: Step, bucket: int) -> None:
-        self._h2d(self.req_pool_indices, step.req_pool_indices, bucket, 0)
+        self._fill_common(step, bucket)
         for k, r in enumerate(self.plan):
             self._h2d(self.lens[k], refresh_lens(step, r), bucket, PAD_SEQ_LEN)
 
@@ -176,14 +166,9 @@ class KvReadPageTable(_KvReadBase):
         bs = step.bs if mode == "eager" else bucket
         total = 0
         for r in self.plan:
-            lens = self._padded_lens(step, r, bs) + r.seqlen_offset
-            cols = live_pages(lens, self.ps, self.width)
+            cols = self._live_cols(step, r, bs)
             written = bs * self._eager_pages(step, r) if mode == "eager" else int(cols.sum())
-            for _ in self.kinds:
-                total += 2 * bs * 4  # req_pool_indices, seq_lens
-                total += int(gather_sectors(cols, self.ps).sum()) * SECTOR  # page-start slots
-                total += int(cols.sum()) * SECTOR  # one scattered int64 v2p entry per page
-                total += written * 4
+            total += len(self.kinds) * self._read_table_bytes(cols, bs, written, translated=True)
         return total
 
 
@@ -211,25 +196,23 @@ class KvReadTokenStream(_KvReadBase):
         self.indptr = {key: torch.arange(n + 1, **i32) * PAD_SEQ_LEN for key in self.refreshes}
         self._make_outputs({key: ((cap[key.rsplit(".", 1)[1]],), torch.int32) for key in self.refreshes})
 
-    def _fn(self, impl: str):
+    def _baseline_fn(self, impl: str):
         if impl == "gather":
             return bare_gather.token_stream
-        if impl == "upstream":
-            up = self.upstream.build_kv_read_table_packed
-            return lambda seq_len_delta, **kw: up(**kw, max_tokens=kw["out"].numel())
-        return getattr(sgl_meta if impl == "fused" else reference, self.op)
+        up = self.upstream.build_kv_read_table_packed
+        return lambda seq_len_delta, **kw: up(**kw, max_tokens=kw["out"].numel())
 
     def _windows(self, step: Step, r, bucket: int, kind: str) -> tuple:
         """(tokens, starts) per row of one stream: full attention reads
         [0, seq_len + offset); the sliding window its last `window` tokens."""
-        total = self._padded_lens(step, r, bucket) + r.seqlen_offset
+        total = refresh_kv_lens(step, r, bucket)
         if kind == "full":
             return total, np.zeros_like(total)
         tokens = np.minimum(total, self.window)
         return tokens, total - tokens
 
     def fill(self, step: Step, bucket: int) -> None:
-        self._h2d(self.req_pool_indices, step.req_pool_indices, bucket, 0)
+        self._fill_common(step, bucket)
         for r in self.plan:
             for kind in self.kinds:
                 key = f"{r.name}.{kind}"
@@ -270,7 +253,6 @@ class KvReadTokenStream(_KvReadBase):
             for kind in self.kinds:
                 tokens, starts = self._windows(step, r, bs, kind)
                 pages = np.where(tokens > 0, (starts + tokens - 1) // self.ps - starts // self.ps + 1, 0)
-                total += 4 * bs * 4  # req_pool_indices, seq_lens, indptr (+ starts)
-                total += int(gather_sectors(pages, self.ps).sum()) * SECTOR + int(pages.sum()) * SECTOR
-                total += int(tokens.sum()) * 4
+                # row inputs: req_pool_indices, seq_lens, indptr (+ starts)
+                total += self._read_table_bytes(pages, bs, int(tokens.sum()), translated=True, row_inputs=4)
         return total

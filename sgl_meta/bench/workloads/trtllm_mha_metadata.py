@@ -71,6 +71,14 @@ def refresh_lens(step: Step, r: Refresh) -> np.ndarray:
     return step.seq_lens
 
 
+def refresh_kv_lens(step: Step, r: Refresh, rows: int) -> np.ndarray:
+    """int64 KV length of each of ``rows`` rows in refresh ``r`` (its ``seq_lens`` plus
+    ``seqlen_offset``), rows past the step's requests padded as SGLang pads them."""
+    lens = np.full(rows, PAD_SEQ_LEN, dtype=np.int64)
+    lens[: step.bs] = refresh_lens(step, r)
+    return lens + r.seqlen_offset
+
+
 def refresh_slots(step: Step, r: Refresh, k: int) -> np.ndarray:
     """The ``out_cache_loc`` of refresh ``k`` (draft step k writes column k)."""
     if r.tokens == step.tokens_per_req:
@@ -78,7 +86,10 @@ def refresh_slots(step: Step, r: Refresh, k: int) -> np.ndarray:
     return step.out_cache_loc[:, k % step.tokens_per_req].reshape(-1)
 
 
-class _TrtllmMhaBase(Workload):
+class TrtllmMhaBase(Workload):
+    """What every workload of a TRT-LLM MHA decode step reads, the KV read tables
+    included: the step's refreshes, the request rows, each refresh's ``seq_lens``."""
+
     backend = BACKEND_TRTLLM_MHA
 
     def __init__(self, ctx: BenchContext):
@@ -95,8 +106,23 @@ class _TrtllmMhaBase(Workload):
     def _fill_common(self, step: Step, bucket: int) -> None:
         self._h2d(self.req_pool_indices, step.req_pool_indices, bucket, 0)
 
+    def _live_cols(self, step: Step, r: Refresh, rows: int) -> np.ndarray:
+        """Page-table columns refresh ``r`` reads in each of ``rows`` rows (its live prefix)."""
+        return live_pages(refresh_kv_lens(step, r, rows), self.ps, self.width)
 
-class TrtllmMhaMetadata(_TrtllmMhaBase):
+    def _read_table_bytes(self, pages: np.ndarray, rows: int, written: int, translated: bool,
+                          row_inputs: int = 2) -> int:
+        """Least bytes building a table from ``req_to_token`` moves: ``row_inputs`` int32
+        per row (``req_pool_indices``, lengths, ...), the page-start slots of ``pages``
+        pages per row, with a translation (SWA mapping, ``v2p``) one scattered entry
+        per page, and ``written`` int32 out."""
+        total = row_inputs * rows * 4 + int(gather_sectors(pages, self.ps).sum()) * SECTOR + written * 4
+        if translated:
+            total += int(pages.sum()) * SECTOR
+        return total
+
+
+class TrtllmMhaMetadata(TrtllmMhaBase):
     """``sgl_meta.update_trtllm_mha_graph_metadata`` vs its eager reference."""
 
     op = "update_trtllm_mha_graph_metadata"
@@ -178,23 +204,16 @@ class TrtllmMhaMetadata(_TrtllmMhaBase):
         bs = step.bs if mode == "eager" else bucket
         if mode == "eager":
             return np.full(bs, self._max_seq_pages(step, r), dtype=np.int64)
-        lens = np.full(bs, PAD_SEQ_LEN, dtype=np.int64)
-        lens[: step.bs] = refresh_lens(step, r)
-        return live_pages(lens + r.seqlen_offset, self.ps, self.width)
+        return self._live_cols(step, r, bs)
 
     def _refresh_bytes(self, step: Step, bucket: int, mode: str, r: Refresh, reads: bool = True) -> int:
         """Least bytes refresh ``r`` moves; ``reads=False``: its writes only (a
         set of a multi-set launch whose reads another set already paid)."""
         bs = step.bs if mode == "eager" else bucket
         cols = self._refresh_cols(step, bucket, mode, r)
-        tables = 2 if self.swa else 1
+        written = int(cols.sum()) * (2 if self.swa else 1)  # the page table row(s)
         total = bs * 4 + (bs + 1) * 4  # cache_seqlens, cu_seqlens_k
-        total += int(cols.sum()) * 4 * tables  # page table row(s) written
-        if reads:
-            total += 2 * bs * 4  # req_pool_indices, seq_lens (int32)
-            total += int(gather_sectors(cols, self.ps).sum()) * SECTOR  # page-boundary slots
-            if self.swa:
-                total += int(cols.sum()) * SECTOR  # one scattered int64 mapping read per page
+        total += self._read_table_bytes(cols, bs, written, self.swa) if reads else written * 4
         if self._has_swa_out(r):
             n = bs * r.tokens
             total += n * 8 + (n * 8 + n * SECTOR if reads else 0)  # swa_out_cache_loc; out_cache_loc, mapping
@@ -259,7 +278,7 @@ class TrtllmMhaSpecOneLaunch(TrtllmMhaMetadata):
         )
 
 
-class TrtllmMhaPageTable(_TrtllmMhaBase):
+class TrtllmMhaPageTable(TrtllmMhaBase):
     """``sgl_meta.build_trtllm_mha_page_table`` (sync-free builder) vs its reference.
 
     One build per refresh of the step, each from that refresh's device-side
@@ -307,14 +326,9 @@ class TrtllmMhaPageTable(_TrtllmMhaBase):
 
     def bytes_moved(self, step: Step, bucket: int, mode: str) -> int:
         bs = step.bs if mode == "eager" else bucket
+        tables = 2 if self.swa else 1
         total = 0
         for r in self.plan:
-            lens = np.full(bs, PAD_SEQ_LEN, dtype=np.int64)
-            lens[: step.bs] = refresh_lens(step, r)
-            cols = live_pages(lens + r.seqlen_offset, self.ps, self.width)
-            total += 2 * bs * 4
-            total += int(gather_sectors(cols, self.ps).sum()) * SECTOR
-            total += int(cols.sum()) * 4 * (2 if self.swa else 1)
-            if self.swa:
-                total += int(cols.sum()) * SECTOR
+            cols = self._live_cols(step, r, bs)
+            total += self._read_table_bytes(cols, bs, int(cols.sum()) * tables, self.swa)
         return total
