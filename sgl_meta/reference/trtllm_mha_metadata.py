@@ -164,13 +164,14 @@ def build_trtllm_mha_page_table(
     if swa_page_table is not None:
         # a negative slot reads entry 0 (SGLang's builder clamps it there); a
         # live slot past the mapping is an error
-        live = torch.arange(slots.shape[1], device=device)[None, :] < pages[:, None]
-        past = live & (slots.long() >= full_to_swa.numel())
+        # (dead columns past the mapping are gathered from entry 0 and never written)
+        outside = slots.long() >= full_to_swa.numel()
+        past = outside & (torch.arange(slots.shape[1], device=device)[None, :] < pages[:, None])
         if on_host(slots) and bool(past.any()):
             r, c = (int(x) for x in past.nonzero()[0])
             raise RuntimeError(f"sgl_meta.build_trtllm_mha_page_table: req_to_token[req_pool_indices[{r}], {c} * "
                                f"page_size] = {int(slots[r, c])} is outside full_to_swa [0, {full_to_swa.numel()})")
-        mapped = full_to_swa[torch.where(past, 0, slots.long().clamp(min=0))].long()
+        mapped = full_to_swa[torch.where(outside, 0, slots.long().clamp(min=0))].long()
         _write_columns(swa_page_table, torch.floor_divide(mapped, page_size).to(torch.int32), pages)
 
 
