@@ -29,7 +29,7 @@ class GenCase:
     page_size: int = 4
     topk: int = 16
     next_n: int = 3  # TARGET_VERIFY draft tokens; DRAFT_EXTEND max extend length
-    lens: str = "mixed"  # "mixed" | "short" | "near_width" | "full" | "zero" | "negative" | "past"
+    lens: str = "mixed"  # "mixed" | "short" | "near_width" | "full" | "zero" | "past" (negative: an error)
     total: str = "sum"  # DRAFT_EXTEND total_len: "sum" | "less" | "more" | "zero" | "static"
     padded_rows: bool = True  # DRAFT_EXTEND: some rows with seq < extend length
     page_table_1: bool = True
@@ -50,11 +50,10 @@ def _lens(c: GenCase, rng: random.Random, n: int) -> list:
         "near_width": lambda: rng.randint(max(0, w - c.next_n - 2), w + 2),
         "full": lambda: w,
         "zero": lambda: 0,
-        "negative": lambda: rng.randint(-50, 0),
         "past": lambda: rng.randint(w, 3 * w + 10),
     }
     if c.lens == "mixed":
-        kinds = ["short", "short", "near_width", "full", "zero", "negative", "past"]
+        kinds = ["short", "short", "near_width", "full", "zero", "zero", "past"]
         return [pick[rng.choice(kinds)]() for _ in range(n)]
     return [pick[c.lens]() for _ in range(n)]
 
@@ -155,7 +154,7 @@ EDGE_CASES = {
     "verify_near_width": GenCase(mode=TARGET_VERIFY, lens="near_width", next_n=4),
     "decode_near_width": GenCase(lens="near_width"),
     "lengths_past_width": GenCase(mode=TARGET_VERIFY, lens="past"),
-    "negative_lengths": GenCase(lens="negative", mode=TARGET_VERIFY),
+    "zero_lengths_verify": GenCase(lens="zero", mode=TARGET_VERIFY),
     "full_width": GenCase(lens="full", width=64),
     "page_size_1": GenCase(page_size=1),
     "page_size_1_verify": GenCase(page_size=1, mode=TARGET_VERIFY),

@@ -34,7 +34,7 @@ class KvCase:
     v2p_extra: int = 3  # v2p entries past the pages slots use
     freed_frac: float = 0.1  # v2p rows set to -1
     neg_frac: float = 0.1  # negative slots in req_to_token
-    min_len: int = -5
+    min_len: int = 0  # raised to -delta: a negative window is an error (tests/test_hostile_lengths.py)
     max_len: int | None = None  # None: past the row
     delta: int = 0  # seq_len_delta
     kv_start: str = "none"  # "none", "zero", "aligned", "any", "past_row"
@@ -114,7 +114,8 @@ def make_case(c: KvCase, gen: torch.Generator, device: str) -> KvData:
         v2p = torch.randperm(size + 7, generator=gen)[:size].to(torch.int64)  # shuffled physical pages
         v2p[torch.rand(size, generator=gen) < c.freed_frac] = -1
     hi = (c.max_pages + 2) * ps + c.ctx if c.max_len is None else c.max_len
-    seq_lens = _ints(gen, c.min_len, hi + 1, (c.bs + 2,), c.len_dtype)
+    lo, hi = max(c.min_len, -c.delta, 0), min(hi, 2**31 - 1 - max(c.delta, 0))
+    seq_lens = _ints(gen, lo, max(hi, lo) + 1, (c.bs + 2,), c.len_dtype)
     kv_start_idx = None
     if c.kv_start != "none":
         if c.kv_start == "zero":

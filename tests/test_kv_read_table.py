@@ -146,20 +146,21 @@ def test_tail_untouched_without_zero_tail(gen, device):
 
 @pytest.mark.parametrize("idx_dtype", [torch.int32, torch.int64])
 @pytest.mark.parametrize("len_dtype", [torch.int32, torch.int64])
-@pytest.mark.parametrize("delta", [-(2**31), -3, 0, 5, 2**31 - 1])
+@pytest.mark.parametrize("delta", [-(2**31) + 1, -3, 0, 5, 2**31 - 1])
 def test_table_lengths_at_the_dtype_limits(idx_dtype, len_dtype, delta, device):
     """Page table, every dtype pair (the CUDA launcher picks a kernel per pair):
-    lengths at the dtype's extremes plus seq_len_delta at int32's saturate
-    (seq + delta is never formed where it would overflow), or land just inside,
-    at, or past the row's end."""
+    lengths and seq_len_delta at the ends of the length contract (seq_lens and
+    seq_lens + seq_len_delta in [0, 2**31 - 1]; outside it they are errors:
+    tests/test_hostile_lengths.py), or windows just inside, at, or past the
+    row's end."""
     ps, cols = 16, 9
     ctx = ps * cols - 5  # the row's last page is partly outside it
     gen = torch.Generator().manual_seed(7)
     r2t = torch.randint(0, 50 * ps, (4, ctx), generator=gen, dtype=torch.int32)
     info = torch.iinfo(len_dtype)
     lens = [info.min, info.max, info.min + 1, info.max - 1, -delta, 1 - delta, ctx - delta - 1, ctx - delta,
-            ctx - delta + 1, 0, 1, 17]
-    lens = [min(max(v, info.min), info.max) for v in lens]
+            ctx - delta + 1, 0, 1, 17, 2**31 - 1, 2**31 - 1 - max(delta, 0)]
+    lens = [v for v in lens if 0 <= v <= min(info.max, 2**31 - 1) and 0 <= v + delta <= 2**31 - 1]
     bs = len(lens)
     idx = torch.randint(0, 4, (bs,), generator=gen)
     out = torch.full((bs, cols + 2), -7, dtype=torch.int32)

@@ -58,7 +58,7 @@ def check(case: MetaCase, offsets, gen, device):
     return outputs, got
 
 
-DRAFT_OFFSETS = {  # EAGLE draft steps offset step + 1; any int32 offsets are valid
+DRAFT_OFFSETS = {  # EAGLE draft steps offset step + 1; any int32 offsets whose lengths stay >= 0
     "k1": [1],
     "k3_draft": [1, 2, 3],
     "k4_draft": [1, 2, 3, 4],

@@ -114,9 +114,12 @@ def test_upstream_shapes(ctx, bs, page_size, gen, device):
         assert bool((buf[bs:] == -1).all()), f"{name}: padded rows overwritten"
 
 
-def test_floor_division_and_swa_clamp(device):
+def test_floor_division_and_swa_negative_slots(device):
+    """A negative slot reads full_to_swa[0] (SGLang's builder clamps it there); a
+    slot past the mapping is an error (tests/test_hostile_lengths.py)."""
     req_to_token = torch.tensor([[-1, 5, -64, 7, -65, 0, 63, 2, 9, 9, 11, 1]], dtype=torch.int32)
-    full_to_swa = torch.tensor([10, -1, -7, 21], dtype=torch.int64)
+    full_to_swa = torch.full((64,), 21, dtype=torch.int64)
+    full_to_swa[0] = 10
     t = lambda x, dt=torch.int32: torch.tensor(x, dtype=dt, device=device)  # noqa: E731
     page_table = t([[99] * 8])
     swa_page_table = t([[99] * 8])
@@ -126,7 +129,7 @@ def test_floor_division_and_swa_clamp(device):
     )
     # slots at page starts: -1, -64, -65, 63, 9, 11 (6 pages of 11 tokens)
     assert page_table.tolist() == [[-1, -32, -33, 31, 4, 5, 99, 99]]  # floor, not trunc
-    # clamp(slot, 0, 3): 0, 0, 0, 3, 3, 3 -> 10, 10, 10, 21, 21, 21 -> // 2
+    # max(slot, 0): 0, 0, 0, 63, 9, 11 -> 10, 10, 10, 21, 21, 21 -> // 2
     assert swa_page_table.tolist() == [[5, 5, 5, 10, 10, 10, 99, 99]]
 
 

@@ -56,9 +56,13 @@ def make_case(c: MetaCase, gen: torch.Generator, device: str):
         base[torch.rand(base.shape, generator=gen) < 0.05] = -1
     req_to_token = base[:, :ctx]
     max_len = c.max_seq_pages * c.page_size + c.page_size
+    # Lengths stay >= 0 after the offsets the tests add (down to -7 per row and
+    # -3 per set besides seqlen_offset): a negative one is an error
+    # (tests/test_hostile_lengths.py).
+    floor = max(0, -c.seqlen_offset) + 16
     inputs = dict(
         req_pool_indices=torch.randint(0, c.pool, (c.bs + 2,), generator=gen).to(c.index_dtype),
-        seq_lens=torch.randint(0, max_len, (c.bs + 2,), generator=gen).to(c.seqlen_dtype),
+        seq_lens=torch.randint(floor, floor + max_len, (c.bs + 2,), generator=gen).to(c.seqlen_dtype),
         req_to_token=req_to_token,
         swa_mapping=None,
         out_cache_loc=None,
@@ -76,10 +80,12 @@ def make_case(c: MetaCase, gen: torch.Generator, device: str):
         inputs["qlens"] = torch.randint(1, 9, (c.bs + 1,), generator=gen).to(c.index_dtype)
     if c.row_offsets is not None:
         # verify lengths 1..8 (ragged verify), some padding rows far longer,
-        # some negative (any int32 value is valid: it is added, never indexed)
+        # and, where they are not also qlens, some negative (an offset may be,
+        # the length it gives may not)
         offs = torch.randint(1, 9, (c.bs + 3,), generator=gen)
         offs[torch.rand(offs.shape, generator=gen) < 0.1] = 3 * c.page_size + 5
-        offs[torch.rand(offs.shape, generator=gen) < 0.05] = -7
+        if not c.ragged_verify:
+            offs[torch.rand(offs.shape, generator=gen) < 0.05] = -7
         inputs["seqlen_offsets"] = offs.to(c.row_offsets)
         if c.ragged_verify:
             inputs["qlens"] = inputs["seqlen_offsets"]

@@ -29,9 +29,9 @@ class PageTableCase:
     index_dtype: torch.dtype = torch.int64
     seqlen_dtype: torch.dtype = torch.int32
     swa: bool = True
-    swa_size: int | None = None  # M; None: half the slot range, so the clamp is hit
+    swa_size: int | None = None  # M; None: half the slot range (slots are then reduced into it)
     negative_slots: bool = True
-    min_len: int | None = None  # lengths drawn in [min_len, max_len]; None: -2 * page_size
+    min_len: int | None = None  # lengths drawn in [min_len, max_len]; None: 0 (a negative one is an error)
     max_len: int | None = None  # None: past both the table width and the row
     prefill: int | None = None  # fill the buffers with this instead of poison (e.g. -1)
     mapping_dtype: torch.dtype = torch.int64  # full_to_swa (SGLang's tests pass int32 too)
@@ -77,7 +77,7 @@ def make_case(c: PageTableCase, gen: torch.Generator, device: str) -> CaseData:
         neg = torch.rand(base.shape, generator=gen) < 0.1
         base[neg] = -torch.randint(1, 3 * c.page_size + 2, (int(neg.sum()),), generator=gen, dtype=torch.int32)
         base[torch.rand(base.shape, generator=gen) < 0.05] = -1
-    lo = -2 * c.page_size if c.min_len is None else c.min_len
+    lo = 0 if c.min_len is None else c.min_len
     hi = (c.width + 2) * c.page_size + ctx if c.max_len is None else c.max_len
     inputs = dict(
         req_to_token=base[:, :ctx],
@@ -87,6 +87,9 @@ def make_case(c: PageTableCase, gen: torch.Generator, device: str) -> CaseData:
     )
     if c.swa:
         m = max(1, slot_hi // 2) if c.swa_size is None else c.swa_size
+        # every slot lies inside the mapping (a live one past it is an error:
+        # tests/test_hostile_lengths.py); negatives read entry 0
+        base.copy_(torch.where(base >= 0, base % m, base))
         mapping = torch.randint(-1, 2 * m + 7, (m,), generator=gen, dtype=torch.int64)
         mapping[torch.rand(m, generator=gen) < 0.1] = -1
         inputs["full_to_swa"] = mapping.to(c.mapping_dtype)
@@ -116,7 +119,7 @@ EDGE_CASES = {
     "idx32_len64": PageTableCase(index_dtype=torch.int32, seqlen_dtype=torch.int64),
     "idx64_len32": PageTableCase(index_dtype=torch.int64, seqlen_dtype=torch.int32),
     "idx64_len64": PageTableCase(index_dtype=torch.int64, seqlen_dtype=torch.int64),
-    "lengths_nonpositive": PageTableCase(bs=9, min_len=-100, max_len=0),
+    "lengths_zero": PageTableCase(bs=9, min_len=0, max_len=0),
     "lengths_past_width": PageTableCase(bs=9, width=4, min_len=5 * 16, max_len=50 * 16),
     "row_shorter_than_table": PageTableCase(bs=9, width=20, ctx=100, max_len=40 * 16),
     "row_shorter_page1": PageTableCase(bs=9, width=50, page_size=1, ctx=17, max_len=80),
@@ -124,7 +127,7 @@ EDGE_CASES = {
     "empty_rows": PageTableCase(bs=4, ctx=0, row_pad=2),
     "width0": PageTableCase(width=0),
     "pool1": PageTableCase(pool=1, bs=7),
-    "huge_int64_lengths": PageTableCase(seqlen_dtype=torch.int64, min_len=2**62, max_len=2**62 + 5),
+    "int64_lengths_at_int32_max": PageTableCase(seqlen_dtype=torch.int64, min_len=2**31 - 8, max_len=2**31 - 1),
     "int32_max_lengths": PageTableCase(seqlen_dtype=torch.int32, min_len=2**31 - 8, max_len=2**31 - 1),
     "no_pad": PageTableCase(offset=0, pad_rows=0, pad_cols=0, row_pad=0, extra_cols=0),
     "non_pow2_page": PageTableCase(bs=11, page_size=48, width=40, pool=13),

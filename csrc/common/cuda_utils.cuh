@@ -45,6 +45,12 @@ __device__ __noinline__ __attribute__((noreturn)) void device_check_failed(
     }                                                                                \
   } while (0)
 
+// A failure path of its own: out of line, called only once a check has
+// failed, and never returning (it ends in __trap() after its asserts), so the
+// caller keeps nothing live across the call and the hot path pays a compare
+// and a branch. Declare as `SGL_FAILURE_PATH void name(...)`.
+#define SGL_FAILURE_PATH __device__ __noinline__ __attribute__((noreturn))
+
 // Read-only global load through the non-coherent (texture) path.
 template <typename T>
 __device__ __forceinline__ T load_ro(const T* p) {

@@ -44,8 +44,8 @@ struct IndexArray {
 };
 
 // Floor division by a positive divisor, as torch.floor_divide: -1 // 64 == -1.
-// (C++ '/' truncates toward zero; the seeds' Triton kernels did the same, but
-// the eager path they replaced floors, and docs/operators.md keeps the eager meaning.)
+// (C++ '/' truncates toward zero, as Triton's '//' does; the eager PyTorch
+// path floors, and the op contract keeps the eager meaning.)
 SGL_HD int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && a < 0) ? q - 1 : q;
@@ -72,7 +72,7 @@ struct PageDivisor {
     return shift >= 0 ? (a >> shift) : floor_div(a, page_size);
   }
   // ceil(a / page_size), 0 for a <= 0. Not div(a + page_size - 1): that sum
-  // overflows int64 for page sizes near 2**63 (found by the property tests).
+  // overflows int64 for page sizes near 2**63.
   SGL_HD int64_t ceil_div(int64_t a) const { return a <= 0 ? 0 : div(a - 1) + 1; }
 
   // div() of an int32 value (slots, int32 lengths) in 32-bit arithmetic: the
@@ -88,6 +88,20 @@ struct PageDivisor {
   // ceil_div() of an int32 length, 0 for a <= 0.
   SGL_HD int64_t ceil_div32(int32_t a) const { return a <= 0 ? 0 : div32(a - 1) + 1; }
 };
+
+// Lengths (token counts) follow one contract in every op: a length lies in
+// [0, 2**31 - 1], the range of the int32 length outputs (cache_seqlens,
+// cu_seqlens_*); a negative one, or one whose result does not fit, is an error
+// (RuntimeError on CPU, a named device assert on CUDA). One unsigned compare:
+// a negative value turns into a huge unsigned one.
+SGL_HD bool length_fits(int64_t v) { return static_cast<uint64_t>(v) <= INT32_MAX; }
+
+// A running sum of lengths as the kernels form it, mod 2**32, every term
+// already known to pass length_fits. At the first row whose true sum passes
+// INT32_MAX the sum is still below 2**32 (the sum before it and the new term
+// are each below 2**31), so it reads as a negative int32: checking the sign of
+// every written sum finds every overflow without 64-bit sums.
+SGL_HD bool running_sum_fits(uint32_t sum) { return sum <= INT32_MAX; }
 
 SGL_HD int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 SGL_HD int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }

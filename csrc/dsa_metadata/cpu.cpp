@@ -17,8 +17,60 @@ namespace {
   throw std::runtime_error(msg.str());
 }
 
+// "<terms>[0..i] summed (<sum>[i + 1]) = v does not fit int32".
+[[noreturn]] void fail_sum(const char* terms, const char* sum, int64_t i, int64_t v) {
+  std::ostringstream msg;
+  msg << "sgl_meta.fused_dsa_metadata: " << terms << "[0.." << i << "] summed (" << sum << "["
+      << i + 1 << "]) = " << v << " does not fit int32";
+  throw std::runtime_error(msg.str());
+}
+
+// Request r's page rows: [begin, begin + count) of the expanded rows.
+struct Rows {
+  int64_t begin, count;
+};
+
+// Calls emit(e, seqlens_expanded[e]) for every expanded row e < n, in order,
+// and (when `rows` is given) records each request's page rows.
+template <class Emit>
+void expanded_rows(const DsaGenParams& p, std::vector<Rows>* rows, Emit&& emit) {
+  auto record = [&](int64_t r, int64_t begin, int64_t count) {
+    if (rows != nullptr) (*rows)[r] = {begin, count};
+  };
+  if (p.mode == kDsaGenDecode) {
+    for (int64_t r = 0; r < p.bs; ++r) {
+      emit(r, to_i32(p.seq_lens[r]));
+      record(r, r, 1);
+    }
+  } else if (p.mode == kDsaGenTargetVerify) {
+    for (int64_t r = 0; r < p.bs; ++r) {
+      const int32_t seq = to_i32(p.seq_lens[r]);
+      for (int64_t j = 0; j < p.next_n; ++j) emit(r * p.next_n + j, add_i32(seq, j + 1));
+      record(r, r * p.next_n, p.next_n);
+    }
+  } else {
+    int64_t start = 0;  // <= n
+    for (int64_t r = 0; r < p.bs; ++r) {
+      if (p.n == 0) {  // total_len == 0: extend_seq_lens is not read
+        record(r, 0, 0);
+        continue;
+      }
+      const int32_t seq = to_i32(p.seq_lens[r]);
+      const int64_t ext = p.extend_seq_lens[p.static_extend ? 0 : r];
+      const int64_t count = min_i64(extend_len(p, r), p.n - start);
+      for (int64_t j = 0; j < count; ++j) emit(start + j, draft_extend_len(seq, ext, j));
+      record(r, start, count);
+      start += count;
+    }
+    // Rows no request covers (total_len past the extend lengths' sum) take
+    // request 0's length, as upstream's scan defaults them.
+    const int32_t seq0 = p.bs > 0 ? to_i32(p.seq_lens[0]) : 0;
+    for (int64_t e = start; e < p.n; ++e) emit(e, draft_extend_len(seq0, 1, 0));
+  }
+}
+
 // Every value the call reads as an index or a length that could send a read
-// or a write out of bounds, checked up front.
+// or a write out of bounds or past int32, checked up front.
 void validate(const DsaGenParams& p) {
   if (p.writes_pages()) {
     for (int64_t r = 0; r < p.bs; ++r) {
@@ -37,12 +89,26 @@ void validate(const DsaGenParams& p) {
       if (e < 0) fail_index("extend_seq_lens", i, e, "is negative");
     }
   }
+  int64_t cu = 0;
+  for (int64_t r = 0; r < p.bs; ++r) {
+    const int64_t seq = p.seq_lens[r];
+    if (!length_fits(seq))
+      fail_index("seq_lens", r, seq, seq < 0 ? "is negative" : "does not fit int32");
+    if (!cache_len_fits(p, seq)) {
+      std::ostringstream msg;
+      msg << "sgl_meta.fused_dsa_metadata: seq_lens[" << r << "] + next_n = " << seq + p.next_n
+          << " does not fit int32 cache_seqlens";
+      throw std::runtime_error(msg.str());
+    }
+    cu += cache_len(p, to_i32(seq));
+    if (cu > INT32_MAX) fail_sum("cache_seqlens", "cu_seqlens_k", r, cu);
+  }
+  int64_t dsa_cu = 0;
+  expanded_rows(p, nullptr, [&](int64_t e, int32_t len) {
+    dsa_cu += min_i32(len, p.topk);
+    if (dsa_cu > INT32_MAX) fail_sum("dsa_cache_seqlens", "dsa_cu_seqlens_k", e, dsa_cu);
+  });
 }
-
-// Request r's page rows: [begin, begin + count) of the expanded rows.
-struct Rows {
-  int64_t begin, count;
-};
 
 }  // namespace
 
@@ -83,36 +149,7 @@ void fused_dsa_metadata_cpu(const DsaGenParams& p) {
     }
   };
   std::vector<Rows> rows(static_cast<size_t>(p.bs));
-  if (p.mode == kDsaGenDecode) {
-    for (int64_t r = 0; r < p.bs; ++r) {
-      emit(r, to_i32(p.seq_lens[r]));
-      rows[r] = {r, 1};
-    }
-  } else if (p.mode == kDsaGenTargetVerify) {
-    for (int64_t r = 0; r < p.bs; ++r) {
-      const int32_t seq = to_i32(p.seq_lens[r]);
-      for (int64_t j = 0; j < p.next_n; ++j) emit(r * p.next_n + j, add_i32(seq, j + 1));
-      rows[r] = {r * p.next_n, p.next_n};
-    }
-  } else {
-    int64_t start = 0;  // <= n
-    for (int64_t r = 0; r < p.bs; ++r) {
-      if (p.n == 0) {  // total_len == 0: extend_seq_lens is not read
-        rows[r] = {0, 0};
-        continue;
-      }
-      const int32_t seq = to_i32(p.seq_lens[r]);
-      const int64_t ext = p.extend_seq_lens[p.static_extend ? 0 : r];
-      const int64_t count = min_i64(extend_len(p, r), p.n - start);
-      for (int64_t j = 0; j < count; ++j) emit(start + j, draft_extend_len(seq, ext, j));
-      rows[r] = {start, count};
-      start += count;
-    }
-    // Rows no request covers (total_len past the extend lengths' sum) take
-    // request 0's length, as upstream's scan defaults them.
-    const int32_t seq0 = to_i32(p.seq_lens[0]);
-    for (int64_t e = start; e < p.n; ++e) emit(e, draft_extend_len(seq0, 1, 0));
-  }
+  expanded_rows(p, &rows, emit);
 
   if (!p.writes_pages()) return;
   const int64_t ps = p.page.page_size;

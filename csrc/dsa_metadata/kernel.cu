@@ -76,6 +76,40 @@ __device__ __forceinline__ void check_request(const DsaGenParams& p, int64_t r, 
                    (long long)r, (long long)req, (long long)p.pool_size);
 }
 
+// A length check that failed (params.h; SGL_FAILURE_PATH): kind kSeqLen re-reads request i's length to name the argument;
+// kCuSeqlensK / kDsaCuSeqlensK: the running sum written at row i.
+enum LengthCheck : int { kSeqLen, kCuSeqlensK, kDsaCuSeqlensK };
+
+SGL_FAILURE_PATH void fail_length(const DsaGenParams& p, int kind, int64_t i) {
+  if (kind == kSeqLen) {
+    const int64_t seq = p.seq_lens[i];
+    const bool seq_lens_in_int32_range = length_fits(seq);
+    SGL_DEVICE_CHECK(seq_lens_in_int32_range,
+                     "fused_dsa_metadata: seq_lens[%lld] = %lld is negative or does not fit int32",
+                     (long long)i, (long long)seq);
+    const bool cache_seqlens_in_int32_range = cache_len_fits(p, seq);
+    SGL_DEVICE_CHECK(cache_seqlens_in_int32_range,
+                     "fused_dsa_metadata: seq_lens[%lld] + next_n = %lld does not fit int32 "
+                     "cache_seqlens",
+                     (long long)i, (long long)(seq + p.next_n));
+  }
+  const bool cu_seqlens_k_fits_int32 = kind != kCuSeqlensK;
+  SGL_DEVICE_CHECK(cu_seqlens_k_fits_int32,
+                   "fused_dsa_metadata: cache_seqlens[0..%lld] summed (cu_seqlens_k[%lld]) does "
+                   "not fit int32",
+                   (long long)i, (long long)(i + 1));
+  const bool dsa_cu_seqlens_k_fits_int32 = kind != kDsaCuSeqlensK;
+  SGL_DEVICE_CHECK(dsa_cu_seqlens_k_fits_int32,
+                   "fused_dsa_metadata: dsa_cache_seqlens[0..%lld] summed (dsa_cu_seqlens_k[%lld]) "
+                   "does not fit int32",
+                   (long long)i, (long long)(i + 1));
+  __trap();
+}
+
+__device__ __forceinline__ void check_length(const DsaGenParams& p, bool ok, int kind, int64_t i) {
+  if (__builtin_expect(!ok, 0)) fail_length(p, kind, i);
+}
+
 // Draft-extend: request r's expanded rows. `start` is the exclusive prefix of
 // extend_len over the requests before r (<= n after capping).
 __device__ __forceinline__ int64_t draft_rows(const DsaGenParams& p, int64_t r, int64_t start) {
@@ -124,10 +158,13 @@ __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
   for (int64_t base = 0; base < p.bs; base += kTile) {
     int32_t c[kItems];
     uint32_t v[kItems], dv[kItems];
+    bool fits[kItems];
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int64_t r = base + threadIdx.x * kItems + i;
-      c[i] = r < p.bs ? cache_len(p, to_i32(p.seq_lens[r])) : 0;
+      const int64_t seq = r < p.bs ? p.seq_lens[r] : 0;
+      fits[i] = cache_len_fits(p, seq);
+      c[i] = cache_len(p, to_i32(seq));
       v[i] = static_cast<uint32_t>(c[i]);
       dv[i] = static_cast<uint32_t>(min_i32(c[i], p.topk));
     }
@@ -142,6 +179,10 @@ __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
     for (int i = 0; i < kItems; ++i) {
       const int64_t r = base + threadIdx.x * kItems + i;
       if (r >= p.bs) break;
+      check_length(p, fits[i], kSeqLen, r);
+      check_length(p, running_sum_fits(carry + v[i]), kCuSeqlensK, r);
+      if (p.mode == kDsaGenDecode)
+        check_length(p, running_sum_fits(dsa_carry + dv[i]), kDsaCuSeqlensK, r);
       for (int s = 0; s < p.num_sets; ++s) {
         const DsaGenSet& d = p.set[s];
         d.cache_seqlens[r] = c[i];
@@ -184,7 +225,9 @@ __device__ void scan_verify_rows(const DsaGenParams& p, ScanSmem& sm) {
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
       const int64_t e = base + threadIdx.x * kItems + i;
-      if (e < p.n) write_expanded(p, e, len[i], min_i32(len[i], p.topk), carry + dv[i]);
+      if (e >= p.n) break;
+      check_length(p, running_sum_fits(carry + dv[i]), kDsaCuSeqlensK, e);
+      write_expanded(p, e, len[i], min_i32(len[i], p.topk), carry + dv[i]);
     }
     carry += total;
     __syncthreads();
@@ -232,6 +275,7 @@ __device__ void scan_draft_rows(const DsaGenParams& p, ScanSmem& sm) {
         const int32_t len = draft_extend_len(seq[i], raw_ext[i], j);
         const int32_t dsa = min_i32(len, p.topk);
         cu += static_cast<uint32_t>(dsa);
+        check_length(p, running_sum_fits(cu), kDsaCuSeqlensK, start + j);
         write_expanded(p, start + j, len, dsa, cu);
       }
     }
@@ -243,7 +287,9 @@ __device__ void scan_draft_rows(const DsaGenParams& p, ScanSmem& sm) {
   const int32_t dsa = min_i32(len, p.topk);
   for (int64_t e = start_carry + threadIdx.x; e < p.n; e += kThreads) {
     const uint32_t k = static_cast<uint32_t>(e - start_carry + 1);
-    write_expanded(p, e, len, dsa, dsa_carry + k * static_cast<uint32_t>(dsa));
+    const uint32_t cu = dsa_carry + k * static_cast<uint32_t>(dsa);
+    check_length(p, running_sum_fits(cu), kDsaCuSeqlensK, e);
+    write_expanded(p, e, len, dsa, cu);
   }
 }
 

@@ -88,6 +88,16 @@ SGL_HD int32_t cache_len(const DsaGenParams& p, int32_t seq) {
   return p.mode == kDsaGenTargetVerify ? add_i32(seq, p.next_n) : seq;
 }
 
+// Lengths (common/index_array.h): seq_lens[r] and cache_seqlens[r] (+ next_n
+// in TARGET_VERIFY) lie in [0, 2**31 - 1], and so do the running sums
+// cu_seqlens_k and dsa_cu_seqlens_k. Every expanded length then fits too: at
+// most its request's cache length (seq + j + 1 <= seq + next_n in verify,
+// seq - ext + j + 1 <= seq in draft-extend). Draft-extend's clamp at 0 (a
+// padded request shorter than its extend length) is upstream's, not an error.
+SGL_HD bool cache_len_fits(const DsaGenParams& p, int64_t seq) {
+  return length_fits(seq) && length_fits(seq + (p.mode == kDsaGenTargetVerify ? p.next_n : 0));
+}
+
 // Columns of request r's page rows: its cache length clamped to [0, max_cols].
 SGL_HD int64_t live_len(const DsaGenParams& p, int32_t cache) {
   return cache <= 0 ? 0 : min_i64(cache, p.max_cols);
@@ -114,7 +124,8 @@ SGL_HD int32_t draft_extend_len(int32_t seq, int64_t ext, int64_t j) {
 SGL_HD int32_t min_i32(int32_t a, int32_t b) { return a < b ? a : b; }
 
 // CPU kernel: throws std::runtime_error (before writing anything) on a request
-// index outside req_to_token or a negative extend length.
+// index outside req_to_token, a negative extend length or a length (or sum of
+// lengths) outside [0, 2**31 - 1].
 void fused_dsa_metadata_cpu(const DsaGenParams& p);
 
 // CUDA launcher; `stream` is a cudaStream_t. Returns nullptr on success, else

@@ -13,8 +13,8 @@
 //      field's destinations allow it: they take K times the source's bytes).
 // Adjacent threads take adjacent 16-byte pieces of a row, so loads and stores
 // are coalesced. Per-thread state is a few registers, so 6 blocks of 256
-// threads fit on an SM: the earlier per-element unit walk needed 62 registers
-// (half occupancy) and reached ~80% of copy bandwidth on large copies.
+// threads fit on an SM (a per-element walk needs some 62 registers: half the
+// occupancy, and well short of copy bandwidth on large copies).
 
 #include "common/cuda_utils.cuh"
 #include "common/sm_count.h"

@@ -1,9 +1,9 @@
 // kv_read_page_table / kv_read_token_stream: CPU kernels. Same results as the
 // CUDA kernels; every hostile device value (a request index outside
-// req_to_token, a negative window start, a slot whose virtual page lies past
-// v2p, an id that does not fit out's dtype, a CSR row outside its slot) raises
-// std::runtime_error before anything is written, where CUDA trips a
-// device-side assert.
+// req_to_token, a negative window start, a length outside [0, 2**31 - 1], a
+// slot whose virtual page lies past v2p, an id that does not fit out's dtype,
+// a CSR row outside its slot) raises std::runtime_error before anything is
+// written, where CUDA trips a device-side assert.
 #include <sstream>
 #include <stdexcept>
 
@@ -23,7 +23,8 @@ template <typename... Args>
   throw std::runtime_error(msg.str());
 }
 
-// The row scalars both forms check for every row b < bs, whatever its length.
+// The row scalars both forms check for every row b < bs, whatever its length
+// (the request index, the window start, the lengths).
 struct Row {
   int64_t req;
   int64_t start;
@@ -37,6 +38,13 @@ Row check_row(const char* op, const KvReadSource& s, int64_t b) {
          s.pool_size, ")");
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
   if (start < 0) fail(op, "kv_start_idx[", b, "] = ", start, " is negative");
+  const int64_t seq = s.seq_lens[b];
+  if (!length_fits(seq))
+    fail(op, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+  const int64_t len = window_len(s, seq);
+  if (!length_fits(len))
+    fail(op, "seq_lens[", b, "] + seq_len_delta = ", len,
+         len < 0 ? " is negative" : " does not fit int32");
   return {req, start, s.req_to_token + req * s.req_to_token_stride};
 }
 

@@ -16,26 +16,19 @@
 // (token stream) issues all its first-level loads, then all its second-level
 // loads, before it uses any of them. The first-level loads are evict-first
 // (load_once): each req_to_token sector is read once, while a v2p sector (4
-// entries) is read about twice at bs 256 x 2048 pages; keeping v2p in L2 took
-// a bare gather from 18.9 to 17.5 us on the H200 with L2 flushed (SGLang's
-// Triton kernel: 18.9; results/h200_2026-12-01-s4/diag_probe_layout*.log).
+// entries) is read by several pages, so v2p is what L2 should keep.
 //
 // Page table: 256-thread blocks, one column per thread and block step (see
 // kColsPerThread), so a warp's stores cover 32 consecutive columns; a 2-D
 // grid (row = blockIdx.x, share = blockIdx.y) so no block divides its index.
 //
 // Block order (both forms): the row is the fastest-varying part of the block
-// index. The first wave hands SM j the blocks j, j + #SMs, j + 2 #SMs, ...; with
-// the share fastest (block = row * shares + share) and #SMs a multiple of the
-// shares (132 = 4 x 33 on the H200, 4 shares a row at bs 256), every block of
-// an SM got the same share: the SMs holding share 0 (live in every row) did
-// all the gathering of short rows and most of long ones while the others
-// idled. Row fastest spreads each share over all SMs (H200: token stream at
-// bs 256, contexts <= 8k, 11.6 -> 7.0 us; page table at bs 256 x 2048 pages,
-// full lengths, 20.0 -> 19.4 us; results/h200_2026-12-01-s4/). The TRT-LLM
-// update and page-table builder keep the share fastest: there the row-fastest
-// order measured up to 15% slower on full-width rows and faster only at bs 1
-// (by 0.1-0.3 us, within run-to-run spread).
+// index. The first wave hands SM j the blocks j, j + #SMs, j + 2 #SMs, ...;
+// with the share fastest and #SMs a multiple of the shares per row, every
+// block of an SM would get the same share, and the SMs holding share 0 (live
+// in every row) would do most of the gathering while the others idle. Row
+// fastest spreads each share over all SMs. (The TRT-LLM update and page-table
+// builder keep the share fastest: their full-width rows favour it.)
 // Token stream: one warp per chunk of 32 pages: lane j gathers and translates
 // page j of the chunk, then the warp writes the chunk's ids (page_size per
 // page, contiguous in out) with 16-byte vector stores, each id taking its
@@ -53,28 +46,19 @@ namespace {
 constexpr int kThreads = 128;  // token stream
 // Page table: 256-thread blocks of one column per thread. 256 threads halve
 // the blocks of short rows against 128, each of which pays the row's scalar
-// loads and checks before it finds nothing to do (ncu, bs 256 at contexts
-// <= 8k: the instruction issue of those blocks, not DRAM, set the time).
-// Columns per thread, A/B on the H200 at bs 256 x 2048 pages: 2 beat 4 and 8
-// (13.0 / 13.4 / 14.5 us, an earlier A/B); with the later grid order and
-// evict-first loads 1 beat 2 (verify rows 13.4-13.8 vs 14.2 us, bs 256 x 8192
-// p16 30.5-31.0 vs 31.1-31.5; short rows level; results/h200_2026-12-01-s5/
-// call2_ops_*): the more threads hold one gather each, the sooner the
-// gathers are all in flight. -DSGL_META_KV_COLS_PER_THREAD=N rebuilds for an
-// A/B run.
+// loads and checks before it finds nothing to do (at short rows under a wide
+// table the instruction issue of those blocks, not DRAM, sets the time); one
+// column per thread puts every gather in flight at once: the more threads
+// hold one gather each, the sooner all are in flight.
 constexpr int kPageThreads = 256;
-#ifndef SGL_META_KV_COLS_PER_THREAD
-#define SGL_META_KV_COLS_PER_THREAD 1
-#endif
-constexpr int kColsPerThread = SGL_META_KV_COLS_PER_THREAD;
+constexpr int kColsPerThread = 1;
 constexpr int64_t kColsPerBlock = kPageThreads * kColsPerThread;
 // Grid x = the row (up to 2^31 - 1 rows), y = a block's share of its row.
 constexpr int64_t kMaxGridRows = INT32_MAX;
 // Page table: columns are 32-bit. A block step covers kColsPerBlock columns,
 // so with at most kMaxShares blocks a row one loop trip advances at most
 // kMaxShares * kColsPerBlock (<= 2^20) columns, and every column index the
-// loop forms stays below 2^31. (The documented limit stays 2^31 - 1 - 2^20
-// whatever the columns per thread.)
+// loop forms stays below 2^31 (the documented limit is 2^31 - 1 - 2^20).
 constexpr int64_t kMaxShares = 2048;
 constexpr int64_t kMaxTrip = int64_t{1} << 20;
 static_assert(kMaxShares * kColsPerBlock <= kMaxTrip, "one loop trip must stay below 2^20 columns");
@@ -85,10 +69,8 @@ constexpr int64_t kPagesPerChunk = 32;  // token stream: one page per lane
 // SM, the latter fixed by __launch_bounds__: at most 32 registers a thread);
 // past it a block loops over several steps of its row. The grid is sized from
 // the static width, so at short rows most blocks are launched only to leave:
-// one wave bounds them (at bs 256 and 8192 columns, 4 blocks a row instead of
-// 16: 1.56x -> 1.11x of the bare gather on the H200) while one wave of gathers
-// already keeps DRAM busy (SGLang's Triton kernel caps its grid at 1024
-// programs for the same reason).
+// one wave bounds them, while one wave of gathers already keeps DRAM busy
+// (SGLang's Triton kernel caps its grid at 1024 programs for the same reason).
 constexpr int kPageBlocksPerSm = 2048 / kPageThreads;
 constexpr int kStreamBlocksPerSm = 2048 / kThreads;  // the 32-bit (kSmall) kernels
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -106,7 +88,7 @@ constexpr int64_t kSmallPage = (INT32_MAX - 1024) / kPagesPerChunk;
 // (the named flags are false), print the value and trip the assert.
 template <bool kStream>
 __device__ __noinline__ void fail_row(const KvReadSource& s, uint32_t row, int64_t req,
-                                      int64_t start) {
+                                      int64_t start, int64_t seq) {
   const bool req_pool_indices_in_range = req >= 0 && req < s.pool_size;
   const bool kv_start_idx_non_negative = start >= 0;
   if (kStream) {
@@ -124,6 +106,15 @@ __device__ __noinline__ void fail_row(const KvReadSource& s, uint32_t row, int64
     SGL_DEVICE_CHECK(kv_start_idx_non_negative, PAGE_OP ": kv_start_idx[%u] = %lld is negative",
                      row, (long long)start);
   }
+  const char* op = kStream ? STREAM_OP : PAGE_OP;
+  const bool seq_lens_in_int32_range = length_fits(seq);
+  SGL_DEVICE_CHECK(seq_lens_in_int32_range, "%s: seq_lens[%u] = %lld is negative or does not fit int32",
+                   op, row, (long long)seq);
+  const int64_t len = window_len(s, seq);
+  const bool window_length_in_int32_range = length_fits(len);
+  SGL_DEVICE_CHECK(window_length_in_int32_range,
+                   "%s: seq_lens[%u] + seq_len_delta = %lld is negative or does not fit int32", op, row,
+                   (long long)len);
 }
 
 template <bool kStream>
@@ -171,10 +162,9 @@ __device__ __noinline__ void fail_page_column(const KvReadPageTableParams& p, ui
 // their entry, the rest below `limit` (zero_tail) the sink 0. Returns k of the
 // first column that failed a check (its virtual page outside v2p: never
 // loaded; or an entry past int32), else -1. Columns are 32-bit (the launcher
-// caps them) and the pointers advance by increments: with 64-bit column math
-// at the 32-register cap the loop re-read its parameters and recomputed the
-// row's addresses on every trip (ncu: 2.2x the instructions of SGLang's
-// Triton kernel for the same gathers).
+// caps them) and the pointers advance by increments: 64-bit column math at
+// the 32-register cap makes the loop re-read its parameters and recompute the
+// row's addresses on every trip.
 // kShift: a power-of-two page of at most 2^30 (the slot's page is a shift).
 template <bool kShift>
 __device__ __forceinline__ int page_step(const KvReadSource& s, const int32_t* src,
@@ -219,19 +209,15 @@ __device__ __forceinline__ int page_step(const KvReadSource& s, const int32_t* s
 // and a power-of-two page of at most 2^30 in rows shorter than 2^31 (the
 // launcher picks it, and the dtypes kReq64 / kSeq64 of req_pool_indices and
 // seq_lens); the general path is then compiled out of the kernel, not
-// branched around (as a branch: 1.11x of the bare gather at bs 256 x 2048
-// pages of 64, contexts <= 8k; as a kernel of its own 1.09x, with the typed
-// loads and the short live-column math below 1.07x).
+// branched around: the fast kernel's short path (typed loads, the live-column
+// math below) is what keeps short rows near the bare gather's cost.
 template <bool kFast, bool kReq64, bool kSeq64>
 __device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_t row,
                                          uint32_t first_step, uint32_t steps) {
   const KvReadSource& s = p.src;
   // Every thread loads the row's scalars (one broadcast load per warp, all
-  // issued before any is used: one latency) and derives the live columns.
-  // (Thread 0 doing it for the block, through shared memory and a barrier,
-  // saved instructions of short rows when the grid's block order left them
-  // on a quarter of the SMs. With the row fastest, one A/B run: bs 1 2.97 ->
-  // 2.59 us this way, bs 256 rows within 0.1-0.2 us either way.)
+  // issued before any is used: one latency) and derives the live columns:
+  // no barrier or shared-memory round trip stands before the gathers.
   // (The fast kernels know the dtypes: one plain load each, where the
   // run-time dtype costs two predicated loads and their addresses.)
   const int64_t req = kFast ? s.req_pool_indices.at<kReq64>(row) : s.req_pool_indices[row];
@@ -239,15 +225,11 @@ __device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_
   const int64_t start = !kFast && s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
   int64_t n;
   if (kFast) {
-    // live_columns in a few instructions where the general path (saturating
-    // add, a window, any page size) takes some 60 in a chain that every
+    // live_columns in a few instructions where the general path (a window,
+    // any page size) takes several times as many, in a chain that every
     // thread runs before it can leave: at short rows under a wide table most
     // threads only run this prologue and leave, so its length, not DRAM, sets
-    // the time. H200, op_shapes' alternating replays, two runs each
-    // (results/h200_2026-12-01-s6/): bs 256 x 2048 pages of 64 at contexts
-    // <= 8k 1.09x -> 1.07x of the bare gather (71 -> 47 instructions before
-    // a thread with nothing to write leaves), bs 1 1.05-1.06x -> 1.05x; a
-    // build without any check (the row's, v2p's) measured the same 1.07x.
+    // the time. (The checks cost nothing measurable next to it.)
     // seq + delta is formed only where it lies in (0, row_len) (|delta| <
     // 2^31, row_len < 2^31: no overflow for any int64 seq); past the row, the
     // row caps the tokens.
@@ -258,9 +240,9 @@ __device__ __forceinline__ void page_row(const KvReadPageTableParams& p, uint32_
   } else {
     n = live_columns(p, seq, start);
   }
-  if (req < 0 || req >= s.pool_size || (!kFast && start < 0)) {
+  if (req < 0 || req >= s.pool_size || (!kFast && start < 0) || !window_fits(s, seq)) {
     // every block checks its row, whatever the lengths (as on the CPU)
-    if (threadIdx.x == 0) fail_row<false>(s, row, req, start);
+    if (threadIdx.x == 0) fail_row<false>(s, row, req, start, seq);
     return;
   }
   // Both fit int32: n <= limit <= the launch's columns <= kMaxColumns.
@@ -447,8 +429,8 @@ __global__ void __launch_bounds__(kThreads, kSmall ? kStreamBlocksPerSm : 1)
   // inside [lo, hi) and inside out, with 0 <= lo <= hi, so no two rows
   // overlap), and so does every block that writes.
   if (blk != 0 && first_chunk >= chunks) return;
-  if (req < 0 || req >= s.pool_size || start < 0) {
-    fail_row<true>(s, row, req, start);
+  if (req < 0 || req >= s.pool_size || start < 0 || !window_fits(s, seq)) {
+    fail_row<true>(s, row, req, start, seq);
     return;
   }
   if (lo < 0 || hi < lo || (n > 0 && (n > hi - lo || lo > p.out_size - n))) {

@@ -94,10 +94,19 @@ struct KvReadTokenStreamParams {
   int64_t out_max = 0;   // INT32_MAX or INT64_MAX
 };
 
-SGL_HD int64_t add_sat(int64_t a, int64_t b) {
-  if (b > 0 && a > INT64_MAX - b) return INT64_MAX;
-  if (b < 0 && a < INT64_MIN - b) return INT64_MIN;
-  return a + b;
+// Lengths (common/index_array.h): seq_lens[b] and row b's window length
+// seq_lens[b] + seq_len_delta must both lie in [0, 2**31 - 1]; 0 means an
+// empty row. The window length wraps in uint64 so that a hostile seq_lens
+// value stays defined arithmetic: the checks reject it, and until they have
+// (the CUDA blocks that only size their work) it can only shrink or cap what
+// is written, never send an access out of bounds.
+SGL_HD int64_t window_len(const KvReadSource& s, int64_t seq_len) {
+  return static_cast<int64_t>(static_cast<uint64_t>(seq_len) +
+                              static_cast<uint64_t>(s.seq_len_delta));
+}
+
+SGL_HD bool window_fits(const KvReadSource& s, int64_t seq_len) {
+  return length_fits(seq_len) && length_fits(window_len(s, seq_len));
 }
 
 // Tokens of row b's window that lie inside its req_to_token row: a window
@@ -108,19 +117,18 @@ SGL_HD int64_t row_tokens_left(const KvReadSource& s, int64_t start) {
   return start < 0 || start >= s.row_len ? 0 : s.row_len - start;
 }
 
-// Page-table columns of row b: min(ceil(max(seq_len + delta, 0) / page_size),
+// Page-table columns of row b: min(ceil(max(window_len, 0) / page_size),
 // max_pages, columns whose first token lies inside the row).
 // (ceil is monotone, so the min of the two column counts is the column count
 // of the min: one division, in 32 bits for any row shorter than 2^31.)
 SGL_HD int64_t live_columns(const KvReadPageTableParams& p, int64_t seq_len, int64_t start) {
-  const int64_t tokens =
-      min_i64(add_sat(seq_len, p.src.seq_len_delta), row_tokens_left(p.src, start));
+  const int64_t tokens = min_i64(window_len(p.src, seq_len), row_tokens_left(p.src, start));
   return min_i64(p.src.div.ceil(tokens), p.max_pages);
 }
 
-// Token-stream ids of row b: min(max(seq_len + delta, 0), tokens left in the row).
+// Token-stream ids of row b: min(max(window_len, 0), tokens left in the row).
 SGL_HD int64_t live_tokens(const KvReadSource& s, int64_t seq_len, int64_t start) {
-  const int64_t len = add_sat(seq_len, s.seq_len_delta);
+  const int64_t len = window_len(s, seq_len);
   return len <= 0 ? 0 : min_i64(len, row_tokens_left(s, start));
 }
 

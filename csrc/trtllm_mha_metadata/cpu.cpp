@@ -1,10 +1,11 @@
 // update_trtllm_mha_graph_metadata(_multi): CPU kernel. Same results as the
-// CUDA kernel; hostile device values raise (before anything is written)
-// instead of tripping a device assert.
+// CUDA kernel; hostile device values and lengths raise (before anything is
+// written) instead of tripping a device assert.
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "trtllm_mha_metadata/params.h"
 
@@ -37,7 +38,7 @@ std::string indexed(const char* name, int64_t i) {
 
 // Columns row i gathers: the widest live prefix over the sets.
 int64_t gathered_columns(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, int num_sets,
-                         uint32_t base) {
+                         uint64_t base) {
   int64_t cols = 0;
   for (int s = 0; s < num_sets; ++s)
     cols = std::max(cols, columns_to_write(in, set_seqlen(base, sets[s].seqlen_offset)));
@@ -100,16 +101,86 @@ void validate(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, int num_sets
   }
 }
 
+// A length that breaks the contract of params.h: "<what> = <value> is
+// negative" or "... does not fit int32 <out>".
+[[noreturn]] void bad_length(const TrtllmMhaInputs& in, const std::string& what,
+                             const std::string& value, bool negative, const std::string& out) {
+  std::ostringstream msg;
+  msg << op_name(in) << ": " << what << " = " << value;
+  if (negative)
+    msg << " is negative";
+  else
+    msg << " does not fit int32 " << out;
+  throw std::runtime_error(msg.str());
+}
+
+// The name of set s's scalar or output: `name` for the single op, name[s] for
+// the multi op (whose arguments are lists).
+std::string of_set(const TrtllmMhaInputs& in, const char* name, int s) {
+  return in.multi ? indexed(name, s) : std::string(name);
+}
+
+// "<terms>[0..i] summed (<sum>[i + 1])", of set s (-1: not per set).
+std::string summed(const TrtllmMhaInputs& in, const char* terms, const char* sum, int s,
+                   int64_t i) {
+  const std::string t = s < 0 ? std::string(terms) : of_set(in, terms, s);
+  const std::string u = s < 0 ? std::string(sum) : of_set(in, sum, s);
+  return t + "[0.." + std::to_string(i) + "] summed (" + u + "[" + std::to_string(i + 1) + "])";
+}
+
+// Every length and running sum, in row order (the messages give exact values,
+// the decisions are the CUDA kernel's predicates: the same inputs fail).
+void validate_lengths(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, int num_sets) {
+  std::vector<int64_t> k_sum(num_sets, 0);
+  int64_t q_sum = 0;
+  for (int64_t i = 0; i < in.bs; ++i) {
+    const int64_t seq = in.seq_lens[i];
+    if (!length_fits(seq))
+      bad_length(in, indexed("seq_lens", i), std::to_string(seq), seq < 0, "cache_seqlens");
+    if (in.q_mode == kQModeCumsum) {
+      const int64_t q = in.qlens[i];
+      if (!length_fits(q)) bad_length(in, indexed("qlens", i), std::to_string(q), q < 0, "cu_seqlens_q");
+      q_sum += q;
+      if (q_sum > INT32_MAX)
+        bad_length(in, summed(in, "qlens", "cu_seqlens_q", -1, i), std::to_string(q_sum), false,
+                   "cu_seqlens_q");
+    }
+    const int64_t row_off = in.seqlen_offsets.present() ? in.seqlen_offsets[i] : 0;
+    const uint64_t base = base_seqlen(in, i);
+    for (int s = 0; s < num_sets; ++s) {
+      const int32_t off = sets[s].seqlen_offset;
+      if (set_seqlen_fits(base, off)) {
+        k_sum[s] += set_seqlen(base, off);
+        if (k_sum[s] > INT32_MAX)
+          bad_length(in, summed(in, "cache_seqlens", "cu_seqlens_k", s, i),
+                     std::to_string(k_sum[s]), false, of_set(in, "cu_seqlens_k", s));
+        continue;
+      }
+      std::string what = indexed("seq_lens", i);
+      if (in.seqlen_offsets.present()) what += " + " + indexed("seqlen_offsets", i);
+      what += " + " + of_set(in, "seqlen_offset", s);
+      // seq + off fits int64 (seq passed length_fits); adding the per-row
+      // offset may not: then the terms are given instead of the sum.
+      int64_t len;
+      const bool exact = !__builtin_add_overflow(seq + off, row_off, &len);
+      const std::string value =
+          exact ? std::to_string(len)
+                : std::to_string(seq) + " + " + std::to_string(row_off) + " + " + std::to_string(off);
+      bad_length(in, what, value, exact ? len < 0 : row_off < 0, of_set(in, "cache_seqlens", s));
+    }
+  }
+}
+
 }  // namespace
 
 void update_trtllm_mha_metadata_cpu(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets,
                                     int num_sets) {
+  validate_lengths(in, sets, num_sets);
   // skip_page_table reads no index (the CUDA launch is the scan alone), so
   // nothing can be out of range.
   if (!in.skip_page_table) validate(in, sets, num_sets);
 
-  // cache_seqlens and the cumulative sums (int32 wrap-around, like the eager
-  // int32 cast of torch.cumsum).
+  // cache_seqlens and the cumulative sums (every value fits int32: checked).
   for (int s = 0; s < num_sets; ++s) {
     const TrtllmMhaDest& d = sets[s];
     uint32_t k_sum = 0, q_sum = 0;
@@ -135,7 +206,7 @@ void update_trtllm_mha_metadata_cpu(const TrtllmMhaInputs& in, const TrtllmMhaDe
   const bool swa_table = sets[0].swa_page_table != nullptr;
   for (int64_t i = 0; i < in.bs; ++i) {
     const int32_t* row_in = in.req_to_token + in.req_pool_indices[i] * in.req_to_token_stride;
-    const uint32_t base = base_seqlen(in, i);
+    const uint64_t base = base_seqlen(in, i);
     const int64_t cols = gathered_columns(in, sets, num_sets, base);
     for (int64_t c = 0; c < cols; ++c) {
       const int32_t slot = row_in[c * in.page.page_size];

@@ -31,7 +31,11 @@
 //   high divisor, slot / page_size in 32-bit (shift for powers of two), never
 //   a 64-bit divide on the hot path.
 // * assert code: the printf + assert of a failed check live out of line
-//   (SGL_DEVICE_CHECK_COLD), the hot path keeps a compare and a branch.
+//   (SGL_DEVICE_CHECK_COLD, SGL_FAILURE_PATH), the hot path keeps a compare
+//   and a branch.
+// * length checks (params.h): each running sum is checked by its sign as it
+//   is written; the lengths themselves after the scan (check_lengths), so
+//   that their 64-bit values never add to the scan's registers.
 //
 // Cost model at large sizes: each page-table element gathers one int32 from
 // its own sector of req_to_token (page boundaries are page_size * 4 bytes
@@ -42,22 +46,15 @@
 #include "common/fast_div.h"
 #include "trtllm_mha_metadata/params.h"
 
-// Page-table columns per thread of a page block; -DSGL_META_MHA_PAGES_PER_THREAD=N
-// (e.g. through NVCC_APPEND_FLAGS) rebuilds with another value for an A/B run.
-// One beat two on the H200 (bs 256 x 2048 pages of 64: 12.9-13.2 vs 14.7 us,
-// live pages 8.1-8.2 vs 9.5-9.7; bs 1 level; results/h200_2026-12-01-s5/
-// call2_ops_*): twice the threads, each with one gather, get all the
-// gathers in flight sooner.
-#ifndef SGL_META_MHA_PAGES_PER_THREAD
-#define SGL_META_MHA_PAGES_PER_THREAD 1
-#endif
-
 namespace sgl_meta {
 namespace {
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr int kPagesPerThread = SGL_META_MHA_PAGES_PER_THREAD;
+// Page-table columns per thread of a page block: one gather per thread puts
+// every gather of a block in flight at once (on the H200 one column per
+// thread is faster than two at bs 256 x 2048 pages, level at bs 1).
+constexpr int kPagesPerThread = 1;
 constexpr int64_t kPagesPerBlock = int64_t{kThreads} * kPagesPerThread;
 constexpr int kOutPerThread = 4;
 constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
@@ -85,6 +82,7 @@ struct ScanArgs {
   int32_t* cu_seqlens_k[N];
   int32_t* cu_seqlens_q[N];
   int32_t seqlen_offset[N];
+  bool multi;  // names the op in device messages
 };
 
 // What the page-table and swa_out blocks read besides the scan's inputs.
@@ -118,7 +116,6 @@ struct Args {
   int64_t out_read;  // out_cache_loc entries read: min(max swa_out_len, numel)
   FastDivU32 chunks;  // page-table blocks per row
   uint32_t page_blocks;  // bs * chunks
-  bool multi;  // names the op in device messages
 };
 
 __device__ __forceinline__ const char* op_name(bool multi) {
@@ -136,17 +133,23 @@ __device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
 }
 
 // Row i of every set: cache_seqlens = base + offset, cu_seqlens_k[i + 1] =
-// (sum of bases to i) + (i + 1) * offset, all mod 2**32 (the int32 wrap of the
-// eager path); `k_incl`, `q_incl` are inclusive prefix sums.
+// (sum of bases to i) + (i + 1) * offset, all mod 2**32; `k_incl`, `q_incl`
+// are inclusive prefix sums. Returns kSumBadK / kSumBadQ for the running sums
+// written that do not fit int32 (running_sum_fits: the values are at hand,
+// the check is a compare).
+constexpr uint32_t kSumBadK = 1, kSumBadQ = 2;
+
 template <int N>
-__device__ __forceinline__ void write_scan_row(const ScanArgs<N>& a, int64_t i, uint32_t base,
-                                               uint32_t k_incl, uint32_t q_incl) {
+__device__ __forceinline__ uint32_t write_scan_row(const ScanArgs<N>& a, int64_t i, uint32_t base,
+                                                   uint32_t k_incl, uint32_t q_incl) {
+  bool k_fits = true;
 #pragma unroll
   for (int s = 0; s < N; ++s) {
     const uint32_t off = static_cast<uint32_t>(a.seqlen_offset[s]);
+    const uint32_t cu_k = k_incl + static_cast<uint32_t>(i + 1) * off;
+    k_fits &= running_sum_fits(cu_k);
     a.cache_seqlens[s][i] = static_cast<int32_t>(base + off);
-    a.cu_seqlens_k[s][i + 1] =
-        static_cast<int32_t>(k_incl + static_cast<uint32_t>(i + 1) * off);
+    a.cu_seqlens_k[s][i + 1] = static_cast<int32_t>(cu_k);
     if (a.q_mode == kQModeCumsum) {
       a.cu_seqlens_q[s][i + 1] = static_cast<int32_t>(q_incl);
     } else if (a.q_mode == kQModeStrided) {
@@ -154,13 +157,83 @@ __device__ __forceinline__ void write_scan_row(const ScanArgs<N>& a, int64_t i, 
           static_cast<int32_t>(static_cast<uint32_t>(i + 1) * static_cast<uint32_t>(a.q_stride));
     }
   }
+  const bool q_fits = a.q_mode != kQModeCumsum || running_sum_fits(q_incl);
+  return (k_fits ? 0u : kSumBadK) | (q_fits ? 0u : kSumBadQ);
 }
 
+// The page blocks' row length before the set offsets (mod 2**32: the scan
+// block checks the lengths, a hostile one only changes which in-bounds
+// columns are written before its assert).
 template <int N>
 __device__ __forceinline__ uint32_t scan_base(const ScanArgs<N>& a, int64_t i) {
   uint64_t sum = static_cast<uint64_t>(a.seq_lens[i]);
   if (a.seqlen_offsets.present()) sum += static_cast<uint64_t>(a.seqlen_offsets[i]);
   return static_cast<uint32_t>(sum);
+}
+
+// The length checks of one row on the values the scan loaded (seq_lens[i],
+// its per-row offset or 0, qlens[i] or 0 without CUMSUM): seq_lens and qlens
+// lie in [0, 2**31 - 1] and so does every set's cache_seqlens. Sets `fits`
+// and returns the row's base mod 2**32 (what the scan sums).
+template <int N>
+__device__ __forceinline__ uint32_t checked_base(const ScanArgs<N>& a, int64_t seq, int64_t off,
+                                                 int64_t q, bool& fits) {
+  const uint64_t base = static_cast<uint64_t>(seq) + static_cast<uint64_t>(off);
+  fits = length_fits(seq) && length_fits(q);
+#pragma unroll
+  for (int s = 0; s < N; ++s) fits &= set_seqlen_fits(base, a.seqlen_offset[s]);
+  return static_cast<uint32_t>(base);
+}
+
+// A failed length check of the scan (SGL_FAILURE_PATH): rows first + j for
+// the set bits j of `row_bad` (checked_base failed), `k_bad` and `q_bad` (the
+// cu_seqlens_k / cu_seqlens_q value written at that row passed int32).
+// Reports the lowest such row, re-reading its lengths to name the argument.
+template <int N>
+SGL_FAILURE_PATH void fail_scan_rows(const ScanArgs<N>& a, int64_t first, uint32_t row_bad,
+                                     uint32_t k_bad, uint32_t q_bad) {
+  const char* op = op_name(a.multi);
+  const int j = __ffs(row_bad | k_bad | q_bad) - 1;
+  const int64_t i = first + j;
+  if ((row_bad >> j) & 1u) {
+    const int64_t seq = a.seq_lens[i];
+    const bool seq_lens_in_int32_range = length_fits(seq);
+    SGL_DEVICE_CHECK(seq_lens_in_int32_range,
+                     "%s: seq_lens[%lld] = %lld is negative or does not fit int32 cache_seqlens",
+                     op, (long long)i, (long long)seq);
+    const int64_t q = a.q_mode == kQModeCumsum ? a.qlens[i] : 0;
+    const bool qlens_in_int32_range = length_fits(q);
+    SGL_DEVICE_CHECK(qlens_in_int32_range,
+                     "%s: qlens[%lld] = %lld is negative or does not fit int32 cu_seqlens_q", op,
+                     (long long)i, (long long)q);
+    const int64_t off = a.seqlen_offsets.present() ? a.seqlen_offsets[i] : 0;
+    const uint64_t base = static_cast<uint64_t>(seq) + static_cast<uint64_t>(off);
+    for (int s = 0; s < N; ++s) {
+      const bool cache_seqlens_in_int32_range = set_seqlen_fits(base, a.seqlen_offset[s]);
+      SGL_DEVICE_CHECK(cache_seqlens_in_int32_range,
+                       "%s: seq_lens[%lld] + seqlen_offsets[%lld] (%lld) + seqlen_offset (set %d: "
+                       "%d) = %lld is negative or does not fit int32 cache_seqlens",
+                       op, (long long)i, (long long)i, (long long)off, s, a.seqlen_offset[s],
+                       (long long)(base + static_cast<uint64_t>(int64_t{a.seqlen_offset[s]})));
+    }
+  }
+  const bool cu_seqlens_k_fits_int32 = !((k_bad >> j) & 1u);
+  SGL_DEVICE_CHECK(cu_seqlens_k_fits_int32,
+                   "%s: cache_seqlens[0..%lld] summed (cu_seqlens_k[%lld]) does not fit int32", op,
+                   (long long)i, (long long)(i + 1));
+  const bool cu_seqlens_q_fits_int32 = !((q_bad >> j) & 1u);
+  SGL_DEVICE_CHECK(cu_seqlens_q_fits_int32,
+                   "%s: qlens[0..%lld] summed (cu_seqlens_q[%lld]) does not fit int32", op,
+                   (long long)i, (long long)(i + 1));
+  __trap();
+}
+
+// One-row form (a thread that scans one row per pass).
+template <int N>
+__device__ __forceinline__ void check_scan_row(const ScanArgs<N>& a, int64_t i, bool row_fits,
+                                               uint32_t sum_bad) {
+  if (__builtin_expect(!row_fits || sum_bad != 0, 0))
+    fail_scan_rows(a, i, row_fits ? 0u : 1u, sum_bad & kSumBadK, (sum_bad & kSumBadQ) >> 1);
 }
 
 template <int N>
@@ -212,6 +285,7 @@ __device__ __forceinline__ void scan_rows_warp(const ScanArgs<N>& a) {
   if (cumsum) load_rows<kItems>(a.qlens, first, live, q);
   uint32_t k_run = 0, q_run = 0;
   uint32_t k_pre[kItems];
+  uint32_t k_bad = 0, q_bad = 0;  // bit j: a running sum of row first + j passed int32
 #pragma unroll
   for (int j = 0; j < kItems; ++j) {
     if (offsets) base[j] += off[j];  // mod 2**32, as scan_base
@@ -233,14 +307,17 @@ __device__ __forceinline__ void scan_rows_warp(const ScanArgs<N>& a) {
 #pragma unroll
     for (int j = 0; j < kItems; ++j) {
       if (j >= live) break;
+      const uint32_t k = k_off + k_pre[j] + static_cast<uint32_t>(first + j + 1) * so;
+      if (!running_sum_fits(k)) k_bad |= 1u << j;
       cache[j] = static_cast<int32_t>(base[j] + so);
-      cu_k[j] = static_cast<int32_t>(k_off + k_pre[j] + static_cast<uint32_t>(first + j + 1) * so);
+      cu_k[j] = static_cast<int32_t>(k);
     }
     if (cumsum) {
       int32_t* cu_q = a.cu_seqlens_q[s] + first + 1;
 #pragma unroll
       for (int j = 0; j < kItems; ++j) {
         if (j >= live) break;
+        if (!running_sum_fits(q_off + q[j])) q_bad |= 1u << j;
         cu_q[j] = static_cast<int32_t>(q_off + q[j]);
       }
     } else if (a.q_mode == kQModeStrided) {
@@ -253,10 +330,28 @@ __device__ __forceinline__ void scan_rows_warp(const ScanArgs<N>& a) {
       }
     }
   }
+  if (__builtin_expect((k_bad | q_bad) != 0, 0)) fail_scan_rows(a, first, 0u, k_bad, q_bad);
 }
 
 template <int N>
 __device__ void scan_rows_tiles(const ScanArgs<N>& a);
+
+// The lengths' own checks (checked_base) on their 64-bit values, after a
+// scan that loaded only their low words: read again (cache hits), one row per
+// thread and trip. Inside the scans they would double the registers of its
+// loads in flight, more than the page blocks that share the update's kernel
+// use, and cost those blocks occupancy.
+template <int N>
+__device__ __forceinline__ void check_lengths(const ScanArgs<N>& a) {
+  const bool offsets = a.seqlen_offsets.present();
+  const bool cumsum = a.q_mode == kQModeCumsum;
+#pragma unroll 1
+  for (int64_t i = threadIdx.x; i < a.bs; i += blockDim.x) {
+    bool fits;
+    checked_base(a, a.seq_lens[i], offsets ? a.seqlen_offsets[i] : 0, cumsum ? a.qlens[i] : 0, fits);
+    if (__builtin_expect(!fits, 0)) fail_scan_rows(a, i, 1u, 0u, 0u);
+  }
+}
 
 template <int N>
 __device__ void scan_rows(const ScanArgs<N>& a) {
@@ -266,6 +361,7 @@ __device__ void scan_rows(const ScanArgs<N>& a) {
     scan_rows_warp<N, kWarpItems>(a);
   else
     scan_rows_tiles(a);
+  check_lengths(a);
 }
 
 // bs > kWarpScanRows: kScanItems consecutive rows per thread and tile.
@@ -316,7 +412,8 @@ __device__ void scan_rows_tiles(const ScanArgs<N>& a) {
 #pragma unroll
     for (int j = 0; j < kScanItems; ++j) {
       const int64_t i = first + j;
-      if (i < a.bs) write_scan_row(a, i, base[j], k_off + k_pre[j], q_off + q_pre[j]);
+      if (i < a.bs)
+        check_scan_row(a, i, true, write_scan_row(a, i, base[j], k_off + k_pre[j], q_off + q_pre[j]));
     }
     __syncthreads();  // warp_k / warp_q are rewritten by the next tile
   }
@@ -335,7 +432,7 @@ __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
   SGL_DEVICE_CHECK_COLD(req >= 0 && req < in.pool_size,
                         "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) "
                         "= %lld)",
-                        op_name(a.multi), row, (long long)req, (long long)in.pool_size);
+                        op_name(a.scan.multi), row, (long long)req, (long long)in.pool_size);
   int64_t cols[N];
   int64_t cols_max = 0;
 #pragma unroll
@@ -372,7 +469,7 @@ __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
       SGL_DEVICE_CHECK_COLD(!live || vpage < in.v2p_size,
                             "%s: virtual page %lld (req_to_token slot %d // page_size, row %u, "
                             "page %lld) is outside v2p [0, %lld)",
-                            op_name(a.multi), (long long)vpage, slot[k], row, (long long)c,
+                            op_name(a.scan.multi), (long long)vpage, slot[k], row, (long long)c,
                             (long long)in.v2p_size);
       full[k] = live ? load_ro(in.v2p + vpage) : 0;
     } else {
@@ -384,7 +481,7 @@ __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
       SGL_DEVICE_CHECK_COLD(vpage < in.swa_v2p_size,
                             "%s: virtual page %lld (req_to_token slot %d // page_size, row %u, "
                             "page %lld) is outside swa_v2p [0, %lld)",
-                            op_name(a.multi), (long long)vpage, slot[k], row, (long long)c,
+                            op_name(a.scan.multi), (long long)vpage, slot[k], row, (long long)c,
                             (long long)in.swa_v2p_size);
       swa_val[k] = load_ro(in.swa_v2p + vpage);
     } else if (slot[k] >= 0) {
@@ -392,7 +489,7 @@ __device__ void page_block(const Args<N>& a, uint32_t row, uint32_t chunk) {
       SGL_DEVICE_CHECK_COLD(slot[k] < in.swa_mapping_size,
                             "%s: req_to_token slot %d (row %u, page %lld) is outside "
                             "swa_mapping [0, %lld)",
-                            op_name(a.multi), slot[k], row, (long long)c,
+                            op_name(a.scan.multi), slot[k], row, (long long)c,
                             (long long)in.swa_mapping_size);
       swa_val[k] = in.swa_mapping.ldg(slot[k]);
     }
@@ -446,7 +543,7 @@ __device__ void swa_out_block(const Args<N>& a, int64_t block) {
     }
     SGL_DEVICE_CHECK_COLD(loc[k] < in.swa_mapping_size,
                           "%s: out_cache_loc[%lld] = %lld is outside swa_mapping [0, %lld)",
-                          op_name(a.multi), (long long)i, (long long)loc[k],
+                          op_name(a.scan.multi), (long long)i, (long long)loc[k],
                           (long long)in.swa_mapping_size);
     v[k] = in.swa_mapping.ldg(loc[k]);
   }
@@ -485,15 +582,15 @@ __global__ void __launch_bounds__(kThreads, 8)
 template <int N>
 __global__ void __launch_bounds__(kThreads) seqlens_kernel(const __grid_constant__ ScanArgs<N> a) {
   scan_rows_tiles(a);
+  check_lengths(a);
 }
 
 // bs <= kRowScanRows: one row per thread. Every load and store of a warp
 // covers consecutive elements (the one-warp scan's lane-contiguous rows made
 // each of its 8-row loads and stores touch 32 sectors), one warp-shuffle scan
-// per warp, the warp totals through shared memory, one barrier. H200, L2
-// flushed, bs 256 (results/h200_2026-12-01-s3/diag_probe_small.log): 4.03 us,
-// as a bare kernel of this layout, against 4.19 for a bare kernel of the
-// one-warp layout and 4.42 for SGLang's; a 1-element fill kernel took 3.33.
+// per warp, the warp totals through shared memory, one barrier. Where the
+// scan is all the work this layout beats the one-warp scan: its launch costs
+// little more than a one-element fill kernel's.
 constexpr int kRowScanRows = 256;
 constexpr int kRowScanWarps = kRowScanRows / 32;
 
@@ -505,11 +602,12 @@ __global__ void __launch_bounds__(kRowScanRows)
   const bool live = i < a.bs;
   const bool cumsum = a.q_mode == kQModeCumsum;
   // Every load issued before any is used.
-  const uint32_t seq = live ? static_cast<uint32_t>(a.seq_lens[i]) : 0u;
-  const uint32_t off =
-      live && a.seqlen_offsets.present() ? static_cast<uint32_t>(a.seqlen_offsets[i]) : 0u;
-  const uint32_t q = live && cumsum ? static_cast<uint32_t>(a.qlens[i]) : 0u;
-  const uint32_t base = seq + off;  // mod 2**32, as scan_base
+  const int64_t seq = live ? a.seq_lens[i] : 0;
+  const int64_t off = live && a.seqlen_offsets.present() ? a.seqlen_offsets[i] : 0;
+  const int64_t q64 = live && cumsum ? a.qlens[i] : 0;
+  bool fits;
+  const uint32_t base = checked_base(a, seq, off, q64, fits);
+  const uint32_t q = static_cast<uint32_t>(q64);
   const uint32_t k_incl = warp_inclusive_sum(base);
   const uint32_t q_incl = cumsum ? warp_inclusive_sum(q) : 0u;
   if (lane == 31) {
@@ -526,7 +624,7 @@ __global__ void __launch_bounds__(kRowScanRows)
       q_off += warp_q[w];
     }
   }
-  if (live) write_scan_row(a, i, base, k_off + k_incl, q_off + q_incl);
+  if (live) check_scan_row(a, i, fits, write_scan_row(a, i, base, k_off + k_incl, q_off + q_incl));
 }
 
 template <int N>
@@ -589,7 +687,7 @@ const char* launch(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, bool mu
   a.out_read = min_i64(out_len_max, in.out_cache_loc != nullptr ? in.out_cache_loc_size : 0);
   a.chunks = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
   a.page_blocks = static_cast<uint32_t>(page_blocks);
-  a.multi = multi;
+  a.scan.multi = multi;
   const unsigned grid = static_cast<unsigned>(1 + page_blocks + out_blocks);
   const bool plain = a.swa_page_table[0] == nullptr && in.v2p == nullptr && out_blocks == 0;
   if (plain)

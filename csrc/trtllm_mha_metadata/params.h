@@ -63,20 +63,31 @@ struct TrtllmMhaDest {
   int32_t seqlen_offset = 0;  // host-checked to fit int32
 };
 
+// Lengths (common/index_array.h): seq_lens[i] and qlens[i] must lie in
+// [0, 2**31 - 1], every set's cache_seqlens[i] = seq_lens[i] (+
+// seqlen_offsets[i]) + seqlen_offset too, and so must every running sum
+// (cu_seqlens_k, cu_seqlens_q). Offsets may be negative; a result may not.
+
 // The length every set shares before its own seqlen_offset:
-// seq_lens[i] + seqlen_offsets[i], mod 2**32. Summed in uint64 and wrapped
-// like `.to(torch.int32)`: seq_lens is a device value, and a hostile one near
-// the int64 limit made a signed add undefined behaviour.
-SGL_HD uint32_t base_seqlen(const TrtllmMhaInputs& in, int64_t i) {
+// seq_lens[i] + seqlen_offsets[i], wrapping in uint64 (seq_lens is a device
+// value: a signed add of hostile ones would be undefined behaviour).
+SGL_HD uint64_t base_seqlen(const TrtllmMhaInputs& in, int64_t i) {
   uint64_t sum = static_cast<uint64_t>(in.seq_lens[i]);
   if (in.seqlen_offsets.present()) sum += static_cast<uint64_t>(in.seqlen_offsets[i]);
-  return static_cast<uint32_t>(sum);
+  return sum;
 }
 
-// cache_seqlens of one set: int32(base + seqlen_offset) (wraps like the eager
-// int64 sum cast to int32).
-SGL_HD int32_t set_seqlen(uint32_t base, int32_t seqlen_offset) {
-  return static_cast<int32_t>(base + static_cast<uint32_t>(seqlen_offset));
+// Whether base + seqlen_offset lies in [0, 2**31 - 1], for a base whose
+// seq_lens term passed length_fits: the true sum then lies in
+// (-2**63 - 2**31, 2**63 + 2**32), and no value of that range other than
+// [0, 2**31 - 1] itself wraps (mod 2**64) into [0, 2**31 - 1].
+SGL_HD bool set_seqlen_fits(uint64_t base, int32_t seqlen_offset) {
+  return base + static_cast<uint64_t>(static_cast<int64_t>(seqlen_offset)) <= INT32_MAX;
+}
+
+// cache_seqlens of one set: int32(base + seqlen_offset), the value once it fits.
+SGL_HD int32_t set_seqlen(uint64_t base, int32_t seqlen_offset) {
+  return static_cast<int32_t>(static_cast<uint32_t>(base) + static_cast<uint32_t>(seqlen_offset));
 }
 
 // cu_seqlens_q[j] = int32(j * q_stride) for Q_MODE_STRIDED, wrapping like the
@@ -102,7 +113,7 @@ SGL_HD int64_t virtual_page(const Args& in, int32_t slot) {
 }
 
 // CPU kernel for K = num_sets destination sets (throws std::runtime_error on
-// an out-of-range device value, before anything is written).
+// an out-of-range device value or length, before anything is written).
 void update_trtllm_mha_metadata_cpu(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets,
                                     int num_sets);
 

@@ -1,24 +1,49 @@
 // build_trtllm_mha_page_table: CPU kernel. Same results as the CUDA kernel;
-// an out-of-range request index raises instead of tripping a device assert.
+// a hostile request index, length or SWA slot raises instead of tripping a
+// device assert.
 #include <sstream>
 #include <stdexcept>
 
 #include "trtllm_mha_page_table/params.h"
 
 namespace sgl_meta {
+namespace {
+
+template <typename... Args>
+[[noreturn]] void fail(const Args&... args) {
+  std::ostringstream msg;
+  msg << "sgl_meta.build_trtllm_mha_page_table: ";
+  ((msg << args), ...);
+  throw std::runtime_error(msg.str());
+}
+
+}  // namespace
 
 void build_trtllm_mha_page_table_cpu(const TrtllmMhaPageTableParams& p) {
-  // Every row's request index is checked before anything is written, whatever
-  // the row's length (the CUDA kernel checks every row too), so a bad call
-  // leaves the tables untouched here.
+  // Every row's request index and length are checked before anything is
+  // written, whatever the row's length (the CUDA kernel checks every row
+  // too), and every SWA slot a live column reads: a bad call leaves the
+  // tables untouched.
   for (int64_t r = 0; r < p.bs; ++r) {
     const int64_t req = p.req_pool_indices[r];
-    if (req < 0 || req >= p.pool_size) {
-      std::ostringstream msg;
-      msg << "sgl_meta.build_trtllm_mha_page_table: req_pool_indices[" << r
-          << "] = " << req << " is outside [0, req_to_token.size(0) = " << p.pool_size
-          << ")";
-      throw std::runtime_error(msg.str());
+    if (req < 0 || req >= p.pool_size)
+      fail("req_pool_indices[", r, "] = ", req, " is outside [0, req_to_token.size(0) = ",
+           p.pool_size, ")");
+    const int64_t len = p.cache_seqlens[r];
+    if (!length_fits(len))
+      fail("cache_seqlens[", r, "] = ", len,
+           len < 0 ? " is negative" : " does not fit int32");
+  }
+  if (p.swa_page_table != nullptr) {
+    for (int64_t r = 0; r < p.bs; ++r) {
+      const int32_t* row_in = p.req_to_token + p.req_pool_indices[r] * p.req_to_token_stride;
+      const int64_t n = live_pages(p, p.cache_seqlens[r]);
+      for (int64_t c = 0; c < n; ++c) {
+        const int32_t slot = row_in[c * p.page.page_size];
+        if (slot >= p.full_to_swa_size)
+          fail("req_to_token[req_pool_indices[", r, "], ", c, " * page_size] = ", slot,
+               " is outside full_to_swa [0, ", p.full_to_swa_size, ")");
+      }
     }
   }
 
@@ -31,13 +56,8 @@ void build_trtllm_mha_page_table_cpu(const TrtllmMhaPageTableParams& p) {
       row_out[c] = static_cast<int32_t>(p.page.div(row_in[c * step]));
     if (p.swa_page_table == nullptr) continue;
     int32_t* swa_out = p.swa_page_table + r * p.swa_page_table_stride;
-    const int64_t last = p.full_to_swa_size - 1;
-    for (int64_t c = 0; c < n; ++c) {
-      // Clamped lookup: -1 sentinels and slots past the mapping read an end
-      // entry instead of failing (the seed's behaviour, kept by docs/operators/trtllm_mha_metadata.md).
-      const int64_t slot = min_i64(max_i64(row_in[c * step], 0), last);
-      swa_out[c] = static_cast<int32_t>(p.page.div(p.full_to_swa[slot]));
-    }
+    for (int64_t c = 0; c < n; ++c)
+      swa_out[c] = static_cast<int32_t>(p.page.div(p.full_to_swa[swa_index(row_in[c * step])]));
   }
 }
 

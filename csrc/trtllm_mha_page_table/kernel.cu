@@ -21,36 +21,56 @@
 // L1 serves an uncoalesced warp load one cache line per cycle, so chunks are
 // small (kPagesPerBlock columns) to spread a long row over many SMs; blockIdx
 // is split by a multiply-high divisor and slots divided in 32-bit, and the
-// assert's printf lives out of line (SGL_DEVICE_CHECK_COLD).
+// asserts' printf lives out of line (SGL_FAILURE_PATH).
 #include <climits>
 
 #include "common/cuda_utils.cuh"
 #include "common/fast_div.h"
 #include "trtllm_mha_page_table/params.h"
 
-// Columns per thread and chunk; -DSGL_META_PT_PAGES_PER_THREAD=N (e.g. through
-// NVCC_APPEND_FLAGS) rebuilds with another value for an A/B measurement. One
-// beat two on the H200 (bs 256 x 2048 pages of 64: 8.6-9.1 vs 9.6 us; bs 1:
-// level; results/h200_2026-12-01-s5/call2_ops_*): twice the threads, each
-// with one gather, get all the gathers in flight sooner.
-#ifndef SGL_META_PT_PAGES_PER_THREAD
-#define SGL_META_PT_PAGES_PER_THREAD 1
-#endif
-
 namespace sgl_meta {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kPagesPerThread = SGL_META_PT_PAGES_PER_THREAD;
+// Columns per thread and chunk: one gather per thread puts every gather of a
+// block in flight at once (faster than two per thread at bs 256 x 2048 pages
+// on the H200, level at bs 1).
+constexpr int kPagesPerThread = 1;
 constexpr int64_t kPagesPerBlock = int64_t{kThreads} * kPagesPerThread;
 // Past this many blocks (about two waves of 128-thread blocks on an H100/H200)
 // a block loops over several chunks of its row instead, so very wide tables of
 // mostly short rows (page_size 1, long contexts) do not launch mostly dead blocks.
 constexpr int64_t kMaxBlocks = 4096;
 
+// Failure paths (SGL_FAILURE_PATH).
+SGL_FAILURE_PATH void fail_row(const TrtllmMhaPageTableParams& p, uint32_t row, int64_t req,
+                               int64_t len) {
+  const bool req_pool_indices_in_range = req >= 0 && req < p.pool_size;
+  SGL_DEVICE_CHECK(req_pool_indices_in_range,
+                   "build_trtllm_mha_page_table: req_pool_indices[%u] = %lld is outside [0, "
+                   "req_to_token.size(0) = %lld)",
+                   row, (long long)req, (long long)p.pool_size);
+  const bool cache_seqlens_in_int32_range = length_fits(len);
+  SGL_DEVICE_CHECK(cache_seqlens_in_int32_range,
+                   "build_trtllm_mha_page_table: cache_seqlens[%u] = %lld is negative or does not "
+                   "fit int32",
+                   row, (long long)len);
+  __trap();
+}
+
+SGL_FAILURE_PATH void fail_swa_slot(const TrtllmMhaPageTableParams& p, uint32_t row, int32_t slot,
+                                    int64_t c) {
+  const bool slot_inside_full_to_swa = slot < p.full_to_swa_size;
+  SGL_DEVICE_CHECK(slot_inside_full_to_swa,
+                   "build_trtllm_mha_page_table: req_to_token slot %d (row %u, page %lld) is "
+                   "outside full_to_swa [0, %lld)",
+                   slot, row, (long long)c, (long long)p.full_to_swa_size);
+  __trap();
+}
+
 // One kPagesPerBlock-column chunk of row `row_in` -> `out` (and `swa_out`), columns
 // [begin, n) of it.
-__device__ __forceinline__ void gather_chunk(const TrtllmMhaPageTableParams& p,
+__device__ __forceinline__ void gather_chunk(const TrtllmMhaPageTableParams& p, uint32_t row,
                                              const int32_t* row_in, int32_t* out,
                                              int32_t* swa_out,
                                              int64_t begin, int64_t n) {
@@ -65,16 +85,18 @@ __device__ __forceinline__ void gather_chunk(const TrtllmMhaPageTableParams& p,
 
 
   if (swa_out != nullptr) {
-    // Second-level gather, issued before any store. The clamp keeps -1
-    // sentinels and slots past the mapping in bounds (docs/operators/trtllm_mha_metadata.md keeps the seed's
-    // clamp rather than asserting).
-    const int64_t last = p.full_to_swa_size - 1;
+    // Second-level gather, issued before any store: a negative slot reads
+    // entry 0 (params.h), a slot past the mapping is never read.
     int64_t mapped[kPagesPerThread];
 #pragma unroll
     for (int k = 0; k < kPagesPerThread; ++k) {
       const int64_t c = c0 + k * kThreads;
-      const int64_t at = min_i64(max_i64(slot[k], 0), last);
-      mapped[k] = c < n ? p.full_to_swa.ldg(at) : 0;
+      if (c >= n) {
+        mapped[k] = 0;
+        continue;
+      }
+      if (__builtin_expect(slot[k] >= p.full_to_swa_size, 0)) fail_swa_slot(p, row, slot[k], c);
+      mapped[k] = p.full_to_swa.ldg(swa_index(slot[k]));
     }
 #pragma unroll
     for (int k = 0; k < kPagesPerThread; ++k) {
@@ -101,14 +123,10 @@ __global__ void __launch_bounds__(kThreads)
   // Both row scalars are loaded before either is used (one latency, not two).
   const int64_t len = p.cache_seqlens[row];
   const int64_t req = p.req_pool_indices[row];
-  // Every block checks, live or not, so a bad index fails whatever the lengths
-  // (the CPU kernel checks every row too). The named flag puts the argument's
-  // name in the assert text itself, not only in the printf above it.
-  const bool req_pool_indices_in_range = req >= 0 && req < p.pool_size;
-  SGL_DEVICE_CHECK_COLD(req_pool_indices_in_range,
-                   "build_trtllm_mha_page_table: req_pool_indices[%u] = %lld is "
-                   "outside [0, req_to_token.size(0) = %lld)",
-                   row, (long long)req, (long long)p.pool_size);
+  // Every block checks, live or not, so a bad index or length fails whatever
+  // the lengths (the CPU kernel checks every row too).
+  if (__builtin_expect(!(req >= 0 && req < p.pool_size && length_fits(len)), 0))
+    fail_row(p, row, req, len);
   const int64_t n = live_pages(p, len);
   int64_t begin = first_chunk * kPagesPerBlock;
   if (begin >= n) return;  // past the row's live pages: nothing to gather
@@ -118,7 +136,7 @@ __global__ void __launch_bounds__(kThreads)
   int32_t* swa_out =
       p.swa_page_table ? p.swa_page_table + row * p.swa_page_table_stride : nullptr;
   const int64_t stride = static_cast<int64_t>(blocks_per_row.divisor) * kPagesPerBlock;
-  for (; begin < n; begin += stride) gather_chunk(p, row_in, out, swa_out, begin, n);
+  for (; begin < n; begin += stride) gather_chunk(p, row, row_in, out, swa_out, begin, n);
 }
 
 }  // namespace

@@ -15,7 +15,10 @@ from typing import Optional, Sequence
 
 import torch
 
+from ._lengths import RunningSum, check_length, on_host, values
+
 DECODE, TARGET_VERIFY, DRAFT_EXTEND = 0, 1, 2
+OP = "fused_dsa_metadata"
 
 
 def _wrap32(x: torch.Tensor) -> torch.Tensor:
@@ -76,11 +79,23 @@ def fused_dsa_metadata(
     if bs == 0:
         return
     mode = forward_mode
+    if on_host(seq_lens):  # the length contract, in the CPU kernel's order
+        extra = next_n if mode == TARGET_VERIFY else 0
+        cu = RunningSum(OP, "cache_seqlens", "cu_seqlens_k")
+        for r, v in enumerate(values(seq_lens, bs)):
+            check_length(OP, f"seq_lens[{r}]", v)
+            if extra:
+                check_length(OP, f"seq_lens[{r}] + next_n", v + extra, "cache_seqlens")
+            cu.add(r, v + extra)
     seq = _wrap32(seq_lens[:bs].long())
     cache = _wrap32(seq + next_n) if mode == TARGET_VERIFY else seq
     n = bs if mode == DECODE else bs * next_n if mode == TARGET_VERIFY else total_len
     x, row_req, row_live = _expanded_rows(mode, bs, n, seq, cache, extend_seq_lens, next_n, static_extend_len)
     dsa = torch.clamp(x, max=dsa_index_topk)
+    if on_host(seq):
+        dsa_cu = RunningSum(OP, "dsa_cache_seqlens", "dsa_cu_seqlens_k")
+        for e, v in enumerate(values(dsa, dsa.numel())):
+            dsa_cu.add(e, v)
     cu = _wrap32(torch.cumsum(cache, 0))
     dsa_cu = _wrap32(torch.cumsum(dsa, 0))
     for k in range(len(cache_seqlens)):

@@ -13,22 +13,20 @@ from typing import Optional
 
 import torch
 
+from ._lengths import check_rows
 
-def _window(req_to_token, req_pool_indices, seq_lens, kv_start_idx, seq_len_delta):
-    """(bs, rows of req_to_token, window starts, lengths + delta clamped at 0,
-    tokens left in each row past its start)."""
+
+def _window(op, req_to_token, req_pool_indices, seq_lens, kv_start_idx, seq_len_delta):
+    """(bs, rows of req_to_token, window starts, lengths + delta, tokens left
+    in each row past its start). On CPU a length or window length outside
+    [0, 2**31 - 1] raises as the op does."""
     bs = req_pool_indices.numel()
     device = req_to_token.device
     req = req_pool_indices.long()
     start = torch.zeros(bs, dtype=torch.int64, device=device) if kv_start_idx is None else kv_start_idx[:bs].long()
-    # seq + delta saturating at the int64 range, as the ops (never wrapping: a
-    # length near 2**63 plus a positive delta stays huge, not negative)
-    lens = seq_lens[:bs].long()
-    if seq_len_delta > 0:
-        lens = lens.clamp(max=torch.iinfo(torch.int64).max - seq_len_delta)
-    elif seq_len_delta < 0:
-        lens = lens.clamp(min=torch.iinfo(torch.int64).min - seq_len_delta)
-    lens = (lens + seq_len_delta).clamp(min=0)
+    check_rows(op, seq_lens, bs, "seq_lens", window=lambda v: v + seq_len_delta, window_what="seq_len_delta")
+    # (clamped for the devices that do not check: only in-bounds values follow)
+    lens = (seq_lens[:bs].long().clamp(0, 2**31 - 1) + seq_len_delta).clamp(min=0)
     left = (req_to_token.shape[1] - start).clamp(min=0)
     return bs, req, start, lens, left
 
@@ -65,7 +63,8 @@ def kv_read_page_table(
 ) -> None:
     """Eager reference of :func:`sgl_meta.kv_read_page_table`: one gather of the
     page-start slots over ``[bs, max_pages]``, the translation, a masked copy."""
-    bs, req, start, lens, left = _window(req_to_token, req_pool_indices, seq_lens, kv_start_idx, seq_len_delta)
+    bs, req, start, lens, left = _window("kv_read_page_table", req_to_token, req_pool_indices, seq_lens,
+                                         kv_start_idx, seq_len_delta)
     if bs == 0 or max_pages == 0:
         return
     n = torch.minimum(_ceil_div(lens, page_size), _ceil_div(left, page_size)).clamp(max=max_pages)
@@ -100,7 +99,8 @@ def kv_read_token_stream(
     non-decreasing), token ``i = j - indptr[b]``, written when ``i < n_b``.
     Elementwise over ``out.numel()``, so its cost follows the stream's
     capacity, not ``bs * max_context_len``."""
-    bs, req, start, lens, left = _window(req_to_token, req_pool_indices, seq_lens, kv_start_idx, seq_len_delta)
+    bs, req, start, lens, left = _window("kv_read_token_stream", req_to_token, req_pool_indices, seq_lens,
+                                         kv_start_idx, seq_len_delta)
     cap = out.numel()
     if bs == 0 or cap == 0 or req_to_token.shape[1] == 0:  # (no row, no room, or no token to read)
         return

@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 
 from ..trtllm_mha_metadata import Q_MODE_CUMSUM, Q_MODE_NONE, Q_MODE_STRIDED
+from ._lengths import check_rows, check_trtllm_mha, on_host
 
 
 def _gather_page_slots(req_to_token, req_pool_indices, bs, max_seq_pages, page_size):
@@ -75,12 +76,15 @@ def update_trtllm_mha_graph_metadata(
     """Eager reference of :func:`sgl_meta.ops.update_trtllm_mha_graph_metadata`.
 
     Mirrors the ~25-op ``TRTLLMHAAttnBackend`` CUDA-graph replay path in SGLang
-    that the seed Triton kernel replaced; same arguments, same results.
+    that the fused kernel replaced; same arguments, same results. On CPU a
+    length outside the contract (``_lengths``) raises as the op does.
     """
     if bs == 0:
         return
     if page_table is None and not skip_page_table:
         raise ValueError("update_trtllm_mha_graph_metadata: page_table is required unless skip_page_table=True")
+    check_trtllm_mha("update_trtllm_mha_graph_metadata", seq_lens=seq_lens, bs=bs, offsets=[seqlen_offset],
+                     seqlen_offsets=seqlen_offsets, qlens=qlens, q_cumsum=q_mode == Q_MODE_CUMSUM)
     lens = seq_lens[:bs].long() + seqlen_offset
     if seqlen_offsets is not None:  # ragged verify: per-row extension
         lens = lens + seqlen_offsets[:bs].long()
@@ -149,6 +153,7 @@ def build_trtllm_mha_page_table(
     bs, width = page_table.shape
     if bs == 0:
         return
+    check_rows("build_trtllm_mha_page_table", cache_seqlens, bs, "cache_seqlens")
     device = req_to_token.device
     row_pages = -(-req_to_token.shape[1] // page_size)  # gathers stay inside the row
     lens = cache_seqlens[:bs].long().clamp(min=0)
@@ -157,7 +162,16 @@ def build_trtllm_mha_page_table(
     slots = req_to_token[req_pool_indices[:bs].long()[:, None], cols[None, :]]
     _write_columns(page_table, torch.floor_divide(slots.long(), page_size).to(torch.int32), pages)
     if swa_page_table is not None:
-        mapped = full_to_swa[slots.long().clamp(0, full_to_swa.numel() - 1)].long()
+        # a negative slot reads entry 0 (SGLang's builder clamps it there); a
+        # live slot past the mapping is an error
+        # (dead columns past the mapping are gathered from entry 0 and never written)
+        outside = slots.long() >= full_to_swa.numel()
+        past = outside & (torch.arange(slots.shape[1], device=device)[None, :] < pages[:, None])
+        if on_host(slots) and bool(past.any()):
+            r, c = (int(x) for x in past.nonzero()[0])
+            raise RuntimeError(f"sgl_meta.build_trtllm_mha_page_table: req_to_token[req_pool_indices[{r}], {c} * "
+                               f"page_size] = {int(slots[r, c])} is outside full_to_swa [0, {full_to_swa.numel()})")
+        mapped = full_to_swa[torch.where(outside, 0, slots.long().clamp(min=0))].long()
         _write_columns(swa_page_table, torch.floor_divide(mapped, page_size).to(torch.int32), pages)
 
 
@@ -177,6 +191,10 @@ def update_trtllm_mha_graph_metadata_multi(
     records, one per draft step)."""
     if shared.get("bs", 0) == 0:
         return
+    check_trtllm_mha("update_trtllm_mha_graph_metadata_multi", seq_lens=shared["seq_lens"], bs=shared["bs"],
+                     offsets=list(seqlen_offset), seqlen_offsets=shared.get("seqlen_offsets"),
+                     qlens=shared.get("qlens"), q_cumsum=shared.get("q_mode", Q_MODE_NONE) == Q_MODE_CUMSUM,
+                     multi=True)
     for k in range(len(cache_seqlens)):
         update_trtllm_mha_graph_metadata(
             cache_seqlens=cache_seqlens[k],

@@ -80,7 +80,8 @@ ROWS = [
                                                       apply("req_to_token", lambda t: t.fill_(SWA_M))),
        SLOTS_IN_RANGE),
     ok("lengths past the table (live_pages_only caps them)",
-       both(set_(live_pages_only=True, seqlen_offset=0), apply("seq_lens", lambda t: t.fill_(I32_MAX)))),
+       both(set_(live_pages_only=True, seqlen_offset=0), apply("seq_lens", lambda t: t.fill_(0)),
+            at("seq_lens", 0, I32_MAX))),
     ok("negative slots are sentinels", apply("req_to_token", lambda t: t.fill_(-5))),
     ok("int32 min slots are sentinels", apply("req_to_token", lambda t: t.fill_(I32_MIN))),
     ok("mapping -1 everywhere", apply("swa_mapping", lambda t: t.fill_(-1))),
@@ -107,9 +108,10 @@ ROWS = [
        derive("v2p", "swa_mapping", torch.zeros_like)),
     ok("v2p short with skip_page_table", both(set_(skip_page_table=True),
                                               derive("v2p", "swa_mapping", lambda t: t[:1].clone()))),
-    # per-row offsets are added, never indexed: any int32 / int64 value is valid
-    ok("seqlen_offsets int64 extremes",
-       derive("seqlen_offsets", "seq_lens", lambda t: torch.full_like(t, 2**31 - 1).long() * 2**20)),
+    # per-row offsets are added, never indexed; the sum is a length (int32, >= 0)
+    r("seqlen_offsets int64 extremes",
+      derive("seqlen_offsets", "seq_lens", lambda t: torch.full_like(t, 2**31 - 1).long() * 2**20),
+      "seq_lens[0] + seqlen_offsets[0] + seqlen_offset = ", "does not fit int32 cache_seqlens"),
     ok("skip_page_table with tables given", both(set_(skip_page_table=True),
                                                  apply("out_cache_loc", lambda t: t.fill_(2**40)))),
 ]

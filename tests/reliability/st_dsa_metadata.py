@@ -18,13 +18,13 @@ verify lengths present or not.
 from __future__ import annotations
 
 import torch
-from hypothesis import strategies as st
+from hypothesis import assume, strategies as st
 
 import sgl_meta
 from sgl_meta import reference
 from row_kit import Row, apply, set_, to_device
 from st_trtllm_mha_metadata import I32_MAX, I32_MIN, _index_input, _out_1d, _out_2d, _randint, _req_to_token
-from tensor_case import Case, outside_views_unchanged
+from tensor_case import Case, length_contract_error, outside_views_unchanged
 
 NAME = "fused_dsa_metadata"
 LISTS = ("cache_seqlens", "cu_seqlens_k", "seqlens_expanded", "dsa_cache_seqlens", "dsa_cu_seqlens_k",
@@ -217,6 +217,8 @@ def hostile_cases(draw):
     if kind == "extend_len" and not args["total_len"]:
         kind = "request_index" if (args["page_table_1"] or args["real_page_table"]) else "none"
     case = Case(args, LISTS, note=NAME, extra=facts)
+    # lengths inside the contract: the injected value must be the call's only error
+    assume(length_contract_error(case, lambda **kw: reference.fused_dsa_metadata(**kw)) is None)
     if kind == "none":
         return case, kind, None, None
     if kind == "request_index":
@@ -362,7 +364,9 @@ HOSTILE_ROWS = [
         lambda kw: kw.update(req_pool_indices=torch.cat([kw["req_pool_indices"],
                                                           kw["req_pool_indices"].new_tensor([10**6])])),
         (), raises=()),
-    Row(f"{NAME}/lengths far past the width", NAME, lambda kw: kw["seq_lens"].fill_(2**31 - 1), (), raises=()),
+    # (cache lengths summed to 2**31 - 14: inside the length contract)
+    Row(f"{NAME}/lengths far past the width", NAME,
+        lambda kw: kw["seq_lens"].copy_(kw["seq_lens"].new_tensor([2**30, 2**30 - 20, 0])), (), raises=()),
     Row(f"{NAME}/negative slots are floored, not errors", NAME, lambda kw: kw["req_to_token"].fill_(-(2**31)),
         (), raises=()),
     Row(f"{NAME}/hostile indices without page tables", NAME,

@@ -17,11 +17,11 @@ tensors longer than bs with hostile garbage past bs (must not be read).
 from __future__ import annotations
 
 import torch
-from hypothesis import strategies as st
+from hypothesis import assume, strategies as st
 
 import sgl_meta
 from sgl_meta import reference
-from tensor_case import Case, Strided, garbage, strided
+from tensor_case import Case, Strided, garbage, length_contract_error, strided
 
 NAME = "update_trtllm_mha_graph_metadata"
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1
@@ -316,6 +316,8 @@ def hostile_cases(draw):
     them; None: the value is never read, the call must match the clean one."""
     kind = draw(st.sampled_from(["request_index", "swa_slot", "out_loc", "dead_slot"]))
     case = draw(cases(min_bs=1, need=kind))
+    # lengths inside the contract: the injected value must be the call's only error
+    assume(length_contract_error(case, ref) is None)
     clean = Case({k: (Strided(v.base.clone(), v.size, v.stride, v.offset) if isinstance(v, Strided) else v)
                   for k, v in case.args.items()}, case.outputs, case.note, case.extra)
     a = case.args

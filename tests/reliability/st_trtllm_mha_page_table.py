@@ -15,13 +15,13 @@ poisoned buffers; index tensors longer than bs with hostile tails.
 from __future__ import annotations
 
 import torch
-from hypothesis import strategies as st
+from hypothesis import assume, strategies as st
 
 import sgl_meta
 from sgl_meta import reference
 from row_kit import Row, apply, overlapping_rows, set_, to_device
 from st_trtllm_mha_metadata import I32_MAX, I32_MIN, _index_input, _out_2d, _randint, _req_to_token, _sprinkle
-from tensor_case import Case, strided
+from tensor_case import Case, length_contract_error, strided
 
 NAME = "build_trtllm_mha_page_table"
 
@@ -108,6 +108,8 @@ def hostile_cases(draw):
     """A request index outside req_to_token in a row < bs: CPU must raise
     (for every row, whatever its length: docs/operators/trtllm_mha_metadata.md / the op's docstring)."""
     case = draw(cases(min_bs=1))
+    # lengths inside the contract: the injected value must be the call's only error
+    assume(length_contract_error(case, ref) is None)
     a = case.args
     i = draw(st.integers(0, a["page_table"].size[0] - 1))
     pool = a["req_to_token"].size[0]
@@ -188,8 +190,10 @@ HOSTILE_ROWS = [
         ("req_pool_indices", "-1")),
     Row(f"{NAME}/lengths far past the table and the row", NAME,
         lambda kw: kw["cache_seqlens"].fill_(2**31 - 1), (), raises=()),
-    Row(f"{NAME}/slots outside full_to_swa are clamped", NAME,
-        lambda kw: kw["req_to_token"].fill_(2**31 - 1), (), raises=()),
+    Row(f"{NAME}/slots past full_to_swa", NAME, lambda kw: kw["req_to_token"].fill_(2**31 - 1),
+        ("= 2147483647 is outside full_to_swa",)),
+    Row(f"{NAME}/negative slots read full_to_swa[0]", NAME, lambda kw: kw["req_to_token"].fill_(-1), (),
+        raises=()),
     Row(f"{NAME}/request indices past bs", NAME,
         lambda kw: kw.update(req_pool_indices=torch.cat([kw["req_pool_indices"], kw["req_pool_indices"].new_tensor([10**6])])),
         (), raises=()),

@@ -12,7 +12,7 @@ left untouched.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -135,9 +135,39 @@ def compare(case: Case, got: dict, want: dict, context: str) -> None:
             )
 
 
+def length_contract_error(case: Case, reference: Callable) -> Optional[str]:
+    """The message the CPU reference raises when the call's lengths break the
+    length contract (a length or a sum of lengths outside [0, 2**31 - 1]),
+    else None. The strategies draw such lengths on purpose."""
+    try:
+        case.run(reference, "cpu")
+    except RuntimeError as err:
+        if str(err).startswith("sgl_meta."):
+            return str(err)
+        raise
+    return None
+
+
 def check_differential(case: Case, op: Callable, reference: Callable, device: str) -> None:
     """The op on ``device`` and the reference on CPU, from identical poisoned
-    buffers, must leave every buffer identical; inputs must stay untouched."""
+    buffers, must leave every buffer identical; inputs must stay untouched.
+    Lengths that break the length contract: on CPU the op must raise the
+    reference's error and write nothing; on CUDA the call is not made (the op
+    would trip a device assert: tests/test_hostile_lengths.py runs those)."""
+    broken = length_contract_error(case, reference)
+    if broken is not None:
+        if device == "cpu":
+            kwargs, bases = case.materialize("cpu")
+            before = {k: _map(v, lambda b: b.clone()) for k, v in bases.items()}
+            try:
+                op(**kwargs)
+            except RuntimeError as err:  # the same error (a drop-in names itself, not the op it wraps)
+                assert str(err).split(": ", 1)[1] == broken.split(": ", 1)[1], \
+                    f"op: {err}\nreference: {broken}\ncase: {case.describe()}"
+            else:
+                raise AssertionError(f"no error, the reference raised {broken}\ncase: {case.describe()}")
+            compare(case, bases, before, "after a rejected call (nothing written)")
+        return
     want = case.run(reference, "cpu")
     got = case.run(op, device)
     compare(case, got, want, f"{device} op vs CPU reference")
