@@ -145,41 +145,49 @@ def positional(fn: Callable[..., None], name: str, *, upstream: str, module: str
     return dropin_fn
 
 
+def signature(params: str) -> inspect.Signature:
+    """The signature written as a ``def``'s parameter list (an upstream
+    function's, copied once as text)."""
+    namespace: dict[str, Any] = {}
+    exec(f"def _f({params}): pass", namespace)  # noqa: S102  (a parameter list, no code)
+    return inspect.signature(namespace["_f"])
+
+
 def adapt(
     target: Callable[..., None],
+    name: str,
     *,
+    params: str,
+    doc: str,
     upstream: str,
     module: str,
     sets: Optional[dict[str, tuple[str, ...]]] = None,
     renamed: Optional[dict[str, str]] = None,
     fixed: Optional[dict[str, Any]] = None,
-    check: bool = False,
-) -> Callable[[Callable], Callable[..., None]]:
-    """Decorator: a drop-in with the decorated stub's signature (an upstream
+    check: Optional[Callable[..., None]] = None,
+) -> Callable[..., None]:
+    """A drop-in called ``name`` with the signature ``params`` (an upstream
     function's), calling ``target``'s op with its arguments mapped:
 
-    * ``sets``: an op list argument from stub arguments, one per destination
+    * ``sets``: an op list argument from drop-in arguments, one per destination
       set (``{"cache_seqlens": ("cache_seqlens",)}`` for K = 1); an optional
       list takes all of them or none (None). Entries naming arguments the
-      stub does not have are ignored.
-    * ``renamed``: an op argument from the stub argument of another name.
-    * ``fixed``: an op argument the stub does not have, with its value.
-    * ``check``: run the stub's body first (upstream's host-side asserts).
+      drop-in does not have are ignored.
+    * ``renamed``: an op argument from the drop-in argument of another name.
+    * ``fixed``: an op argument the drop-in does not have, with its value.
+    * ``check``: called first with the drop-in arguments it names (upstream's
+      host-side asserts).
 
-    Any other op argument comes from the stub argument of its name, else its
+    Any other op argument comes from the drop-in argument of its name, else its
     default. Errors name the drop-in and its arguments. The mapping is kept
     (``fn.adapter``) so that :func:`adapt_reference` makes the same drop-in
     over the eager reference.
     """
-
-    def make(stub: Callable) -> Callable[..., None]:
-        spec = _Adapter(target.op, stub, sets or {}, renamed or {}, fixed or {}, check)
-        fn = spec.build(_call(target.op))
-        fn.__module__ = stub.__module__
-        DROPINS[stub.__name__] = (upstream, module)
-        return fn
-
-    return make
+    spec = _Adapter(target.op, name, signature(params), doc, sets or {}, renamed or {}, fixed or {}, check)
+    fn = spec.build(_call(target.op))
+    fn.__module__ = sys._getframe(1).f_globals["__name__"]
+    DROPINS[name] = (upstream, module)
+    return fn
 
 
 def adapt_reference(dropin_fn: Callable[..., None], reference_op: Callable[..., None]) -> Callable[..., None]:
@@ -191,8 +199,38 @@ def adapt_reference(dropin_fn: Callable[..., None], reference_op: Callable[..., 
         reference_op(**dict(zip(names, args)))
 
     fn = spec.build(call)
-    fn.__doc__ = f"Eager reference of the drop-in :func:`sgl_meta.{spec.stub.__name__}` (upstream's signature)."
+    fn.__doc__ = f"Eager reference of the drop-in :func:`sgl_meta.{spec.name}` (upstream's signature)."
+    fn.__module__ = sys._getframe(1).f_globals["__name__"]
     return fn
+
+
+def with_signature(name: str, params: str, body: Callable[[dict], Any]) -> Callable[..., Any]:
+    """A function called ``name`` with the signature ``params`` whose call is
+    ``body(arguments by name, in signature order)``."""
+    sig = signature(params)
+    namespace: dict[str, Any] = {"_body": body}
+    defaults = _parameter_list(sig, namespace)
+    pairs = ", ".join(f"{p!r}: {p}" for p in sig.parameters)
+    exec(f"def {name}({defaults}):\n    return _body({{{pairs}}})\n", namespace)  # noqa: S102
+    fn = namespace[name]
+    fn.__qualname__ = name
+    fn.__module__ = sys._getframe(1).f_globals["__name__"]
+    return fn
+
+
+def _parameter_list(sig: inspect.Signature, namespace: dict[str, Any]) -> str:
+    """``sig`` as a ``def``'s parameter list; defaults go into ``namespace``."""
+    params, keyword_only = [], False
+    for p in sig.parameters.values():
+        if p.kind is p.KEYWORD_ONLY and not keyword_only:
+            params.append("*")
+            keyword_only = True
+        if p.default is p.empty:
+            params.append(p.name)
+        else:
+            namespace[f"_p_{p.name}"] = p.default
+            params.append(f"{p.name}=_p_{p.name}")
+    return ", ".join(params)
 
 
 def _all_or_none(caller: str, names: tuple[str, ...], values: tuple) -> Union[list, tuple]:
@@ -208,30 +246,22 @@ def _all_or_none(caller: str, names: tuple[str, ...], values: tuple) -> Union[li
 @dataclasses.dataclass(frozen=True)
 class _Adapter:
     op: Op
-    stub: Callable
+    name: str
+    sig: inspect.Signature
+    doc: str
     sets: dict[str, tuple[str, ...]]
     renamed: dict[str, str]
     fixed: dict[str, Any]
-    check: bool
+    check: Optional[Callable[..., None]]
 
     def build(self, call: Callable[[tuple], None]) -> Callable[..., None]:
         """The drop-in as generated source (one tuple in schema order, no
         intermediate call), over ``call``."""
-        name = self.stub.__name__
-        sig = inspect.signature(self.stub)
-        namespace: dict[str, Any] = {"_call": call, "_stub": self.stub, "_all_or_none": _all_or_none,
+        name, sig = self.name, self.sig
+        namespace: dict[str, Any] = {"_call": call, "_check": self.check, "_all_or_none": _all_or_none,
                                      "_raise_as": _errors.raise_as}
-        params, positional_only_done = [], False
-        for p in sig.parameters.values():
-            if p.kind is p.KEYWORD_ONLY and not positional_only_done:
-                params.append("*")
-                positional_only_done = True
-            if p.default is p.empty:
-                params.append(p.name)
-            else:
-                namespace[f"_p_{p.name}"] = p.default
-                params.append(f"{p.name}=_p_{p.name}")
-        values, names = [], []
+        params = _parameter_list(sig, namespace)
+        values, names, annotations = [], [], {}
         for a in self.op.args:
             if a.name in self.fixed:
                 namespace[f"_f_{a.name}"] = self.fixed[a.name]
@@ -239,7 +269,9 @@ class _Adapter:
             elif all(g in sig.parameters for g in self.sets.get(a.name, ("",))):
                 given = self.sets[a.name]
                 names += [(rf"\b{a.name}\[{k}\]", g) for k, g in enumerate(given)]
-                if a.default is None:  # an optional output list
+                optional = a.default is None  # an optional output list
+                annotations |= dict.fromkeys(given, _ANNOTATIONS["Tensor?" if optional else "Tensor"])
+                if optional:
                     values.append(f"_all_or_none({name!r}, {given!r}, ({', '.join(given)},))")
                 else:
                     values.append(f"[{', '.join(given)}]")
@@ -247,6 +279,7 @@ class _Adapter:
                 source = self.renamed.get(a.name, a.name)
                 optional_list = a.kind == "Tensor[]" and a.default is None
                 if source in sig.parameters:
+                    annotations[source] = _ANNOTATIONS[a.kind]
                     values.append(f"() if {source} is None else {source}" if optional_list else source)
                     if source != a.name:
                         names.append((rf"\b{a.name}\b", source))
@@ -257,9 +290,10 @@ class _Adapter:
                     namespace[f"_d_{a.name}"] = a.default
                     values.append(f"_d_{a.name}")
         namespace["_names"] = tuple(names)
-        body = [f"def {name}({', '.join(params)}):"]
-        if self.check:
-            body.append(f"    _stub({', '.join(f'{p}={p}' for p in sig.parameters)})")
+        body = [f"def {name}({params}) -> None:"]
+        if self.check is not None:
+            checked = inspect.signature(self.check).parameters
+            body.append(f"    _check({', '.join(f'{p}={p}' for p in checked)})")
         body += [
             "    try:",
             f"        _call(({', '.join(values)},))",
@@ -268,8 +302,8 @@ class _Adapter:
         ]
         exec("\n".join(body) + "\n", namespace)  # noqa: S102  (source built above from argument names)
         fn = namespace[name]
-        fn.__doc__ = self.stub.__doc__
-        fn.__annotations__ = dict(self.stub.__annotations__)
+        fn.__doc__ = self.doc
+        fn.__annotations__ = {p: annotations.get(p, int) for p in sig.parameters} | {"return": None}
         fn.__qualname__ = name
         fn.adapter = self
         return fn

@@ -14,10 +14,6 @@ directly, live prefixes only.
 
 from __future__ import annotations
 
-from typing import Optional
-
-import torch
-
 from . import _op
 
 _OPTIONAL_LISTS = ("seqlens_expanded", "page_table_1", "real_page_table", "paged_mqa_ctx_lens_2d")
@@ -41,8 +37,8 @@ fused_dsa_metadata = _op.define(
     Let ``seq[r] = int32(seq_lens[r])`` (two's-complement truncation of int64 values, as
     upstream's ``.to(tl.int32)``), ``W = max_seqlen_k``, ``ps = page_size``, and ``n`` the
     number of expanded rows (one per query token): ``bs`` in DECODE, ``bs * next_n`` in
-    TARGET_VERIFY, ``total_len`` in DRAFT_EXTEND (0 when ``bs == 0``). Written, int32,
-    arithmetic wrapping at 32 bits:
+    TARGET_VERIFY, ``total_len`` in DRAFT_EXTEND (0 when ``bs == 0``). Written, int32
+    (every length and running sum in ``[0, 2**31 - 1]``, see Lengths):
 
     * ``cache_seqlens[k][r]``, ``r < bs``: ``c[r] = seq[r] + next_n`` in TARGET_VERIFY,
       else ``seq[r]``.
@@ -99,6 +95,12 @@ fused_dsa_metadata = _op.define(
         total_len: expanded rows in DRAFT_EXTEND (``>= 0``).
         static_extend_len: DRAFT_EXTEND: every request extends by ``extend_seq_lens[0]``.
 
+    Lengths: ``seq_lens[r]`` and ``cache_seqlens[r]`` (``seq_lens[r] + next_n`` in
+    TARGET_VERIFY) must lie in ``[0, 2**31 - 1]``, and so must the running sums written to
+    ``cu_seqlens_k`` and ``dsa_cu_seqlens_k``; otherwise RuntimeError on CPU (nothing
+    written), a named device assert on CUDA. Draft-extend's clamp at 0 for a padded
+    request shorter than its extend length is upstream's behaviour, not an error.
+
     Raises:
         RuntimeError: wrong dtype / device / rank / size / inner stride, lists of unequal
             length, a list the mode does not allow, overlapping outputs (also two sets
@@ -123,95 +125,12 @@ _UPSTREAM = "sglang.kernels.ops.attention.dsa.metadata"
 _ONE_SET = {n: (n,) for n in ("cache_seqlens", "cu_seqlens_k", "seqlens_expanded", "dsa_cache_seqlens",
                               "dsa_cu_seqlens_k", "page_table_1", "real_page_table", "paged_mqa_ctx_lens_2d")}
 
-
-@_op.adapt(fused_dsa_metadata, upstream="fused_dsa_decode_metadata", module=_UPSTREAM, sets=_ONE_SET,
-           renamed={"max_seqlen_k": "max_len", "page_size": "physical_page_size"}, fixed={"forward_mode": 0})
-def fused_dsa_decode_metadata(
-    seq_lens: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    req_to_token: torch.Tensor,
-    cache_seqlens: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    page_table_1: Optional[torch.Tensor],
-    dsa_cache_seqlens: torch.Tensor,
-    dsa_cu_seqlens_k: torch.Tensor,
-    real_page_table: torch.Tensor,
-    bs: int,
-    max_len: int,
-    dsa_index_topk: int,
-    physical_page_size: int,
-) -> None:
-    """Drop-in for ``sglang.kernels.ops.attention.dsa.metadata.fused_dsa_decode_metadata``.
-
-    Same arguments in the same order; :func:`fused_dsa_metadata` with DECODE, K = 1,
-    ``max_seqlen_k = max_len``. Rows are written over their live prefix only (upstream
-    writes whole 128-column blocks), CPU tensors work too, and ``real_page_table`` may
-    be None at ``physical_page_size > 1`` (upstream asserts); at page size 1 it is
-    ignored (SGLang passes ``page_table_1`` for both) and ``page_table_1`` is required.
-    """
+_COMMON = "cache_seqlens, cu_seqlens_k, page_table_1"
+_SETS = "dsa_cache_seqlens, dsa_cu_seqlens_k, real_page_table, bs"
 
 
-@_op.adapt(fused_dsa_metadata, upstream="fused_dsa_target_verify_metadata", module=_UPSTREAM, sets=_ONE_SET,
-           renamed={"page_size": "physical_page_size"}, fixed={"forward_mode": 1})
-def fused_dsa_target_verify_metadata(
-    seq_lens: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    req_to_token: torch.Tensor,
-    cache_seqlens: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    page_table_1: Optional[torch.Tensor],
-    seqlens_expanded: torch.Tensor,
-    dsa_cache_seqlens: torch.Tensor,
-    dsa_cu_seqlens_k: torch.Tensor,
-    real_page_table: torch.Tensor,
-    bs: int,
-    max_seqlen_k: int,
-    dsa_index_topk: int,
-    physical_page_size: int,
-    next_n: int,
-    paged_mqa_ctx_lens_2d: torch.Tensor = None,
-) -> None:
-    """Drop-in for ``sglang.kernels.ops.attention.dsa.metadata.fused_dsa_target_verify_metadata``.
-
-    Same arguments in the same order; :func:`fused_dsa_metadata` with TARGET_VERIFY,
-    K = 1: every one of a request's ``next_n`` rows gets the page row up to ``seq +
-    next_n``. ``paged_mqa_ctx_lens_2d`` needs ``[>= bs, >= next_n]`` (upstream: exactly
-    ``[bs, next_n]``). Live prefixes only, as :func:`fused_dsa_decode_metadata`.
-    """
-
-
-@_op.adapt(fused_dsa_metadata, upstream="fused_dsa_draft_extend_metadata", module=_UPSTREAM, sets=_ONE_SET,
-           renamed={"page_size": "physical_page_size"}, fixed={"forward_mode": 2}, check=True)
-def fused_dsa_draft_extend_metadata(
-    seq_lens: torch.Tensor,
-    extend_seq_lens: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    req_to_token: torch.Tensor,
-    cache_seqlens: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    page_table_1: Optional[torch.Tensor],
-    seqlens_expanded: torch.Tensor,
-    dsa_cache_seqlens: torch.Tensor,
-    dsa_cu_seqlens_k: torch.Tensor,
-    real_page_table: torch.Tensor,
-    bs: int,
-    total_len: int,
-    max_seqlen_k: int,
-    dsa_index_topk: int,
-    physical_page_size: int,
-    max_extend_len: int,
-    max_total_len: int,
-    static_extend_len: bool = False,
-) -> None:
-    """Drop-in for ``sglang.kernels.ops.attention.dsa.metadata.fused_dsa_draft_extend_metadata``.
-
-    Same arguments in the same order; :func:`fused_dsa_metadata` with DRAFT_EXTEND,
-    K = 1. ``max_extend_len`` / ``max_total_len`` only size upstream's Triton blocks;
-    their host-side contract is kept (ValueError where upstream asserts: ``total_len >
-    max_total_len``, ``max_extend_len < 1``, ``total_len > bs * max_extend_len``, when
-    ``bs > 0`` and ``total_len > 0``). Unlike upstream, a request whose device extend
-    length exceeds ``max_extend_len`` still gets all its page rows.
-    """
+def _draft_extend_asserts(bs, total_len, max_total_len, max_extend_len):
+    """Upstream's host-side contract of the draft-extend generator (it asserts)."""
     if bs > 0 and total_len > 0:
         name = "sgl_meta.fused_dsa_draft_extend_metadata"
         if total_len > max_total_len:
@@ -219,10 +138,68 @@ def fused_dsa_draft_extend_metadata(
         if max_extend_len < 1:
             raise ValueError(f"{name}: max_extend_len must be >= 1, got {max_extend_len}")
         if total_len > bs * max_extend_len:
-            raise ValueError(
-                f"{name}: total_len = {total_len} must be <= bs * max_extend_len = {bs * max_extend_len}"
-            )
+            raise ValueError(f"{name}: total_len = {total_len} must be <= bs * max_extend_len = {bs * max_extend_len}")
 
 
+fused_dsa_decode_metadata = _op.adapt(
+    fused_dsa_metadata,
+    "fused_dsa_decode_metadata",
+    params=f"seq_lens, req_pool_indices, req_to_token, {_COMMON}, {_SETS}, max_len, dsa_index_topk, physical_page_size",
+    upstream="fused_dsa_decode_metadata",
+    module=_UPSTREAM,
+    sets=_ONE_SET,
+    renamed={"max_seqlen_k": "max_len", "page_size": "physical_page_size"},
+    fixed={"forward_mode": 0},
+    doc="""Drop-in for ``sglang.kernels.ops.attention.dsa.metadata.fused_dsa_decode_metadata``.
+
+    Same arguments in the same order; :func:`fused_dsa_metadata` with DECODE, K = 1,
+    ``max_seqlen_k = max_len``. Rows are written over their live prefix only (upstream
+    writes whole 128-column blocks), CPU tensors work too, and ``real_page_table`` may
+    be None at ``physical_page_size > 1`` (upstream asserts); at page size 1 it is
+    ignored (SGLang passes ``page_table_1`` for both) and ``page_table_1`` is required.
+    """,
+)
+
+fused_dsa_target_verify_metadata = _op.adapt(
+    fused_dsa_metadata,
+    "fused_dsa_target_verify_metadata",
+    params=f"seq_lens, req_pool_indices, req_to_token, {_COMMON}, seqlens_expanded, {_SETS}, max_seqlen_k, "
+    "dsa_index_topk, physical_page_size, next_n, paged_mqa_ctx_lens_2d=None",
+    upstream="fused_dsa_target_verify_metadata",
+    module=_UPSTREAM,
+    sets=_ONE_SET,
+    renamed={"page_size": "physical_page_size"},
+    fixed={"forward_mode": 1},
+    doc="""Drop-in for ``sglang.kernels.ops.attention.dsa.metadata.fused_dsa_target_verify_metadata``.
+
+    Same arguments in the same order; :func:`fused_dsa_metadata` with TARGET_VERIFY,
+    K = 1: every one of a request's ``next_n`` rows gets the page row up to ``seq +
+    next_n``. ``paged_mqa_ctx_lens_2d`` needs ``[>= bs, >= next_n]`` (upstream: exactly
+    ``[bs, next_n]``). Live prefixes only, as :func:`fused_dsa_decode_metadata`.
+    """,
+)
+
+fused_dsa_draft_extend_metadata = _op.adapt(
+    fused_dsa_metadata,
+    "fused_dsa_draft_extend_metadata",
+    params=f"seq_lens, extend_seq_lens, req_pool_indices, req_to_token, {_COMMON}, seqlens_expanded, {_SETS}, "
+    "total_len, max_seqlen_k, dsa_index_topk, physical_page_size, max_extend_len, max_total_len, "
+    "static_extend_len=False",
+    upstream="fused_dsa_draft_extend_metadata",
+    module=_UPSTREAM,
+    sets=_ONE_SET,
+    renamed={"page_size": "physical_page_size"},
+    fixed={"forward_mode": 2},
+    check=_draft_extend_asserts,
+    doc="""Drop-in for ``sglang.kernels.ops.attention.dsa.metadata.fused_dsa_draft_extend_metadata``.
+
+    Same arguments in the same order; :func:`fused_dsa_metadata` with DRAFT_EXTEND,
+    K = 1. ``max_extend_len`` / ``max_total_len`` only size upstream's Triton blocks;
+    their host-side contract is kept (ValueError where upstream asserts: ``total_len >
+    max_total_len``, ``max_extend_len < 1``, ``total_len > bs * max_extend_len``, when
+    ``bs > 0`` and ``total_len > 0``). Unlike upstream, a request whose device extend
+    length exceeds ``max_extend_len`` still gets all its page rows.
+    """,
+)
 
 __all__ = _op.exports(__name__)

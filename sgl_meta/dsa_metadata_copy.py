@@ -9,10 +9,6 @@ with SGLang 0.5.23's exact positional signatures (``fused_metadata_copy_cuda``,
 
 from __future__ import annotations
 
-from typing import Optional
-
-import torch
-
 from . import _op
 
 FORWARD_MODE_DECODE = 0
@@ -142,49 +138,21 @@ fused_metadata_copy_cuda = _op.positional(
 
 _FIELDS = ("cache_seqlens", "cu_seqlens_k", "page_table_1", "dsa_cache_seqlens", "dsa_cu_seqlens_k",
            "real_page_table", "flashmla_num_splits", "flashmla_metadata")
+_SOURCES = ", ".join(f"{f}_src" for f in _FIELDS).replace("page_table_1_src", "page_indices_src")
+MULTI_PARAMS = (f"{_SOURCES}, " + ", ".join(f"{f}_dst{k}" for k in range(3) for f in _FIELDS)
+                + ", bs, max_len, seqlens_expanded_size")
+"""The signature of SGLang 0.5.23's ``fused_metadata_copy_multi_cuda`` (sources, three
+numbered destination sets, DECODE scalars)."""
 
-
-@_op.adapt(fused_metadata_copy_multi, upstream="fused_metadata_copy_multi_cuda", module=_UPSTREAM,
-           sets={f"{f}_dst": tuple(f"{f}_dst{k}" for k in range(3)) for f in _FIELDS},
-           fixed={"forward_mode": FORWARD_MODE_DECODE})
-def fused_metadata_copy_multi_cuda(
-    cache_seqlens_src: torch.Tensor,
-    cu_seqlens_k_src: torch.Tensor,
-    page_indices_src: torch.Tensor,
-    dsa_cache_seqlens_src: torch.Tensor,
-    dsa_cu_seqlens_k_src: torch.Tensor,
-    real_page_table_src: Optional[torch.Tensor],
-    flashmla_num_splits_src: Optional[torch.Tensor],
-    flashmla_metadata_src: Optional[torch.Tensor],
-    cache_seqlens_dst0: torch.Tensor,
-    cu_seqlens_k_dst0: torch.Tensor,
-    page_table_1_dst0: torch.Tensor,
-    dsa_cache_seqlens_dst0: torch.Tensor,
-    dsa_cu_seqlens_k_dst0: torch.Tensor,
-    real_page_table_dst0: Optional[torch.Tensor],
-    flashmla_num_splits_dst0: Optional[torch.Tensor],
-    flashmla_metadata_dst0: Optional[torch.Tensor],
-    cache_seqlens_dst1: torch.Tensor,
-    cu_seqlens_k_dst1: torch.Tensor,
-    page_table_1_dst1: torch.Tensor,
-    dsa_cache_seqlens_dst1: torch.Tensor,
-    dsa_cu_seqlens_k_dst1: torch.Tensor,
-    real_page_table_dst1: Optional[torch.Tensor],
-    flashmla_num_splits_dst1: Optional[torch.Tensor],
-    flashmla_metadata_dst1: Optional[torch.Tensor],
-    cache_seqlens_dst2: torch.Tensor,
-    cu_seqlens_k_dst2: torch.Tensor,
-    page_table_1_dst2: torch.Tensor,
-    dsa_cache_seqlens_dst2: torch.Tensor,
-    dsa_cu_seqlens_k_dst2: torch.Tensor,
-    real_page_table_dst2: Optional[torch.Tensor],
-    flashmla_num_splits_dst2: Optional[torch.Tensor],
-    flashmla_metadata_dst2: Optional[torch.Tensor],
-    bs: int,
-    max_len: int,
-    seqlens_expanded_size: int,
-) -> None:
-    """Drop-in for ``sglang.kernels.ops.attention.dsa.fused_metadata_copy.fused_metadata_copy_multi_cuda`` (SGLang 0.5.23).
+fused_metadata_copy_multi_cuda = _op.adapt(
+    fused_metadata_copy_multi,
+    "fused_metadata_copy_multi_cuda",
+    params=MULTI_PARAMS,
+    upstream="fused_metadata_copy_multi_cuda",
+    module=_UPSTREAM,
+    sets={f"{f}_dst": tuple(f"{f}_dst{k}" for k in range(3)) for f in _FIELDS},
+    fixed={"forward_mode": FORWARD_MODE_DECODE},
+    doc="""Drop-in for ``sglang.kernels.ops.attention.dsa.fused_metadata_copy.fused_metadata_copy_multi_cuda`` (SGLang 0.5.23).
 
     Same arguments in the same order: one source set, three destination sets, DECODE
     (``seqlens_expanded_size`` is accepted and unused, as DECODE copies ``n = bs``).
@@ -193,7 +161,8 @@ def fused_metadata_copy_multi_cuda(
     Raises:
         ValueError: an optional destination given for some of the three sets only.
         RuntimeError: as :func:`fused_metadata_copy_multi`.
-    """
+    """,
+)
 
 
 __all__ = _op.exports(__name__, "FORWARD_MODE_DECODE", "FORWARD_MODE_TARGET_VERIFY", "FORWARD_MODE_DRAFT_EXTEND")

@@ -25,7 +25,7 @@ with any new lengths, request rows and ``v2p`` contents.
 from __future__ import annotations
 
 import operator
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -78,6 +78,10 @@ kv_read_page_table = _op.define(
         seq_len_delta: tokens added to every ``seq_lens`` value (a target verify
             reads its draft tokens back: ``num_draft_tokens``), in int32 range.
         zero_tail: write 0 past each row's live prefix up to ``max_pages``.
+
+    Lengths: ``seq_lens[b]`` and the window ``seq_lens[b] + seq_len_delta`` must lie in
+    ``[0, 2**31 - 1]`` (0 is an empty row); otherwise RuntimeError on CPU naming
+    ``seq_lens[b]`` (nothing written), a named device assert on CUDA.
 
     Raises:
         RuntimeError: wrong dtype, device, rank, size, inner stride, overlapping
@@ -138,6 +142,10 @@ kv_read_token_stream = _op.define(
             (``>= 0``); it moves where a row reads, not where it lands.
         seq_len_delta: tokens added to every ``seq_lens`` value, in int32 range.
 
+    Lengths: ``seq_lens[b]`` and the window ``seq_lens[b] + seq_len_delta`` must lie in
+    ``[0, 2**31 - 1]`` (0 is an empty row); otherwise RuntimeError on CPU naming
+    ``seq_lens[b]`` (nothing written), a named device assert on CUDA.
+
     Raises:
         RuntimeError: as :func:`kv_read_page_table` (host checks, and on CPU /
             as a device-side assert on CUDA the hostile values), plus an
@@ -171,93 +179,106 @@ def _int_arg(op: str, name: str, x):
 
 
 
-@_op.dropin("build_kv_read_table", _UPSTREAM)
-def build_kv_read_table(
-    *,
-    req_to_token: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    v2p: torch.Tensor,
-    page_size: int,
-    max_pages: int,
-    out: torch.Tensor,
-    seq_len_delta: int = 0,
-    zero_tail: bool = False,
-) -> torch.Tensor:
-    """Drop-in for ``sglang.kernels.ops.kvcache.kv_read_table.build_kv_read_table``.
+def table_dropin(page_table: Callable[..., None]) -> Callable[..., torch.Tensor]:
+    """``build_kv_read_table`` over ``page_table`` (this op, or its eager reference)."""
 
-    Same keyword-only arguments, returns ``out`` (filled in place). Behaves as
-    :func:`kv_read_page_table`, in one launch on CUDA and CPU alike (upstream
-    loops over rows in Python on CPU). Like upstream it requires ``(max_pages -
-    1) * page_size < req_to_token.size(1)`` (ValueError here, an AssertionError
-    there) and returns without writing when ``bs`` or ``max_pages`` is 0.
-    ``v2p=None`` is accepted and means no translation. Integer arguments may
-    be any integer with ``__index__`` (numpy integers, one-element tensors); a
-    bool or a float is a TypeError. Errors name ``build_kv_read_table``.
-    """
-    op = "build_kv_read_table"
-    page_size, max_pages = _int_arg(op, "page_size", page_size), _int_arg(op, "max_pages", max_pages)
-    seq_len_delta = _int_arg(op, "seq_len_delta", seq_len_delta)
-    if _is_tensor(req_to_token) and req_to_token.dim() == 2 and max_pages > 0:
-        if (max_pages - 1) * page_size >= req_to_token.shape[1]:
-            raise ValueError(
-                f"sgl_meta.{op}: max_pages = {max_pages} x page_size = {page_size} exceeds "
-                f"the req_to_token width {req_to_token.shape[1]}"
+    def build_kv_read_table(
+        *,
+        req_to_token: torch.Tensor,
+        req_pool_indices: torch.Tensor,
+        seq_lens: torch.Tensor,
+        v2p: torch.Tensor,
+        page_size: int,
+        max_pages: int,
+        out: torch.Tensor,
+        seq_len_delta: int = 0,
+        zero_tail: bool = False,
+    ) -> torch.Tensor:
+        """Drop-in for ``sglang.kernels.ops.kvcache.kv_read_table.build_kv_read_table``.
+
+        Same keyword-only arguments, returns ``out`` (filled in place). Behaves as
+        :func:`kv_read_page_table`, in one launch on CUDA and CPU alike (upstream
+        loops over rows in Python on CPU). Like upstream it requires ``(max_pages -
+        1) * page_size < req_to_token.size(1)`` (ValueError here, an AssertionError
+        there) and returns without writing when ``bs`` or ``max_pages`` is 0.
+        ``v2p=None`` is accepted and means no translation. Integer arguments may
+        be any integer with ``__index__`` (numpy integers, one-element tensors); a
+        bool or a float is a TypeError. Errors name ``build_kv_read_table``.
+        """
+        op = "build_kv_read_table"
+        page_size, max_pages = _int_arg(op, "page_size", page_size), _int_arg(op, "max_pages", max_pages)
+        seq_len_delta = _int_arg(op, "seq_len_delta", seq_len_delta)
+        if _is_tensor(req_to_token) and req_to_token.dim() == 2 and max_pages > 0:
+            if (max_pages - 1) * page_size >= req_to_token.shape[1]:
+                raise ValueError(
+                    f"sgl_meta.{op}: max_pages = {max_pages} x page_size = {page_size} exceeds "
+                    f"the req_to_token width {req_to_token.shape[1]}"
+                )
+        if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_pages == 0):
+            return out
+        try:
+            page_table(
+                req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens, out=out,
+                page_size=page_size, max_pages=max_pages, v2p=v2p, seq_len_delta=seq_len_delta, zero_tail=zero_tail,
             )
-    if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_pages == 0):
+        except (RuntimeError, TypeError) as err:
+            _errors.raise_as(err, op="kv_read_page_table", caller=op)
         return out
-    try:
-        kv_read_page_table(
-            req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens, out=out,
-            page_size=page_size, max_pages=max_pages, v2p=v2p, seq_len_delta=seq_len_delta, zero_tail=zero_tail,
-        )
-    except (RuntimeError, TypeError) as err:
-        _errors.raise_as(err, op="kv_read_page_table", caller=op)
-    return out
+
+    build_kv_read_table.__qualname__ = "build_kv_read_table"
+    return build_kv_read_table
 
 
+def packed_dropin(token_stream: Callable[..., None]) -> Callable[..., torch.Tensor]:
+    """``build_kv_read_table_packed`` over ``token_stream`` (this op, or its eager reference)."""
 
-@_op.dropin("build_kv_read_table_packed", _UPSTREAM)
-def build_kv_read_table_packed(
-    *,
-    req_to_token: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    v2p: torch.Tensor,
-    indptr: torch.Tensor,
-    page_size: int,
-    max_tokens: int,
-    out: torch.Tensor,
-    kv_start_idx: Optional[torch.Tensor] = None,
-) -> torch.Tensor:
-    """Drop-in for ``sglang.kernels.ops.kvcache.kv_read_table.build_kv_read_table_packed``.
+    def build_kv_read_table_packed(
+        *,
+        req_to_token: torch.Tensor,
+        req_pool_indices: torch.Tensor,
+        seq_lens: torch.Tensor,
+        v2p: torch.Tensor,
+        indptr: torch.Tensor,
+        page_size: int,
+        max_tokens: int,
+        out: torch.Tensor,
+        kv_start_idx: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """Drop-in for ``sglang.kernels.ops.kvcache.kv_read_table.build_kv_read_table_packed``.
 
-    Same keyword-only arguments, returns ``out`` (filled in place). Behaves as
-    :func:`kv_read_token_stream` over ``out[:max_tokens]``: the capacity the
-    caller vouches for bounds the writes (upstream only asserts it). Like
-    upstream it needs ``out`` 1-D with ``out.numel() >= max_tokens``
-    (ValueError) and returns without writing when ``bs`` or ``max_tokens`` is 0.
-    ``v2p=None`` is accepted and means no translation. Integer arguments may
-    be any integer with ``__index__`` (numpy integers, one-element tensors); a
-    bool or a float is a TypeError. Errors name ``build_kv_read_table_packed``.
-    """
-    op = "build_kv_read_table_packed"
-    page_size, max_tokens = _int_arg(op, "page_size", page_size), _int_arg(op, "max_tokens", max_tokens)
-    if _is_tensor(out) and out.dim() != 1:
-        raise ValueError(f"sgl_meta.{op}: out must be 1-D, got shape {tuple(out.shape)}")
-    if _is_tensor(out) and (out.numel() < max_tokens or max_tokens < 0):
-        raise ValueError(f"sgl_meta.{op}: out {tuple(out.shape)} cannot hold max_tokens = {max_tokens}")
-    if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_tokens == 0):
+        Same keyword-only arguments, returns ``out`` (filled in place). Behaves as
+        :func:`kv_read_token_stream` over ``out[:max_tokens]``: the capacity the
+        caller vouches for bounds the writes (upstream only asserts it). Like
+        upstream it needs ``out`` 1-D with ``out.numel() >= max_tokens``
+        (ValueError) and returns without writing when ``bs`` or ``max_tokens`` is 0.
+        ``v2p=None`` is accepted and means no translation. Integer arguments may
+        be any integer with ``__index__`` (numpy integers, one-element tensors); a
+        bool or a float is a TypeError. Errors name ``build_kv_read_table_packed``.
+        """
+        op = "build_kv_read_table_packed"
+        page_size, max_tokens = _int_arg(op, "page_size", page_size), _int_arg(op, "max_tokens", max_tokens)
+        if _is_tensor(out) and out.dim() != 1:
+            raise ValueError(f"sgl_meta.{op}: out must be 1-D, got shape {tuple(out.shape)}")
+        if _is_tensor(out) and (out.numel() < max_tokens or max_tokens < 0):
+            raise ValueError(f"sgl_meta.{op}: out {tuple(out.shape)} cannot hold max_tokens = {max_tokens}")
+        if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_tokens == 0):
+            return out
+        target = out[:max_tokens] if _is_tensor(out) and out.numel() != max_tokens else out
+        try:
+            token_stream(
+                req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens, indptr=indptr,
+                out=target, page_size=page_size, v2p=v2p, kv_start_idx=kv_start_idx,
+            )
+        except (RuntimeError, TypeError) as err:
+            _errors.raise_as(err, op="kv_read_token_stream", caller=op)
         return out
-    target = out[:max_tokens] if _is_tensor(out) and out.numel() != max_tokens else out
-    try:
-        kv_read_token_stream(
-            req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens, indptr=indptr,
-            out=target, page_size=page_size, v2p=v2p, kv_start_idx=kv_start_idx,
-        )
-    except (RuntimeError, TypeError) as err:
-        _errors.raise_as(err, op="kv_read_token_stream", caller=op)
-    return out
+
+    build_kv_read_table_packed.__qualname__ = "build_kv_read_table_packed"
+    return build_kv_read_table_packed
+
+
+build_kv_read_table = _op.dropin("build_kv_read_table", _UPSTREAM)(table_dropin(kv_read_page_table))
+build_kv_read_table_packed = _op.dropin("build_kv_read_table_packed", _UPSTREAM)(packed_dropin(kv_read_token_stream))
 
 
 __all__ = _op.exports(__name__)

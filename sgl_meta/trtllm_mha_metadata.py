@@ -100,6 +100,13 @@ update_trtllm_mha_graph_metadata = _op.define(
             table, from the same virtual slots); when given, the SWA table uses it
             instead of ``swa_mapping`` (which ``swa_out_cache_loc`` still needs).
 
+    Lengths: every ``seq_lens[i]`` (and ``qlens[i]`` with ``Q_MODE_CUMSUM``) must lie in
+    ``[0, 2**31 - 1]``, and so must every ``cache_seqlens[i] = seq_lens[i] (+ seqlen_offsets[i])
+    + seqlen_offset`` and every running sum written to ``cu_seqlens_k`` / ``cu_seqlens_q``:
+    offsets may be negative, the results may not. Otherwise the CPU op raises RuntimeError
+    naming the op and the argument, with nothing written; CUDA trips a device-side assert
+    naming the op. Also with ``skip_page_table=True``.
+
     Raises:
         RuntimeError: a wrong dtype, device, rank, size, inner stride, negative
             scalar, ``page_size < 1``, a missing or unpaired optional tensor, a bad
@@ -146,6 +153,10 @@ update_trtllm_mha_graph_metadata_multi = _op.define(
     ``swa_page_table`` is given for every set or for none. Up to 4 sets go in one
     launch; larger K takes ceil(K / 4) launches on the same stream (still no
     allocation or sync). Every output of every set must be distinct memory.
+
+    Lengths: as :func:`update_trtllm_mha_graph_metadata`, per destination set:
+    ``seq_lens[i] (+ seqlen_offsets[i]) + seqlen_offset[s]`` and each set's ``cu_seqlens_k``
+    running sum must lie in ``[0, 2**31 - 1]``; errors name the set (``seqlen_offset[1]``).
 
     Raises:
         RuntimeError: as :func:`update_trtllm_mha_graph_metadata` (messages name the

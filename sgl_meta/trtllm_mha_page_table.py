@@ -21,9 +21,9 @@ build_trtllm_mha_page_table = _op.define(
 
         slot = req_to_token[req_pool_indices[r], p * page_size]
         page_table[r, p] = slot // page_size
-        swa_page_table[r, p] = full_to_swa[clamp(slot, 0, M - 1)] // page_size
+        swa_page_table[r, p] = full_to_swa[max(slot, 0)] // page_size
 
-    with ``n_r = min(ceil(max(cache_seqlens[r], 0) / page_size), W,
+    with ``n_r = min(ceil(cache_seqlens[r] / page_size), W,
     ceil(req_to_token.size(1) / page_size))``. Columns ``p >= n_r`` are never
     written (a ``-1``-prefilled tail survives). ``//`` is floor division
     (``-1 // 64 == -1``). ``bs == 0`` is a no-op. Unlike SGLang's Triton builder, ``n_r`` is
@@ -42,7 +42,12 @@ build_trtllm_mha_page_table = _op.define(
         swa_page_table: out, int32 ``[>= bs, >= W]`` SWA page ids, same stride
             rules; given iff ``full_to_swa`` is.
         full_to_swa: ``[M]`` int32/int64 full-pool slot -> SWA-pool slot, ``M >= 1``;
-            lookups are clamped into ``[0, M - 1]`` (no sentinel handling, as the seed).
+            a negative slot reads entry 0 (as SGLang's builder), a slot ``>= M`` is an error.
+
+    Lengths: ``cache_seqlens[r]`` must lie in ``[0, 2**31 - 1]``; 0 writes no pages, a
+    negative length is an error (RuntimeError on CPU, a device assert on CUDA). SWA: a
+    negative slot reads ``full_to_swa[0]`` (as SGLang 0.5.23's builder clamps it); a slot
+    ``>= full_to_swa.numel()`` in a live column is an error naming it, never clamped.
 
     Raises:
         RuntimeError: a wrong dtype, device, rank, size, inner stride, overlapping

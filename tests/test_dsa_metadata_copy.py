@@ -180,7 +180,7 @@ def test_decode_ignores_seqlens_expanded(gen, device):
         assert torch.equal(after["seqlens_expanded_dst"], before["seqlens_expanded_dst"])
 
 
-# --- drop-in replacements (the seed's exact Python signatures) ---
+# --- drop-in replacements (SGLang's exact Python signatures) ---
 
 SEED_SINGLE_PARAMS = [
     *SRC_FIELDS,

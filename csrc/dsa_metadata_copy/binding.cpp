@@ -18,7 +18,7 @@ namespace {
 using DT = Expect::DType;
 
 // One set of the nine fields, sources or one destination set; null = not
-// given. (The source of page_table_1 is the seed's `page_indices_src`.)
+// given. (The source of page_table_1 is SGLang's `page_indices_src`.)
 template <typename T>
 struct DsaTensors {
   const T* cache_seqlens;

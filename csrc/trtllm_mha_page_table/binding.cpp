@@ -24,7 +24,7 @@ void build_trtllm_mha_page_table(T req_to_token, T req_pool_indices, T cache_seq
   check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
   check.tensor(page_table, "page_table", {DT::kInt32, 2}, dev);
   check.rows_disjoint(page_table, "page_table", page_table.size(0), page_table.size(1));
-  // The table's own shape is the batch and the width (the seed's contract).
+  // The table's own shape is the batch and the width (SGLang's contract).
   const int64_t bs = page_table.size(0);
   const int64_t width = page_table.size(1);
   const char* bs_why = "page_table.size(0)";

@@ -15,6 +15,8 @@ from typing import Optional, Sequence
 
 import torch
 
+from .. import dsa_metadata as dropins
+from .._op import adapt_reference
 from ._lengths import RunningSum, check_length, on_host, values
 
 DECODE, TARGET_VERIFY, DRAFT_EXTEND = 0, 1, 2
@@ -130,53 +132,7 @@ def fused_dsa_metadata(
 # --- The three upstream generators' signatures (K = 1), for callers of the drop-ins ---
 
 
-def _one(t):
-    return None if t is None else [t]
-
-
-def fused_dsa_decode_metadata(
-    seq_lens, req_pool_indices, req_to_token, cache_seqlens, cu_seqlens_k, page_table_1,
-    dsa_cache_seqlens, dsa_cu_seqlens_k, real_page_table, bs, max_len, dsa_index_topk, physical_page_size,
-) -> None:
-    """Eager reference of :func:`sgl_meta.fused_dsa_decode_metadata` (same arguments)."""
-    fused_dsa_metadata(
-        seq_lens=seq_lens, req_pool_indices=req_pool_indices, req_to_token=req_to_token,
-        cache_seqlens=[cache_seqlens], cu_seqlens_k=[cu_seqlens_k], dsa_cache_seqlens=[dsa_cache_seqlens],
-        dsa_cu_seqlens_k=[dsa_cu_seqlens_k], page_table_1=_one(page_table_1), real_page_table=_one(real_page_table),
-        forward_mode=DECODE, bs=bs, max_seqlen_k=max_len, dsa_index_topk=dsa_index_topk,
-        page_size=physical_page_size,
-    )
-
-
-def fused_dsa_target_verify_metadata(
-    seq_lens, req_pool_indices, req_to_token, cache_seqlens, cu_seqlens_k, page_table_1, seqlens_expanded,
-    dsa_cache_seqlens, dsa_cu_seqlens_k, real_page_table, bs, max_seqlen_k, dsa_index_topk, physical_page_size,
-    next_n, paged_mqa_ctx_lens_2d=None,
-) -> None:
-    """Eager reference of :func:`sgl_meta.fused_dsa_target_verify_metadata` (same arguments)."""
-    fused_dsa_metadata(
-        seq_lens=seq_lens, req_pool_indices=req_pool_indices, req_to_token=req_to_token,
-        cache_seqlens=[cache_seqlens], cu_seqlens_k=[cu_seqlens_k], seqlens_expanded=[seqlens_expanded],
-        dsa_cache_seqlens=[dsa_cache_seqlens], dsa_cu_seqlens_k=[dsa_cu_seqlens_k],
-        page_table_1=_one(page_table_1), real_page_table=_one(real_page_table),
-        paged_mqa_ctx_lens_2d=_one(paged_mqa_ctx_lens_2d), forward_mode=TARGET_VERIFY, bs=bs,
-        max_seqlen_k=max_seqlen_k, dsa_index_topk=dsa_index_topk, page_size=physical_page_size, next_n=next_n,
-    )
-
-
-def fused_dsa_draft_extend_metadata(
-    seq_lens, extend_seq_lens, req_pool_indices, req_to_token, cache_seqlens, cu_seqlens_k, page_table_1,
-    seqlens_expanded, dsa_cache_seqlens, dsa_cu_seqlens_k, real_page_table, bs, total_len, max_seqlen_k,
-    dsa_index_topk, physical_page_size, max_extend_len, max_total_len, static_extend_len=False,
-) -> None:
-    """Eager reference of :func:`sgl_meta.fused_dsa_draft_extend_metadata` (same arguments;
-    ``max_extend_len`` / ``max_total_len`` are not needed here)."""
-    fused_dsa_metadata(
-        seq_lens=seq_lens, req_pool_indices=req_pool_indices, req_to_token=req_to_token,
-        extend_seq_lens=extend_seq_lens, cache_seqlens=[cache_seqlens], cu_seqlens_k=[cu_seqlens_k],
-        seqlens_expanded=[seqlens_expanded], dsa_cache_seqlens=[dsa_cache_seqlens],
-        dsa_cu_seqlens_k=[dsa_cu_seqlens_k], page_table_1=_one(page_table_1),
-        real_page_table=_one(real_page_table), forward_mode=DRAFT_EXTEND, bs=bs, max_seqlen_k=max_seqlen_k,
-        dsa_index_topk=dsa_index_topk, page_size=physical_page_size, total_len=total_len,
-        static_extend_len=static_extend_len,
-    )
+# The drop-ins (upstream's signatures) over this reference, mapped as the ops' are.
+fused_dsa_decode_metadata = adapt_reference(dropins.fused_dsa_decode_metadata, fused_dsa_metadata)
+fused_dsa_target_verify_metadata = adapt_reference(dropins.fused_dsa_target_verify_metadata, fused_dsa_metadata)
+fused_dsa_draft_extend_metadata = adapt_reference(dropins.fused_dsa_draft_extend_metadata, fused_dsa_metadata)

@@ -13,6 +13,7 @@ from typing import Optional
 
 import torch
 
+from .. import kv_read_table as dropins
 from ._lengths import check_rows
 
 
@@ -119,40 +120,8 @@ def kv_read_token_stream(
     out.copy_(torch.where(live, ids.to(out.dtype), out))
 
 
-def build_kv_read_table(
-    *,
-    req_to_token: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    v2p: torch.Tensor,
-    page_size: int,
-    max_pages: int,
-    out: torch.Tensor,
-    seq_len_delta: int = 0,
-    zero_tail: bool = False,
-) -> torch.Tensor:
-    """Eager reference of the drop-in :func:`sgl_meta.build_kv_read_table` (upstream's signature)."""
-    kv_read_page_table(req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens, out=out,
-                       page_size=page_size, max_pages=max_pages, v2p=v2p, seq_len_delta=seq_len_delta,
-                       zero_tail=zero_tail)
-    return out
-
-
-def build_kv_read_table_packed(
-    *,
-    req_to_token: torch.Tensor,
-    req_pool_indices: torch.Tensor,
-    seq_lens: torch.Tensor,
-    v2p: torch.Tensor,
-    indptr: torch.Tensor,
-    page_size: int,
-    max_tokens: int,
-    out: torch.Tensor,
-    kv_start_idx: Optional[torch.Tensor] = None,
-) -> torch.Tensor:
-    """Eager reference of the drop-in :func:`sgl_meta.build_kv_read_table_packed` (upstream's signature)."""
-    if max_tokens > 0:
-        kv_read_token_stream(req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
-                             indptr=indptr, out=out[:max_tokens], page_size=page_size, v2p=v2p,
-                             kv_start_idx=kv_start_idx)
-    return out
+# The drop-ins (upstream's signatures, host checks included) over these references.
+build_kv_read_table = dropins.table_dropin(kv_read_page_table)
+build_kv_read_table.__doc__ = "Eager reference of the drop-in :func:`sgl_meta.build_kv_read_table`."
+build_kv_read_table_packed = dropins.packed_dropin(kv_read_token_stream)
+build_kv_read_table_packed.__doc__ = "Eager reference of the drop-in :func:`sgl_meta.build_kv_read_table_packed`."

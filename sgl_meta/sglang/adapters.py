@@ -22,7 +22,8 @@ from typing import Optional
 
 import torch
 
-from ..dsa_metadata_copy import FORWARD_MODE_DECODE
+from .._op import with_signature
+from ..dsa_metadata_copy import FORWARD_MODE_DECODE, MULTI_PARAMS
 from ..dsa_metadata_copy import fused_metadata_copy_cuda as _copy
 from ..dsa_metadata_copy import fused_metadata_copy_multi_cuda as _copy_multi
 from ..trtllm_mha_metadata import Q_MODE_NONE
@@ -106,31 +107,7 @@ def _fit(dst: Optional[torch.Tensor], src: Optional[torch.Tensor]) -> Optional[t
     return dst.view(-1)[: src.numel()]
 
 
-def fused_metadata_copy_cuda(
-    cache_seqlens_src: torch.Tensor,
-    cu_seqlens_k_src: torch.Tensor,
-    page_indices_src: torch.Tensor,
-    dsa_cache_seqlens_src: torch.Tensor,
-    seqlens_expanded_src: Optional[torch.Tensor],
-    dsa_cu_seqlens_k_src: torch.Tensor,
-    real_page_table_src: Optional[torch.Tensor],
-    flashmla_num_splits_src: Optional[torch.Tensor],
-    flashmla_metadata_src: Optional[torch.Tensor],
-    cache_seqlens_dst: torch.Tensor,
-    cu_seqlens_k_dst: torch.Tensor,
-    page_table_1_dst: torch.Tensor,
-    dsa_cache_seqlens_dst: torch.Tensor,
-    seqlens_expanded_dst: Optional[torch.Tensor],
-    dsa_cu_seqlens_k_dst: torch.Tensor,
-    real_page_table_dst: Optional[torch.Tensor],
-    flashmla_num_splits_dst: Optional[torch.Tensor],
-    flashmla_metadata_dst: Optional[torch.Tensor],
-    forward_mode: int,
-    bs: int,
-    max_len: int,
-    max_seqlen_k: int,
-    seqlens_expanded_size: int,
-) -> None:
+def _copy_body(args: dict) -> None:
     """``sglang.kernels.ops.attention.dsa.fused_metadata_copy.fused_metadata_copy_cuda``.
 
     As :func:`sgl_meta.fused_metadata_copy_cuda`, with 0.5.23's tolerance:
@@ -140,53 +117,17 @@ def fused_metadata_copy_cuda(
     non-contiguous sources are read as their contiguous copies, and a FlashMLA
     metadata destination larger than its source receives the source's size.
     """
-    args = dict(locals())  # the parameters by name, in signature order
-    if forward_mode == FORWARD_MODE_DECODE:
+    args = dict(args)
+    if args["forward_mode"] == FORWARD_MODE_DECODE:
         args.update(seqlens_expanded_src=None, seqlens_expanded_dst=None)
-    if real_page_table_src is None:
+    if args["real_page_table_src"] is None:
         args.update(real_page_table_dst=None)
-    if flashmla_num_splits_src is None:
+    if args["flashmla_num_splits_src"] is None:
         args.update(flashmla_num_splits_dst=None, flashmla_metadata_src=None, flashmla_metadata_dst=None)
     _call(_copy, args)
 
 
-def fused_metadata_copy_multi_cuda(
-    cache_seqlens_src: torch.Tensor,
-    cu_seqlens_k_src: torch.Tensor,
-    page_indices_src: torch.Tensor,
-    dsa_cache_seqlens_src: torch.Tensor,
-    dsa_cu_seqlens_k_src: torch.Tensor,
-    real_page_table_src: Optional[torch.Tensor],
-    flashmla_num_splits_src: Optional[torch.Tensor],
-    flashmla_metadata_src: Optional[torch.Tensor],
-    cache_seqlens_dst0: torch.Tensor,
-    cu_seqlens_k_dst0: torch.Tensor,
-    page_table_1_dst0: torch.Tensor,
-    dsa_cache_seqlens_dst0: torch.Tensor,
-    dsa_cu_seqlens_k_dst0: torch.Tensor,
-    real_page_table_dst0: Optional[torch.Tensor],
-    flashmla_num_splits_dst0: Optional[torch.Tensor],
-    flashmla_metadata_dst0: Optional[torch.Tensor],
-    cache_seqlens_dst1: torch.Tensor,
-    cu_seqlens_k_dst1: torch.Tensor,
-    page_table_1_dst1: torch.Tensor,
-    dsa_cache_seqlens_dst1: torch.Tensor,
-    dsa_cu_seqlens_k_dst1: torch.Tensor,
-    real_page_table_dst1: Optional[torch.Tensor],
-    flashmla_num_splits_dst1: Optional[torch.Tensor],
-    flashmla_metadata_dst1: Optional[torch.Tensor],
-    cache_seqlens_dst2: torch.Tensor,
-    cu_seqlens_k_dst2: torch.Tensor,
-    page_table_1_dst2: torch.Tensor,
-    dsa_cache_seqlens_dst2: torch.Tensor,
-    dsa_cu_seqlens_k_dst2: torch.Tensor,
-    real_page_table_dst2: Optional[torch.Tensor],
-    flashmla_num_splits_dst2: Optional[torch.Tensor],
-    flashmla_metadata_dst2: Optional[torch.Tensor],
-    bs: int,
-    max_len: int,
-    seqlens_expanded_size: int,
-) -> None:
+def _copy_multi_body(args: dict) -> None:
     """``sglang.kernels.ops.attention.dsa.fused_metadata_copy.fused_metadata_copy_multi_cuda``.
 
     As :func:`sgl_meta.fused_metadata_copy_multi_cuda` (DECODE, three
@@ -196,15 +137,24 @@ def fused_metadata_copy_multi_cuda(
     contiguous copies, and larger FlashMLA metadata destinations receive the
     source's size.
     """
-    args = dict(locals())  # the parameters by name, in signature order
-    if real_page_table_src is None or real_page_table_dst0 is None:
+    args = dict(args)
+    if args["real_page_table_src"] is None or args["real_page_table_dst0"] is None:
         args.update(dict.fromkeys(["real_page_table_src", *_each_set("real_page_table_dst")]))
-    if flashmla_num_splits_src is None:
+    if args["flashmla_num_splits_src"] is None:
         args.update(dict.fromkeys([
             "flashmla_num_splits_src", "flashmla_metadata_src",
             *_each_set("flashmla_num_splits_dst", "flashmla_metadata_dst"),
         ]))  # fmt: skip
     _call(_copy_multi, args)
+
+
+# The exact signatures of SGLang's two copy functions (the op's own order; the
+# numbered three-set form), each called with its arguments by name.
+fused_metadata_copy_cuda = with_signature(
+    "fused_metadata_copy_cuda", ", ".join(a.name for a in _copy.op.args), _copy_body)
+fused_metadata_copy_cuda.__doc__ = _copy_body.__doc__
+fused_metadata_copy_multi_cuda = with_signature("fused_metadata_copy_multi_cuda", MULTI_PARAMS, _copy_multi_body)
+fused_metadata_copy_multi_cuda.__doc__ = _copy_multi_body.__doc__
 
 
 def _each_set(*stems: str) -> list[str]:

@@ -64,14 +64,14 @@ def _copy_set(src: dict, dst: dict, mode: int, bs: int, max_len: int, max_seqlen
 
 
 def spec_copy(**kw) -> None:
-    """docs/operators/dsa_metadata_copy.md for the seed's single-set keyword arguments."""
+    """docs/operators/dsa_metadata_copy.md for SGLang's single-set keyword arguments."""
     src = {f: kw.get(SRC_NAME[f]) for f in FIELDS}
     dst = {f: kw.get(f + "_dst") for f in FIELDS}
     _copy_set(src, dst, kw["forward_mode"], kw["bs"], kw["max_len"], kw["max_seqlen_k"], kw["seqlens_expanded_size"])
 
 
 def spec_copy_multi_seed(**kw) -> None:
-    """docs/operators/dsa_metadata_copy.md for the seed's fused_metadata_copy_multi_cuda (dst0..dst2, DECODE)."""
+    """docs/operators/dsa_metadata_copy.md for SGLang's fused_metadata_copy_multi_cuda (dst0..dst2, DECODE)."""
     src = {f: kw.get(SRC_NAME[f]) for f in FIELDS}
     for j in range(3):
         dst = {f: kw.get(f"{f}_dst{j}") for f in FIELDS}
