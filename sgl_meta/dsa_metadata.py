@@ -141,15 +141,18 @@ def _draft_extend_asserts(bs, total_len, max_total_len, max_extend_len):
             raise ValueError(f"{name}: total_len = {total_len} must be <= bs * max_extend_len = {bs * max_extend_len}")
 
 
-fused_dsa_decode_metadata = _op.adapt(
-    fused_dsa_metadata,
+def _generator(name: str, mode: int, params: str, doc: str, **mapping):
+    """The drop-in for upstream's generator ``name``: one destination set, ``mode``."""
+    renamed = {"page_size": "physical_page_size", **mapping.pop("renamed", {})}
+    return _op.adapt(fused_dsa_metadata, name, params=params, upstream=name, module=_UPSTREAM, sets=_ONE_SET,
+                     renamed=renamed, fixed={"forward_mode": mode}, doc=doc, **mapping)
+
+
+fused_dsa_decode_metadata = _generator(
     "fused_dsa_decode_metadata",
-    params=f"seq_lens, req_pool_indices, req_to_token, {_COMMON}, {_SETS}, max_len, dsa_index_topk, physical_page_size",
-    upstream="fused_dsa_decode_metadata",
-    module=_UPSTREAM,
-    sets=_ONE_SET,
-    renamed={"max_seqlen_k": "max_len", "page_size": "physical_page_size"},
-    fixed={"forward_mode": 0},
+    0,
+    f"seq_lens, req_pool_indices, req_to_token, {_COMMON}, {_SETS}, max_len, dsa_index_topk, physical_page_size",
+    renamed={"max_seqlen_k": "max_len"},
     doc="""Drop-in for ``sglang.kernels.ops.attention.dsa.metadata.fused_dsa_decode_metadata``.
 
     Same arguments in the same order; :func:`fused_dsa_metadata` with DECODE, K = 1,
@@ -160,16 +163,11 @@ fused_dsa_decode_metadata = _op.adapt(
     """,
 )
 
-fused_dsa_target_verify_metadata = _op.adapt(
-    fused_dsa_metadata,
+fused_dsa_target_verify_metadata = _generator(
     "fused_dsa_target_verify_metadata",
-    params=f"seq_lens, req_pool_indices, req_to_token, {_COMMON}, seqlens_expanded, {_SETS}, max_seqlen_k, "
+    1,
+    f"seq_lens, req_pool_indices, req_to_token, {_COMMON}, seqlens_expanded, {_SETS}, max_seqlen_k, "
     "dsa_index_topk, physical_page_size, next_n, paged_mqa_ctx_lens_2d=None",
-    upstream="fused_dsa_target_verify_metadata",
-    module=_UPSTREAM,
-    sets=_ONE_SET,
-    renamed={"page_size": "physical_page_size"},
-    fixed={"forward_mode": 1},
     doc="""Drop-in for ``sglang.kernels.ops.attention.dsa.metadata.fused_dsa_target_verify_metadata``.
 
     Same arguments in the same order; :func:`fused_dsa_metadata` with TARGET_VERIFY,
@@ -179,17 +177,12 @@ fused_dsa_target_verify_metadata = _op.adapt(
     """,
 )
 
-fused_dsa_draft_extend_metadata = _op.adapt(
-    fused_dsa_metadata,
+fused_dsa_draft_extend_metadata = _generator(
     "fused_dsa_draft_extend_metadata",
-    params=f"seq_lens, extend_seq_lens, req_pool_indices, req_to_token, {_COMMON}, seqlens_expanded, {_SETS}, "
+    2,
+    f"seq_lens, extend_seq_lens, req_pool_indices, req_to_token, {_COMMON}, seqlens_expanded, {_SETS}, "
     "total_len, max_seqlen_k, dsa_index_topk, physical_page_size, max_extend_len, max_total_len, "
     "static_extend_len=False",
-    upstream="fused_dsa_draft_extend_metadata",
-    module=_UPSTREAM,
-    sets=_ONE_SET,
-    renamed={"page_size": "physical_page_size"},
-    fixed={"forward_mode": 2},
     check=_draft_extend_asserts,
     doc="""Drop-in for ``sglang.kernels.ops.attention.dsa.metadata.fused_dsa_draft_extend_metadata``.
 
