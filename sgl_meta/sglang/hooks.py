@@ -110,7 +110,7 @@ class Hook:
         """The replacement, if everything it needs is here; else :class:`Skip`.
         ``cuda=False`` accepts ops without CUDA kernels (the forced plugin).
 
-        Order: ours first (cheap, and a row whose drop-in has not landed never
+        Order: ours first (cheap, and a row whose replacement is missing never
         imports SGLang's module), then the needs, then SGLang's function and its
         signature, which must be the one the replacement was written for.
         """
