@@ -28,12 +28,14 @@ def _type_name(value) -> str:
     return type(value).__name__
 
 
-def _integer(fn: str, name: str, value) -> int:
+def integer(fn: str, name: str, value, *, tensors: bool = False) -> int:
     """An int argument: a Python int, or anything with ``__index__`` (numpy
-    integers) as an int; never a bool, a float or a tensor (no implicit sync)."""
-    if type(value) is int:
+    integers; with ``tensors``, one-element integer tensors too, as upstream's
+    Python drop-in targets accept them) as an int, a SymInt under tracing as it
+    is; never a bool or a float, and no tensor unless asked (no implicit sync)."""
+    if type(value) is int or isinstance(value, torch.SymInt):  # the common case first: host time per call
         return value
-    if not isinstance(value, (bool, torch.Tensor)):
+    if not isinstance(value, bool) and (tensors or not isinstance(value, torch.Tensor)):
         try:
             return operator.index(value)
         except TypeError:
@@ -60,7 +62,7 @@ def _boolean(fn: str, name: str, value) -> bool:
     return value
 
 
-_ITEM = {"Tensor": _tensor, "int": _integer, "bool": _boolean}
+_ITEM = {"Tensor": _tensor, "int": integer, "bool": _boolean}
 
 
 def _argument(fn: str, arg: "Arg", value):

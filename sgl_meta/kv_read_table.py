@@ -24,7 +24,6 @@ with any new lengths, request rows and ``v2p`` contents.
 
 from __future__ import annotations
 
-import operator
 from typing import Callable, Optional
 
 import torch
@@ -163,21 +162,6 @@ def _is_tensor(x) -> bool:
     return isinstance(x, torch.Tensor)
 
 
-def _int_arg(op: str, name: str, x):
-    """An integer argument of a drop-in as a Python int: anything with
-    ``__index__`` (numpy integers, one-element integer tensors) as upstream's
-    Python code accepts it, a SymInt under torch.compile as it is; a bool or a
-    non-integer is a TypeError naming the argument (never cast)."""
-    if type(x) is int or isinstance(x, torch.SymInt):  # (the common case first: host time per call)
-        return x
-    if not isinstance(x, bool):
-        try:
-            return operator.index(x)
-        except TypeError:
-            pass
-    raise TypeError(f"sgl_meta.{op}: {name} must be an int, got {type(x).__name__}")
-
-
 
 def table_dropin(page_table: Callable[..., None]) -> Callable[..., torch.Tensor]:
     """``build_kv_read_table`` over ``page_table`` (this op, or its eager reference)."""
@@ -206,8 +190,9 @@ def table_dropin(page_table: Callable[..., None]) -> Callable[..., torch.Tensor]
         bool or a float is a TypeError. Errors name ``build_kv_read_table``.
         """
         op = "build_kv_read_table"
-        page_size, max_pages = _int_arg(op, "page_size", page_size), _int_arg(op, "max_pages", max_pages)
-        seq_len_delta = _int_arg(op, "seq_len_delta", seq_len_delta)
+        page_size = _errors.integer(op, "page_size", page_size, tensors=True)
+        max_pages = _errors.integer(op, "max_pages", max_pages, tensors=True)
+        seq_len_delta = _errors.integer(op, "seq_len_delta", seq_len_delta, tensors=True)
         if _is_tensor(req_to_token) and req_to_token.dim() == 2 and max_pages > 0:
             if (max_pages - 1) * page_size >= req_to_token.shape[1]:
                 raise ValueError(
@@ -256,7 +241,8 @@ def packed_dropin(token_stream: Callable[..., None]) -> Callable[..., torch.Tens
         bool or a float is a TypeError. Errors name ``build_kv_read_table_packed``.
         """
         op = "build_kv_read_table_packed"
-        page_size, max_tokens = _int_arg(op, "page_size", page_size), _int_arg(op, "max_tokens", max_tokens)
+        page_size = _errors.integer(op, "page_size", page_size, tensors=True)
+        max_tokens = _errors.integer(op, "max_tokens", max_tokens, tensors=True)
         if _is_tensor(out) and out.dim() != 1:
             raise ValueError(f"sgl_meta.{op}: out must be 1-D, got shape {tuple(out.shape)}")
         if _is_tensor(out) and (out.numel() < max_tokens or max_tokens < 0):
