@@ -10,7 +10,9 @@ the argument type checks on the dispatcher path (``sgl_meta/_errors.py``).
 The fakes (``_fake.py``), ``__all__``, the docs' op table
 (``scripts/op_table.py``) and the bad-input matrix (``tests/reliability``) read
 the same registry, :data:`OPS`. A drop-in (an upstream function's exact
-signature over one of our ops) is a plain function marked with :func:`dropin`.
+signature over one of our ops) comes from :func:`positional` (the schema's own
+order), :func:`adapt` (another signature, its arguments mapped) or is a plain
+function marked with :func:`dropin`.
 """
 
 from __future__ import annotations
@@ -58,9 +60,6 @@ class Op:
     args: tuple[Arg, ...]
     keyword_only: bool
     summary: str  # the docstring's first line
-
-    def arg(self, name: str) -> Arg:
-        return next(a for a in self.args if a.name == name)
 
 
 OPS: dict[str, Op] = {}
@@ -326,41 +325,38 @@ def exports(module: str, *constants: str) -> list[str]:
     return [*names, *constants]
 
 
+_CALLS: dict[str, Callable[[tuple], None]] = {}
+
+
 def _call(op: Op) -> Callable[[tuple], None]:
     """The call of ``op`` with its arguments in schema order, as one tuple:
     the fast path when it takes the call, else the dispatcher after the
     argument type checks (which only run there: the fast path reads exact
-    types and declines anything else)."""
-    overload = getattr(torch.ops.sgl_meta, op.name).default
+    types and declines anything else). One per op, shared by its drop-ins."""
+    if op.name not in _CALLS:
+        overload = getattr(torch.ops.sgl_meta, op.name).default
 
-    def slow(args: tuple) -> None:
-        overload(*_errors.checked(op, args))
+        def slow(args: tuple) -> None:
+            overload(*_errors.checked(op, args))
 
-    return _fast.route(f"sgl_meta_fast_{op.name}", slow)
+        _CALLS[op.name] = _fast.route(f"sgl_meta_fast_{op.name}", slow)
+    return _CALLS[op.name]
 
 
 def _function(op: Op, call: Callable[[tuple], None], name: Optional[str] = None) -> Callable[..., None]:
     """The public function of ``op``: its signature from the description, its
     body one call with the arguments in schema order (generated source, as
     ``dataclasses`` does, so that a call costs what a hand-written one does)."""
-    params, values, defaults = [], [], {}
     name = name or op.name
-    for a in op.args:
-        if a.default is REQUIRED:
-            params.append(a.name)
-        else:
-            defaults[f"_d_{a.name}"] = a.default
-            params.append(f"{a.name}=_d_{a.name}")
-        # An optional output list is None to the caller, empty to the op.
-        empty_if_none = a.kind == "Tensor[]" and a.default is None
-        values.append(f"() if {a.name} is None else {a.name}" if empty_if_none else a.name)
-    if not op.keyword_only:
-        # Positional order is the schema's: a required argument may not follow a default.
-        first_default = next((i for i, a in enumerate(op.args) if a.default is not REQUIRED), len(op.args))
-        assert all(a.default is not REQUIRED for a in op.args[first_default:]), op.name
-    signature = ("*, " if op.keyword_only else "") + ", ".join(params)
-    source = f"def {name}({signature}) -> None:\n    _call(({', '.join(values)},))\n"
-    namespace = {"_call": call, **defaults}
+    kind = inspect.Parameter.KEYWORD_ONLY if op.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
+    # (inspect.Signature refuses a positional required argument after a default.)
+    sig = inspect.Signature([inspect.Parameter(a.name, kind, default=inspect.Parameter.empty if a.default is REQUIRED
+                                               else a.default) for a in op.args])
+    namespace: dict[str, Any] = {"_call": call}
+    # An optional output list is None to the caller, empty to the op.
+    values = [f"() if {a.name} is None else {a.name}" if a.kind == "Tensor[]" and a.default is None else a.name
+              for a in op.args]
+    source = f"def {name}({_parameter_list(sig, namespace)}) -> None:\n    _call(({', '.join(values)},))\n"
     exec(source, namespace)  # noqa: S102  (source built above from the schema's names)
     fn = namespace[name]
     fn.__qualname__ = name
