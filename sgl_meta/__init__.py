@@ -9,7 +9,7 @@ PyTorch paths they replace.
 
 from pathlib import Path
 
-from ._build_check import require_built_extension
+from ._build import require_built_extension
 
 require_built_extension()
 

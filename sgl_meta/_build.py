@@ -1,9 +1,12 @@
-"""What the compiled extension was built with, read from the binary itself."""
+"""The compiled extension: whether it is there (a clear error when it is not,
+instead of Python's "cannot import name '_C' from partially initialized module")
+and what it was built with, read from the binary itself."""
 
 from __future__ import annotations
 
 import ctypes
 import functools
+from pathlib import Path
 
 
 @functools.lru_cache(maxsize=1)
@@ -18,3 +21,25 @@ def cuda_kernels() -> bool:
     from . import _C
 
     return bool(ctypes.CDLL(_C.__file__).sgl_meta_has_cuda_kernels())
+
+
+def require_built_extension() -> None:
+    """Import ``sgl_meta._C`` or explain why it is not there."""
+    import torch  # noqa: F401  (the extension links against torch's libraries)
+
+    try:
+        from . import _C  # noqa: F401
+    except ImportError:
+        here = Path(__file__).resolve().parent
+        if any(here.glob("_C*.so")) or any(here.glob("_C*.pyd")):
+            raise  # built, but it does not load: the loader's own message says why
+        source_tree = (here.parent / "setup.py").is_file()
+        hint = (
+            "This is the source tree (a checkout), and its extension is not built in place: "
+            "it shadows any installed sgl_meta when Python runs from the checkout root. "
+            "Run from another directory to use the installed package, or build in place with "
+            "`pip install --no-build-isolation -e .` (or `bash scripts/test.sh`)."
+            if source_tree
+            else "Reinstall the sgl-meta wheel for this Python and torch."
+        )
+        raise ImportError(f"sgl_meta: the compiled extension sgl_meta/_C is missing in {here}. {hint}") from None
