@@ -34,6 +34,7 @@ Only :func:`_id_space_kind` imports ``sglang`` (at call time, inside SGLang).
 
 from __future__ import annotations
 
+import types
 from typing import Any, Callable, Optional
 
 import torch
@@ -231,6 +232,16 @@ class _SkipRecordedTables:
         return self._sgl_meta_translator.copy_page_table(plan, out=out, **kwargs)
 
 
+def _settle(backend: Any, name: str, original: Callable) -> None:
+    """Bind SGLang's ``original`` method on ``backend`` itself, so that its calls
+    skip this hook's wrapper (the eager call runs before every replay). Only
+    where this hook is the one layer around ``original``: another plugin's
+    wrapper of the same method stays in the path."""
+    wrapper = getattr(type(backend), name, None)
+    if getattr(wrapper, "__wrapped__", None) is original:
+        backend.__dict__[name] = types.MethodType(original, backend)
+
+
 def init_forward_metadata_out_graph(original: Callable, self: Any, forward_batch: Any, in_capture: bool = False):
     """AROUND hook for ``TRTLLMHAAttnBackend.init_forward_metadata_out_graph``.
 
@@ -243,12 +254,12 @@ def init_forward_metadata_out_graph(original: Callable, self: Any, forward_batch
     does for any reader that comes first.
     """
     translator = getattr(self, "kv_index_translator", None)
-    if (
-        type(self).__name__ != _BACKEND_CLASS
-        or translator is None
-        or not getattr(translator, "is_translating", False)
-        or isinstance(translator, _SkipRecordedTables)
-    ):
+    if type(self).__name__ != _BACKEND_CLASS or translator is None or not getattr(translator, "is_translating", False):
+        # A backend over a pool that does not translate stays so (SGLang fixes
+        # both at construction): it calls SGLang's method directly from now on.
+        _settle(self, "init_forward_metadata_out_graph", original)
+        return original(self, forward_batch, in_capture=in_capture)
+    if isinstance(translator, _SkipRecordedTables):
         return original(self, forward_batch, in_capture=in_capture)
     self.kv_index_translator = _SkipRecordedTables(translator, self, forward_batch)
     try:

@@ -53,6 +53,5 @@ def test_metadata_equals_sglang(report, backend, mode):
     rows = [p for p in report[0]["points"] if p["point"][:2] == [backend, mode]]
     assert rows
     for p in rows:
-        assert not p["error_off"], f"{p['point']} plugin off: {p['error_off']}\n{report[1][-4000:]}"
-        assert not p["error_on"], f"{p['point']} plugin on: {p['error_on']}\n{report[1][-4000:]}"
+        assert not p["error"], f"{p['point']}: {p['error']}\n{report[1][-4000:]}"
         assert not p["diffs"], f"{p['point']}: {p['diffs']}"

@@ -424,3 +424,41 @@ def test_a_foreign_wrapper_keeps_the_multi_step_loop(sg):
     assert spec._wrapped_by_us_only(ours) and spec._wrapped_by_us_only(fn)
     assert not spec._wrapped_by_us_only(theirs)
     assert not spec._wrapped_by_us_only(sg.wrap(ours, lambda original, *a, **k: original(*a, **k), sg.HookType.AROUND))
+
+
+def test_a_static_pool_backend_settles_on_sglangs_method(sg, gen):
+    """After its first eager call, a backend over a pool that does not translate
+    calls SGLang's method directly (the hook's wrapper leaves its per-replay path);
+    a translating one keeps the hook."""
+    name = "init_forward_metadata_out_graph"
+    calls = []
+    for mode in ("static", "unified"):
+        w = World(sg, make_pool(sg, gen, swa=False, mode=mode), "decode", 2, swa=False)
+        with hooked(sg):
+            w.capture(gen)
+            hook = sg.mha.TRTLLMHAAttnBackend.__dict__[name]
+            original = hook.__wrapped__
+            backend = w.steps[0]
+            calls.append((mode, name in backend.__dict__))
+            if mode == "static":
+                assert backend.__dict__[name].__func__ is original
+                w.replay(*live_batch(torch.Generator().manual_seed(3), 2, "decode"), seed=2)
+    assert calls == [("static", True), ("unified", False)]
+
+
+def test_a_foreign_wrapper_keeps_the_out_graph_hook_in_place(sg, gen):
+    """Another plugin's AROUND wrapper outside ours: the backend keeps calling through it."""
+    B = sg.mha.TRTLLMHAAttnBackend
+    name = "init_forward_metadata_out_graph"
+    seen = []
+    with hooked(sg):
+        ours = B.__dict__[name]
+        B.init_forward_metadata_out_graph = sg.wrap(
+            ours, lambda original, *a, **k: (seen.append(1), original(*a, **k))[1], sg.HookType.AROUND)
+        try:
+            w = World(sg, make_pool(sg, gen, swa=False, mode="static"), "decode", 2, swa=False)
+            w.capture(gen)
+            w.runner.init_forward_metadata_out_graph(w.fb())
+        finally:
+            B.init_forward_metadata_out_graph = ours
+    assert name not in w.steps[0].__dict__ and len(seen) == 2

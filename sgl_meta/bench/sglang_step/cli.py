@@ -3,9 +3,8 @@
 For TRT-LLM MHA and DSA, in decode, target verify, draft extend and draft
 decode, the real SGLang 0.5.23 backend is built through its attention test kit
 (``sglang.test.kits.attention_unittest``) at serving sizes, its CUDA-graph
-metadata captured, and each replay step timed (``measure.py``): first with
-SGLang's own kernels, then with sgl-meta's hooks applied in the same process
-(``plugin_switch.py``). The buffers the attention kernels read are compared
+metadata captured, and each replay step timed (``measure.py``): SGLang's own kernels and sgl-meta's
+hooks in the same process, step by step in turn (``plugin_switch.py``). The buffers the attention kernels read are compared
 between the two after each check step; a difference fails the run (exit 1).
 
 Where the attention libraries (sgl_kernel, flashinfer, deep_gemm, flash_mla) are
@@ -26,7 +25,7 @@ import torch
 from ..report import environment, write_json
 from . import backends, points, stubs, table
 from .measure import Plan, run
-from .plugin_switch import turn_on
+from .plugin_switch import Switch
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,17 +45,21 @@ def _sizes(text, cuda: bool):
     return tuple(tuple(int(v) for v in item.split(":")) for item in text.split(","))
 
 
-def run_half(grid, device: str, plan: Plan, log, done=lambda out: None) -> dict:
-    """Each point built and measured in turn; ``done(results so far)`` after each."""
+def run_points(grid, device: str, plan: Plan, switch, log, done=lambda out: None) -> dict:
+    """Each point built twice alike (plugin off, plugin on) and measured; ``done(results so far)`` after each."""
     out = {}
     for point in grid:
         try:
-            setup = backends.build(*point, device=device)
-            out[point] = run(setup, plan)
+            switch.off()
+            off = backends.build(*point, device=device)
+            switch.on()
+            on = backends.build(*point, device=device)
+            switch.refresh()  # copies made by modules the builds imported
+            out[point] = run(off, on, switch, plan)
         except Exception as err:  # one point's failure is reported in its row; the rest still run
             out[point] = {"error": f"{type(err).__name__}: {err}"}
             log(traceback.format_exc())
-        setup = None
+        off = on = None
         gc.collect()
         if device == "cuda":
             torch.cuda.empty_cache()
@@ -88,16 +91,14 @@ def main(argv=None) -> int:
     def log(line):
         print(line, file=sys.stderr, flush=True)
 
-    log(f"plugin off: {len(grid)} points")
-    off = run_half(grid, device, plan, log)
-    hooks = turn_on()
-    log(f"plugin on: {', '.join(hooks['hooked'])}")
+    switch, hooks = Switch.apply()
+    log(f"plugin: {', '.join(hooks['hooked'])} ({len(switch)} attributes switched); {len(grid)} points")
     env = environment(torch.device(device))
     state = {"failed": False}
 
-    def report(on: dict) -> None:
+    def report(results: dict) -> None:
         # Rewritten after every point, so a run stopped early keeps what it measured.
-        rows = [_row(p, off[p], on[p]) for p in grid if p in on]
+        rows = [_row(p, results[p]) for p in grid if p in results]
         state["failed"] = any(r["equal"] is False for r in rows)
         doc = {"environment": env, "stubbed": stubbed, "plugin": hooks, "left_out": backends.LEFT_OUT,
                "plan": vars(plan), "rows": rows}
@@ -110,12 +111,13 @@ def main(argv=None) -> int:
         if len(rows) == len(grid):
             print(text)
 
-    run_half(grid, device, plan, log, done=report)
+    run_points(grid, device, plan, switch, log, done=report)
     return 1 if state["failed"] else 0
 
 
-def _row(point, a: dict, b: dict) -> dict:
-    diffs = compare(a, b) if "error" not in a and "error" not in b else []
+def _row(point, result: dict) -> dict:
+    a, b = result.get("off", result), result.get("on", result)
+    diffs = compare(a, b) if "error" not in result else []
     return {"backend": point[0], "mode": point[1], "bs": point[2], "context": point[3],
-            "off": a.get("metrics"), "on": b.get("metrics"), "error_off": a.get("error"), "error_on": b.get("error"),
-            "equal": None if "error" in a or "error" in b else not diffs, "diffs": diffs[:20]}
+            "off": a.get("metrics"), "on": b.get("metrics"), "error": result.get("error"),
+            "equal": None if "error" in result else not diffs, "diffs": diffs[:20]}

@@ -1,4 +1,4 @@
-"""One point's replay steps: SGLang's eager metadata call, then the graph it recorded.
+"""One point's replay steps, plugin off and on in turn: SGLang's eager metadata call, then the graph it recorded.
 
 Per step, as the 0.5.23 decode graph runner does before every replay: the batch
 grows by a token, ``init_forward_metadata_out_graph`` runs eagerly, then the
@@ -12,8 +12,10 @@ nothing else: the attention kernels are not here) is replayed. Measured:
   recorded in the graph (torch.profiler, a few steps);
 * in-graph device us: CUDA events around the replay, L2 flushed before it.
 
-The first steps only snapshot the buffers the attention kernels read (compared
-between plugin off and on by the caller).
+Each side has its own backend and batch, built alike from one seed; every step
+runs both in turn (the one that goes first alternates), so drift in the
+machine's speed reaches both sides alike. The first steps only snapshot the
+buffers the attention kernels read (compared between the sides by the caller).
 """
 
 from __future__ import annotations
@@ -62,68 +64,108 @@ def snapshot(buffers: dict) -> dict:
     return out
 
 
-def run(setup: Setup, plan: Plan) -> dict:
-    """Capture, check steps, timed steps. ``{"snapshots": [...], "metrics": {...}}``."""
-    from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
+# The eager call is timed on the GPU behind a spin long enough that the host has
+# queued all of it before the GPU reaches it (DSA's eager path takes ~100-200 us
+# of host time): the events then time the GPU work, not the host's gaps.
+OUT_SLEEP_CYCLES = 5 * SLEEP_CYCLES
 
-    backend, batch = setup.backend, setup.batch
-    cuda = batch.seq_lens.is_cuda
-    with torch.no_grad(), forward_context(ForwardContext(attn_backend=backend)):
+
+class _Side:
+    """One side (plugin off or on): its own backend and batch, built from the same
+    seed as the other's, its captured graph, and its samples."""
+
+    def __init__(self, setup: Setup, select):
+        self.setup, self.select = setup, select
+        self.graph = None
+        self.in_graph_launches = None
+        self.host, self.dev, self.replay, self.snapshots = [], [], [], []
+
+    def out_graph(self):
+        self.setup.backend.init_forward_metadata_out_graph(self.setup.batch)
+
+    def capture(self, cuda: bool) -> None:
+        backend, batch = self.setup.backend, self.setup.batch
+        self.select()
         backend.init_forward_metadata_out_graph(batch, in_capture=True)
         backend.init_forward_metadata_in_graph(batch)  # compiles what JIT-compiles, outside the capture
-        graph = None
-        in_graph_launches = _launches(lambda: backend.init_forward_metadata_in_graph(batch), 1) if cuda else None
-        if cuda and in_graph_launches:
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                backend.init_forward_metadata_in_graph(batch)
-
-        def out_graph():
-            backend.init_forward_metadata_out_graph(batch)
-
-        def step():
-            batches.advance(batch)
-            out_graph()
-            if graph is not None:
-                graph.replay()
-            elif not cuda:
-                backend.init_forward_metadata_in_graph(batch)
-
-        snapshots = []
-        for _ in range(plan.check_steps):
-            step()
-            snapshots.append(snapshot(setup.read_buffers()))
-        for _ in range(plan.warmup):
-            step()
         if not cuda:
-            host = []
-            for _ in range(plan.steps):
-                batches.advance(batch)
-                t0 = time.perf_counter_ns()
-                out_graph()
-                host.append((time.perf_counter_ns() - t0) / 1e3)
+            return
+        self.in_graph_launches = _launches(lambda: backend.init_forward_metadata_in_graph(batch), 1)
+        if self.in_graph_launches:
+            torch.cuda.synchronize()
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
                 backend.init_forward_metadata_in_graph(batch)
-            return {"snapshots": snapshots, "metrics": {"out_host_us": stats(host)}}
 
-        timer = DeviceTimer(batch.seq_lens.device, flush_l2=True)
-        ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
-        host, dev, replay = [], [], []
-        for _ in range(plan.steps):
-            batches.advance(batch)
-            torch.cuda._sleep(SLEEP_CYCLES)
-            ev[0].record()
+    def step(self, cuda: bool) -> None:
+        """One untimed replay step: the batch grows, the eager call, the graph."""
+        self.select()
+        batches.advance(self.setup.batch)
+        self.out_graph()
+        if self.graph is not None:
+            self.graph.replay()
+        elif not cuda:
+            self.setup.backend.init_forward_metadata_in_graph(self.setup.batch)
+
+    def timed_step(self, timer, ev) -> None:
+        self.select()
+        batches.advance(self.setup.batch)
+        if timer is None:  # CPU: host time only
             t0 = time.perf_counter_ns()
-            out_graph()
-            host.append((time.perf_counter_ns() - t0) / 1e3)
-            ev[1].record()
-            ev[1].synchronize()
-            dev.append(ev[0].elapsed_time(ev[1]) * 1e3)
-            if graph is not None:
-                replay.append(timer.time_replays([graph])[0][0])
-        out_launches = _launches(out_graph, plan.profile_steps)
-    metrics = {
-        "out_host_us": stats(host), "out_device_us": stats(dev), "out_launches": out_launches,
-        "in_graph_launches": in_graph_launches, "in_graph_device_us": stats(replay),
-    }
-    return {"snapshots": snapshots, "metrics": metrics}
+            self.out_graph()
+            self.host.append((time.perf_counter_ns() - t0) / 1e3)
+            self.setup.backend.init_forward_metadata_in_graph(self.setup.batch)
+            return
+        torch.cuda._sleep(OUT_SLEEP_CYCLES)
+        ev[0].record()
+        t0 = time.perf_counter_ns()
+        self.out_graph()
+        self.host.append((time.perf_counter_ns() - t0) / 1e3)
+        ev[1].record()
+        ev[1].synchronize()
+        self.dev.append(ev[0].elapsed_time(ev[1]) * 1e3)
+        if self.graph is not None:
+            self.replay.append(timer.time_replays([self.graph])[0][0])
+
+    def metrics(self, cuda: bool, plan: Plan) -> dict:
+        if not cuda:
+            return {"out_host_us": stats(self.host)}
+        self.select()
+        return {"out_host_us": stats(self.host), "out_device_us": stats(self.dev),
+                "out_launches": _launches(self.out_graph, plan.profile_steps),
+                "in_graph_launches": self.in_graph_launches, "in_graph_device_us": stats(self.replay)}
+
+
+def run(off: Setup, on: Setup, switch, plan: Plan) -> dict:
+    """Both sides of one point, step by step in turn (the side that goes first
+    alternates), so that drift in the machine's speed reaches both alike.
+
+    ``{"off": {"snapshots", "metrics"}, "on": {...}}``; the two setups must be
+    built alike (same seed) so that their batches stay equal step for step."""
+    from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
+
+    cuda = off.batch.seq_lens.is_cuda
+    sides = [_Side(off, switch.off), _Side(on, switch.on)]
+    with torch.no_grad():
+        for side in sides:
+            with forward_context(ForwardContext(attn_backend=side.setup.backend)):
+                side.capture(cuda)
+        timer = DeviceTimer(off.batch.seq_lens.device, flush_l2=True) if cuda else None
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if cuda else None
+        for k in range(plan.check_steps + plan.warmup + plan.steps):
+            order = sides if k % 2 == 0 else sides[::-1]
+            for side in order:
+                with forward_context(ForwardContext(attn_backend=side.setup.backend)):
+                    if k < plan.check_steps:
+                        side.step(cuda)
+                        side.snapshots.append(snapshot(side.setup.read_buffers()))
+                    elif k < plan.check_steps + plan.warmup:
+                        side.step(cuda)
+                    else:
+                        side.timed_step(timer, ev)
+        out = {}
+        for name, side in zip(("off", "on"), sides):
+            with forward_context(ForwardContext(attn_backend=side.setup.backend)):
+                out[name] = {"snapshots": side.snapshots, "metrics": side.metrics(cuda, plan)}
+    switch.on()
+    return out

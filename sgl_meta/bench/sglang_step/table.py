@@ -26,10 +26,8 @@ def _launch(m) -> str:
 
 def row(r: dict) -> list:
     off, on = r["off"], r["on"]
-    if r["error_off"] or r["error_on"]:
-        why = r["error_off"] or r["error_on"]
-        side = "off" if r["error_off"] else "on"
-        return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]), f"failed ({side}): {why[:120]}",
+    if r["error"]:
+        return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]), f"failed: {r['error'][:120]}",
                 "", "", "", ""]
     return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]),
             _pair(_med(off, "out_host_us"), _med(on, "out_host_us")),
@@ -52,7 +50,8 @@ def markdown(doc: dict) -> str:
     lines += ["", f"Import stubs (not installed; no kernel of theirs runs, only device-size queries answered): "
               f"{', '.join(doc['stubbed']) or 'none'}.",
               "Left out of both sides: " + "; ".join(doc["left_out"]) + ".",
-              "Out-of-graph device us: CUDA events around the eager call after a ~200 us spin kernel; where the "
-              "host time nears 200 us (DSA) the figure also holds host launch gaps, an upper bound. Launches: "
+              "Plugin off and on measured step by step in turn, each side on its own backend built alike. "
+              "Out-of-graph device us: CUDA events around the eager call, queued behind a ~1 ms spin kernel "
+              "(longer than the host takes to issue it), so the GPU time without host gaps. Launches: "
               "GPU kernels/copies of the eager call + those recorded in the graph; '-' replay: nothing recorded."]
     return "\n".join(lines)
