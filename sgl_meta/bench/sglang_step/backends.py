@@ -1,4 +1,4 @@
-"""The two backends the plugin serves, built through SGLang's attention test kit.
+"""The backends the plugin serves, built through SGLang's attention test kit.
 
 A :class:`Setup` is one (backend, forward mode, batch size, context) point: the
 kit's mock model runner sized for it, the real SGLang backend over it (the
@@ -6,7 +6,9 @@ multi-step draft backend for draft decode), the replay batch, and the metadata
 buffers the attention kernels read. Speculative modes use EAGLE with 3 steps,
 top-k 1 and 4 draft tokens, the runner's configuration in all four modes.
 
-Left out of both sides (say so in any table): DeepGEMM's paged-MQA schedule
+Left out of both sides (say so in any table): FA3's scheduler-metadata
+planner (``get_scheduler_metadata``, sgl_kernel's, called outside the graph on
+every decode replay when present); DeepGEMM's paged-MQA schedule
 planner (``get_paged_mqa_logits_metadata``, called by DSA outside the graph on
 every replay) and FlashMLA's ``get_mla_metadata`` (DSA's decode implementation
 is ``flashmla_sparse``, whose replay has no FlashMLA planner); the top-k v2 plan
@@ -30,8 +32,11 @@ PAGE_SIZE = 64
 HEADROOM = 256
 """Tokens a run may grow each request by (steps, draft tokens): at most 2 per replay step plus 8."""
 MODES = ("decode", "target_verify", "draft_extend", "draft_decode")
-BACKENDS = ("trtllm_mha", "dsa")
+BACKENDS = ("trtllm_mha", "fa3", "triton", "dsa")
+DENSE = ("trtllm_mha", "fa3", "triton")
+"""Backends built through the kit's dense-attention runner."""
 LEFT_OUT = [
+    "FA3: its scheduler-metadata planner (sgl_kernel's get_scheduler_metadata), both sides",
     "DSA: DeepGEMM's paged-MQA schedule planner (get_paged_mqa_logits_metadata), both sides",
     "DSA: FlashMLA's get_mla_metadata (decode implementation flashmla_sparse, whose replay calls no planner)",
     "DSA: the top-k v2 plan (SGLANG_OPT_USE_TOPK_V2=0; it serves sgl_kernel's top-k)",
@@ -67,16 +72,17 @@ def _kit_case(module, backend_name: str, mode: str, bs: int):
 
     spec = mode != "decode"
     case_cls = getattr(module, "DSAAttentionCase", None) or module.DenseAttentionCase
+    dense = backend_name in DENSE
     return case_cls(
         name=f"{backend_name}_{mode}_bs{bs}", backend=backend_name,
         forward_mode=ForwardMode.TARGET_VERIFY if spec else ForwardMode.DECODE,
-        num_heads=8 if backend_name == "trtllm_mha" else 16, num_kv_heads=1 if backend_name == "trtllm_mha" else 16,
+        num_heads=8 if dense else 16, num_kv_heads=1 if dense else 16,
         page_size=PAGE_SIZE, prefix_lens=(1,) * bs, extend_lens=(SPEC_DRAFT_TOKENS,) * bs if spec else (),
     )
 
 
 def _runner(backend_name: str, mode: str, bs: int, context: int, device: str):
-    if backend_name == "trtllm_mha":
+    if backend_name in DENSE:
         from sglang.test.kits.attention_unittest.attention_methods import dense_attention as kit
 
         case = _kit_case(kit, backend_name, mode, bs)
@@ -116,9 +122,21 @@ def _backend(backend_name: str, mode: str, runner):
         return ATTENTION_BACKENDS[backend_name](runner)
     if backend_name == "trtllm_mha":
         from sglang.srt.layers.attention.trtllm_mha_backend import TRTLLMHAAttnMultiStepDraftBackend as Multi
+    elif backend_name == "fa3":
+        from sglang.srt.layers.attention.flashattention_backend import FlashAttentionMultiStepBackend as Multi
+    elif backend_name == "triton":
+        from sglang.srt.layers.attention.triton_backend import TritonMultiStepDraftBackend as Multi
     else:
         from sglang.srt.layers.attention.dsa_backend import DeepseekSparseAttnMultiStepBackend as Multi
     return Multi(runner, topk=1, speculative_num_steps=SPEC_STEPS)
+
+
+def leave_out_scheduler(backends) -> None:
+    """FA3's scheduler-metadata planner out of both sides (before the graph state
+    is allocated: without it no buffer is made and the replay skips the call)."""
+    for b in backends:
+        if hasattr(b, "_get_scheduler_metadata"):
+            b._get_scheduler_metadata = None
 
 
 def _spec_info(mode: str, batch, device):
@@ -179,13 +197,26 @@ def _live(lens: torch.Tensor, per_col: int) -> torch.Tensor:
 
 
 def _mha_buffers(backend, bs: int) -> dict:
-    """TRT-LLM MHA: what ``forward_decode`` / ``forward_extend`` read, live pages of the tables."""
+    """TRT-LLM MHA and FA3 (same field names): what ``forward_decode`` /
+    ``forward_extend`` read, live pages of the tables."""
     m = backend.forward_metadata
     lens = m.cache_seqlens_int32[:bs]
     out = {"cache_seqlens": (lens, None), "cu_seqlens_k": (m.cu_seqlens_k[: bs + 1], None),
            "page_table": (m.page_table[:bs], _live(lens, backend.page_size))}
     if m.cu_seqlens_q is not None:
         out["cu_seqlens_q"] = (m.cu_seqlens_q[: bs + 1], None)
+    return out
+
+
+def _triton_buffers(backend, bs: int) -> dict:
+    """Triton backend: what its decode kernels read (the kv index list up to kv_indptr[bs])."""
+    m = backend.forward_metadata
+    indptr = m.kv_indptr[: bs + 1]
+    out = {"kv_indptr": (indptr, None), "kv_indices": (m.kv_indices[: int(indptr[-1])], None)}
+    if m.num_kv_splits is not None:
+        out["num_kv_splits"] = (m.num_kv_splits[:bs], None)
+    if m.qo_indptr is not None:
+        out["qo_indptr"] = (m.qo_indptr[: bs + 1], None)
     return out
 
 
@@ -213,9 +244,10 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     runner = _runner(backend_name, mode, bs, context, device)
     backend = _backend(backend_name, mode, runner)
     batch = _batch(runner, mode, bs, context, device, seed)
-    backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=batch.input_ids.numel())
     inner = getattr(backend, "attn_backends", None) or [backend]
-    read = _mha_buffers if backend_name == "trtllm_mha" else _dsa_buffers
+    leave_out_scheduler(inner)
+    backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=batch.input_ids.numel())
+    read = {"trtllm_mha": _mha_buffers, "fa3": _mha_buffers, "triton": _triton_buffers}.get(backend_name, _dsa_buffers)
 
     def read_buffers() -> dict:
         out = {}

@@ -9,7 +9,8 @@ nothing else: the attention kernels are not here) is replayed. Measured:
 * out-of-graph device us: CUDA events around it, the stream held by a spin
   kernel first so that the events time the GPU work, not the host's gaps;
 * launches: kernels, copies and fills the eager call puts on the GPU, and those
-  recorded in the graph (torch.profiler, a few steps);
+  recorded in the graph, each with its device us (torch.profiler, a few steps;
+  in the JSON);
 * in-graph device us: CUDA events around the replay, L2 flushed before it.
 
 Each side has its own backend and batch, built alike from one seed; every step
@@ -38,8 +39,9 @@ class Plan:
     profile_steps: int = 3
 
 
-def _launches(fn, reps: int) -> float:
-    """GPU activities (kernels, memcpy, memset) per call of ``fn``."""
+def _launches(fn, reps: int) -> tuple:
+    """GPU activities (kernels, memcpy, memset) per call of ``fn``, and
+    ``{name: device us per call}`` of each (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -47,7 +49,10 @@ def _launches(fn, reps: int) -> float:
             fn()
         torch.cuda.synchronize()
     gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return len(gpu) / reps
+    per_kernel = {}
+    for e in gpu:
+        per_kernel[e.name] = per_kernel.get(e.name, 0.0) + e.device_time / reps
+    return len(gpu) / reps, per_kernel
 
 
 def snapshot(buffers: dict) -> dict:
@@ -77,7 +82,7 @@ class _Side:
     def __init__(self, setup: Setup, select):
         self.setup, self.select = setup, select
         self.graph = None
-        self.in_graph_launches = None
+        self.in_graph_launches, self.in_graph_kernels = None, None
         self.host, self.dev, self.replay, self.snapshots = [], [], [], []
 
     def out_graph(self):
@@ -90,7 +95,8 @@ class _Side:
         backend.init_forward_metadata_in_graph(batch)  # compiles what JIT-compiles, outside the capture
         if not cuda:
             return
-        self.in_graph_launches = _launches(lambda: backend.init_forward_metadata_in_graph(batch), 1)
+        self.in_graph_launches, self.in_graph_kernels = _launches(
+            lambda: backend.init_forward_metadata_in_graph(batch), 1)
         if self.in_graph_launches:
             torch.cuda.synchronize()
             self.graph = torch.cuda.CUDAGraph()
@@ -131,9 +137,11 @@ class _Side:
         if not cuda:
             return {"out_host_us": stats(self.host)}
         self.select()
+        out_launches, out_kernels = _launches(self.out_graph, plan.profile_steps)
         return {"out_host_us": stats(self.host), "out_device_us": stats(self.dev),
-                "out_launches": _launches(self.out_graph, plan.profile_steps),
-                "in_graph_launches": self.in_graph_launches, "in_graph_device_us": stats(self.replay)}
+                "out_launches": out_launches, "out_kernels_us": out_kernels,
+                "in_graph_launches": self.in_graph_launches, "in_graph_kernels_us": self.in_graph_kernels,
+                "in_graph_device_us": stats(self.replay)}
 
 
 def run(off: Setup, on: Setup, switch, plan: Plan) -> dict:
