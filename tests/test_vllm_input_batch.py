@@ -32,6 +32,17 @@ POS_CASES = [
 ]
 
 
+def check_three_ways(args, outs, op, ref, up, context):
+    """op == reference on args; op == vLLM on args in vLLM's dtypes (int64
+    idx_mapping and positions, int32 query_start_loc and num_computed_tokens)."""
+    got, want, _ = run_all(args, outs, op, ref)
+    assert_same(got, want, f"{context} vs reference")
+    up_args = dict(args, idx_mapping=args["idx_mapping"].long(), query_start_loc=args["query_start_loc"].int(),
+                   num_computed_tokens=args["num_computed_tokens"].int(), pos=args["pos"].long())
+    theirs = run_all(up_args, outs, up, None)[0]
+    assert_same(got, {k: v.to(got[k].dtype) for k, v in theirs.items()}, f"{context} vs vLLM")
+
+
 def _up_pos(**kw):
     vllm_upstream.prepare_pos_seq_lens(UP, **kw)
 
@@ -41,12 +52,8 @@ def _up_pos(**kw):
 @pytest.mark.parametrize("case", POS_CASES, ids=lambda c: f"n{c.n}q{c.max_query}")
 def test_pos_seq_lens_equal_vllm_and_reference(case, seed):
     args = pos_args(make_step(case, torch.Generator().manual_seed(seed)))
-    got, want, _ = run_all(args, POS_OUT, sgl_meta.vllm_prepare_pos_seq_lens, reference.vllm_prepare_pos_seq_lens)
-    assert_same(got, want, f"{case} vs reference")
-    up_args = dict(args, idx_mapping=args["idx_mapping"].long(), query_start_loc=args["query_start_loc"].int(),
-                   num_computed_tokens=args["num_computed_tokens"].int(), pos=args["pos"].long())
-    up = run_all(up_args, POS_OUT, _up_pos, None)[0]
-    assert_same(got, {k: v.to(got[k].dtype) for k, v in up.items()}, f"{case} vs vLLM")
+    check_three_ways(args, POS_OUT, sgl_meta.vllm_prepare_pos_seq_lens, reference.vllm_prepare_pos_seq_lens, _up_pos,
+                     str(case))
 
 
 def test_pos_no_request_rows_count_no_computed_tokens():
@@ -135,12 +142,7 @@ def _up_step(*, mask_sliding_window, **kw):
 @pytest.mark.parametrize("case", STEP_CASES, ids=lambda c: f"n{c.n}g{c.groups}cp{c.cp_size}x{c.cp_interleave}")
 def test_prepare_step_equals_the_three_vllm_kernels_and_references(case, seed, mask):
     args = prepare_step_args(make_step(case, torch.Generator().manual_seed(seed)), mask=mask)
-    got, want, _ = run_all(args, STEP_OUT, sgl_meta.vllm_prepare_step, reference.vllm_prepare_step)
-    assert_same(got, want, f"{case} vs reference")
-    up_args = dict(args, idx_mapping=args["idx_mapping"].long(), query_start_loc=args["query_start_loc"].int(),
-                   num_computed_tokens=args["num_computed_tokens"].int(), pos=args["pos"].long())
-    up = run_all(up_args, STEP_OUT, _up_step, None)[0]
-    assert_same(got, {k: v.to(got[k].dtype) for k, v in up.items()}, f"{case} vs vLLM")
+    check_three_ways(args, STEP_OUT, sgl_meta.vllm_prepare_step, reference.vllm_prepare_step, _up_step, str(case))
 
 
 def test_prepare_step_equals_the_three_ops():

@@ -15,9 +15,9 @@ import torch
 from hypothesis import strategies as st
 
 import sgl_meta
-from row_kit import Row, apply, set_
+from row_kit import apply, set_
 from sgl_meta import reference
-from st_vllm_block_table import base_step, events as step_events, step_cases, to_case
+from st_vllm_block_table import _at, _h, _r, base_step, events as step_events, step_cases, to_case
 from vllm_cases import CombineCase, make_combine, make_step, pos_args, prepare_step_args
 
 POS, COMBINE, STEP = "vllm_prepare_pos_seq_lens", "vllm_combine_sampled_and_draft_tokens", "vllm_prepare_step"
@@ -89,10 +89,6 @@ def _combine_base(gen, device):
 BAD_INPUT_BASES = {POS: _pos_base, COMBINE: _combine_base, STEP: _step_base}
 
 
-def _r(op, id, edit, *names, **kw):
-    return Row(id=f"{op}/{id}", op=op, edit=edit, names=names, **kw)
-
-
 BAD_INPUT_ROWS = [
     _r(POS, "seq_lens int64", apply("seq_lens", lambda t: t.long()), "seq_lens must have dtype int32"),
     _r(POS, "seq_lens shorter than n", apply("seq_lens", lambda t: t[:3]),
@@ -127,16 +123,6 @@ BAD_INPUT_ROWS = [
 
 
 # ---- hostile rows ------------------------------------------------------------------
-def _at(name, index, value):
-    def edit(kw):
-        kw[name][index] = value
-    return edit
-
-
-def _h(op, id, edit, *names, raises=(RuntimeError,)):
-    return Row(id=f"{op}/{id}", op=op, edit=edit, names=names, raises=raises)
-
-
 HOSTILE_ROWS = [
     _h(POS, "request index past num_computed_tokens", _at("idx_mapping", 0, 7), "idx_mapping[0] = 7 is outside"),
     _h(POS, "query_start_loc decreasing", _at("query_start_loc", 3, 0), "query_start_loc[3] = 0"),
