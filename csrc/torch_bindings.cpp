@@ -85,4 +85,35 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(g!)[] real_page_table, Tensor(h!)[] paged_mqa_ctx_lens_2d, "
       "int forward_mode, int bs, int max_seqlen_k, int dsa_index_topk, int page_size, "
       "int? next_n, int? total_len, bool static_extend_len) -> ()");
+  // vLLM 0.33 Model Runner V2 per-step metadata (docs/operators/vllm_block_table.md,
+  // vllm_input_batch.md): block tables are one int32 tensor per KV-cache group;
+  // the per-group arrays are vLLM's own small device tensors.
+  m.def(
+      "vllm_compute_slot_mappings("
+      "Tensor idx_mapping, Tensor query_start_loc, Tensor positions, Tensor[] block_tables, "
+      "Tensor block_sizes, Tensor slot_mapping_enabled, Tensor dcp_sharded, "
+      "Tensor(a!) slot_mappings, int cp_rank=0, int cp_size=1, int cp_interleave=1, "
+      "int pad_id=-1) -> ()");
+  m.def(
+      "vllm_gather_block_tables("
+      "Tensor idx_mapping, Tensor[] src_block_tables, Tensor num_blocks, "
+      "Tensor(a!)[] dst_block_tables, int num_rows, Tensor? num_computed_tokens=None, "
+      "Tensor? sliding_window_reach=None, Tensor? block_sizes=None) -> ()");
+  m.def(
+      "vllm_prepare_pos_seq_lens("
+      "Tensor idx_mapping, Tensor query_start_loc, Tensor num_computed_tokens, "
+      "Tensor(a!) pos, Tensor(b!) seq_lens) -> ()");
+  m.def(
+      "vllm_combine_sampled_and_draft_tokens("
+      "Tensor(a!) input_ids, Tensor idx_mapping, Tensor last_sampled_tokens, "
+      "Tensor query_start_loc, Tensor seq_lens, Tensor prefill_len, Tensor draft_tokens, "
+      "Tensor cu_num_logits, Tensor(b!) logits_indices, int num_new_sampled_tokens=1) -> ()");
+  m.def(
+      "vllm_prepare_step("
+      "Tensor idx_mapping, Tensor query_start_loc, Tensor num_computed_tokens, "
+      "Tensor(a!) pos, Tensor(b!) seq_lens, Tensor[] src_block_tables, Tensor num_blocks, "
+      "Tensor(c!)[] dst_block_tables, int num_rows, Tensor block_sizes, "
+      "Tensor slot_mapping_enabled, Tensor dcp_sharded, Tensor(d!) slot_mappings, "
+      "int cp_rank=0, int cp_size=1, int cp_interleave=1, int pad_id=-1, "
+      "Tensor? sliding_window_reach=None, bool mask_sliding_window=False) -> ()");
 }

@@ -190,6 +190,72 @@ def _dsa_gen_example(gen):
     return inputs, outputs, scalars
 
 
+def _vllm_step(gen):
+    """A vLLM step: 4 rows (one -1, a prefill chunk, decodes) over 6 request
+    states, 2 KV-cache groups (block sizes 4 and 16, the second with a
+    sliding-window reach), 2 padded rows, a padded token tail."""
+    reqs, groups = 6, 2
+    widths = (8, 3)
+    tables = [torch.randint(0, 1 << 16, (reqs, w), generator=gen, dtype=torch.int32) for w in widths]
+    inputs = dict(
+        idx_mapping=torch.tensor([4, -1, 0, 2]),
+        query_start_loc=torch.tensor([0, 1, 3, 8, 9], dtype=torch.int32),
+        num_computed_tokens=torch.tensor([3, 9, 20, 1, 10, 7], dtype=torch.int32),
+        src_block_tables=tables,
+        num_blocks=torch.tensor([[2, 3, 7, 1, 4, 2], [1, 1, 2, 1, 1, 1]], dtype=torch.int32),
+        block_sizes=torch.tensor([4, 16], dtype=torch.int32),
+        slot_mapping_enabled=torch.tensor([True, True]),
+        dcp_sharded=torch.tensor([True, False]),
+        sliding_window_reach=torch.tensor([0, 4], dtype=torch.int32),
+    )
+    outputs = dict(pos=_poison((12,), torch.int64, gen), seq_lens=_poison((reqs,), torch.int32, gen),
+                   dst_block_tables=[_poison((6, w), torch.int32, gen) for w in widths],
+                   slot_mappings=_poison((groups, 12), torch.int64, gen))
+    return inputs, outputs
+
+
+def _vllm_prepare_step_example(gen):
+    inputs, outputs = _vllm_step(gen)
+    return inputs, outputs, dict(num_rows=6, mask_sliding_window=True)
+
+
+def _vllm_slot_mappings_example(gen):
+    inputs, outputs = _vllm_step(gen)
+    inputs = {k: inputs[k] for k in ("idx_mapping", "query_start_loc", "block_sizes", "slot_mapping_enabled",
+                                     "dcp_sharded")} | dict(block_tables=inputs["src_block_tables"])
+    inputs["positions"] = torch.tensor([10, 0, 1, 20, 21, 22, 23, 24, 7, -5, -5, -5])
+    return inputs, dict(slot_mappings=outputs["slot_mappings"]), dict(cp_rank=1, cp_size=2)
+
+
+def _vllm_gather_example(gen):
+    inputs, outputs = _vllm_step(gen)
+    keep = ("idx_mapping", "src_block_tables", "num_blocks", "num_computed_tokens", "sliding_window_reach",
+            "block_sizes")
+    return {k: inputs[k] for k in keep}, dict(dst_block_tables=outputs["dst_block_tables"]), dict(num_rows=6)
+
+
+def _vllm_pos_example(gen):
+    inputs, outputs = _vllm_step(gen)
+    keep = ("idx_mapping", "query_start_loc", "num_computed_tokens")
+    return {k: inputs[k] for k in keep}, dict(pos=outputs["pos"], seq_lens=outputs["seq_lens"]), {}
+
+
+def _vllm_combine_example(gen):
+    """Rows: prompt (no token written), crossing the prompt's end (drafts only),
+    generating (sampled + drafts), -1 (logits indices only)."""
+    inputs = dict(
+        idx_mapping=torch.tensor([0, 1, 2, -1]),
+        last_sampled_tokens=torch.randint(0, 1 << 40, (4, 1), generator=gen),
+        query_start_loc=torch.tensor([0, 4, 7, 10, 11], dtype=torch.int32),
+        seq_lens=torch.tensor([4, 12, 30, 5], dtype=torch.int32),
+        prefill_len=torch.tensor([9, 11, 5, 0], dtype=torch.int32),
+        draft_tokens=torch.randint(0, 1 << 33, (4, 2), generator=gen),
+        cu_num_logits=torch.tensor([0, 1, 4, 7, 8], dtype=torch.int32),
+    )
+    outputs = dict(input_ids=_poison((13,), torch.int32, gen), logits_indices=_poison((8,), torch.int64, gen))
+    return inputs, outputs, dict(num_new_sampled_tokens=1)
+
+
 # op name -> fn(generator) -> (input tensors, poisoned output tensors -- or lists
 # of them for a multi-destination op --, scalars), all on CPU. Add one per new op.
 EXAMPLES = {
@@ -201,6 +267,11 @@ EXAMPLES = {
     "kv_read_token_stream": _kv_read_token_stream_example,
     "fused_dsa_metadata": _dsa_gen_example,
     "update_trtllm_mha_graph_metadata_multi": _trtllm_mha_multi_example,
+    "vllm_compute_slot_mappings": _vllm_slot_mappings_example,
+    "vllm_gather_block_tables": _vllm_gather_example,
+    "vllm_prepare_pos_seq_lens": _vllm_pos_example,
+    "vllm_combine_sampled_and_draft_tokens": _vllm_combine_example,
+    "vllm_prepare_step": _vllm_prepare_step_example,
 }
 
 

@@ -15,7 +15,7 @@ fast path could change what a caller sees: under ``torch.compile`` tracing,
 while a TorchFunctionMode or TorchDispatchMode is active (make_fx, FakeTensorMode,
 debug modes) or the autograd profiler records, for tensor subclasses, tensors
 without data (functionalize's wrappers, ZeroTensor, a freed storage), devices
-other than CPU / CUDA, dtypes other than int32 / int64, None for a required
+other than CPU / CUDA, dtypes other than int32 / int64 / bool, None for a required
 tensor, or a scalar that is not a plain int: the C entry declines and the op is
 called as before. (DLPack does not carry PyTorch's lazy negative-view bit, which
 integer tensors only get from the private ``torch._neg_view``: such a tensor is

@@ -75,7 +75,7 @@ inline std::ostream& operator<<(std::ostream& os, const ArgName& n) {
 
 // What a tensor argument must look like; `checker.tensor(...)` checks it all.
 struct Expect {
-  enum class DType { kInt32, kInt64, kIndex /* int32 or int64 */ };
+  enum class DType { kInt32, kInt64, kIndex /* int32 or int64 */, kBool };
   static constexpr int64_t kAnyDim = -1;  // dtype and device only
   DType dtype;
   int64_t dim;                 // 1, 2 or kAnyDim
@@ -139,6 +139,10 @@ class ArgChecker {
         break;
       case Expect::DType::kInt64:
         require(st == ScalarType::Long, name, " must have dtype int64 (torch.int64), got ",
+                dtype_name(st));
+        break;
+      case Expect::DType::kBool:
+        require(st == ScalarType::Bool, name, " must have dtype bool (torch.bool), got ",
                 dtype_name(st));
         break;
       case Expect::DType::kIndex:

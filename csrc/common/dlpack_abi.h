@@ -13,6 +13,7 @@ constexpr uint32_t kMajorVersion = 1;
 constexpr int32_t kDLCPU = 1;   // DLDeviceType
 constexpr int32_t kDLCUDA = 2;  // DLDeviceType
 constexpr uint8_t kDLInt = 0;   // DLDataTypeCode
+constexpr uint8_t kDLBool = 6;  // DLDataTypeCode (8-bit, as torch.bool)
 
 struct DLPackVersion {
   uint32_t major;

@@ -23,11 +23,13 @@ bool read_tensor(PyObject* obj, TensorMeta& out) {
     return false;
   }
   ScalarType dtype;
-  if (dl.dtype.code != kDLInt || dl.dtype.lanes != 1) return false;
-  if (dl.dtype.bits == 32)
+  if (dl.dtype.lanes != 1) return false;
+  if (dl.dtype.code == kDLInt && dl.dtype.bits == 32)
     dtype = ScalarType::Int;
-  else if (dl.dtype.bits == 64)
+  else if (dl.dtype.code == kDLInt && dl.dtype.bits == 64)
     dtype = ScalarType::Long;
+  else if (dl.dtype.code == kDLBool && dl.dtype.bits == 8)
+    dtype = ScalarType::Bool;  // per-group flags (vLLM's slot_mapping_enabled, dcp_sharded)
   else
     return false;
   TensorMeta::DeviceType device;

@@ -17,6 +17,8 @@ from .dsa_metadata import (
 from .kv_read_table import build_kv_read_table, build_kv_read_table_packed, kv_read_page_table, kv_read_token_stream
 from .trtllm_mha_metadata import update_trtllm_mha_graph_metadata, update_trtllm_mha_graph_metadata_multi
 from .trtllm_mha_page_table import build_trtllm_mha_page_table
+from .vllm_block_table import vllm_compute_slot_mappings, vllm_gather_block_tables
+from .vllm_input_batch import vllm_combine_sampled_and_draft_tokens, vllm_prepare_pos_seq_lens, vllm_prepare_step
 
 __all__ = [
     "build_kv_read_table",
@@ -32,4 +34,9 @@ __all__ = [
     "kv_read_token_stream",
     "update_trtllm_mha_graph_metadata",
     "update_trtllm_mha_graph_metadata_multi",
+    "vllm_combine_sampled_and_draft_tokens",
+    "vllm_compute_slot_mappings",
+    "vllm_gather_block_tables",
+    "vllm_prepare_pos_seq_lens",
+    "vllm_prepare_step",
 ]

@@ -53,8 +53,11 @@ def _register_family_bases():
     import st_dsa_metadata_copy
     import st_kv_read_table
     import st_trtllm_mha_page_table
+    import st_vllm_block_table
+    import st_vllm_input_batch
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
+                   st_vllm_block_table, st_vllm_input_batch):
         BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
 
 

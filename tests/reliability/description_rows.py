@@ -19,9 +19,10 @@ _DTYPE_TEXT = {
     _op.INT32: "int32 (torch.int32)",
     _op.INT64: "int64 (torch.int64)",
     _op.INDEX: "int32 or int64 (torch.int32 or torch.int64)",
+    _op.BOOL: "bool (torch.bool)",
 }
 # A dtype outside each set that is still an integer type (the likely mistake).
-_OTHER_INT = {_op.INT32: "long", _op.INT64: "int", _op.INDEX: "short"}
+_OTHER_INT = {_op.INT32: "long", _op.INT64: "int", _op.INDEX: "short", _op.BOOL: "int"}
 
 
 def _list_element(name, value):

@@ -141,8 +141,11 @@ def _register_optional_rows():
     import st_dsa_metadata_copy
     import st_kv_read_table
     import st_trtllm_mha_page_table
+    import st_vllm_block_table
+    import st_vllm_input_batch
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
+                   st_vllm_block_table, st_vllm_input_batch):
         ROWS.extend(getattr(module, "HOSTILE_ROWS", []))
 
 

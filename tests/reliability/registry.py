@@ -16,8 +16,11 @@ import st_dsa_metadata_copy
 import st_kv_read_table
 import st_trtllm_mha_page_table
 import st_trtllm_mha_metadata
+import st_vllm_block_table
+import st_vllm_input_batch
 
-FAMILIES = (st_trtllm_mha_metadata, st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table)
+FAMILIES = (st_trtllm_mha_metadata, st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
+            st_vllm_block_table, st_vllm_input_batch)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,134 @@
+// The vLLM step kernel on CPU (vllm_compute_slot_mappings, vllm_gather_block_tables,
+// vllm_prepare_pos_seq_lens, vllm_prepare_step): same results as the CUDA
+// kernel; every hostile value it reads raises std::runtime_error before
+// anything is written, where CUDA trips a device-side assert.
+#include <sstream>
+#include <stdexcept>
+
+#include "vllm_block_table/params.h"
+
+namespace sgl_meta {
+namespace {
+
+template <typename... Args>
+[[noreturn]] void fail(const VllmStepParams& p, const Args&... args) {
+  std::ostringstream msg;
+  msg << "sgl_meta." << vllm_step_op_name(p.op) << ": ";
+  ((msg << args), ...);
+  throw std::runtime_error(msg.str());
+}
+
+void fail_row(const VllmStepParams& p, const VllmRow& r) {
+  switch (r.fault) {
+    case kVllmBadRequest:
+      fail(p, "idx_mapping[", r.at, "] = ", r.value, " is outside [-1, ", p.req_limit,
+           ") (the request rows of the tables it indexes)");
+    case kVllmBadQueryStart:
+      fail(p, "query_start_loc[", r.at, "] = ", r.value,
+           " is negative, decreasing or past the token buffers (", p.token_cap, " tokens)");
+    case kVllmBadComputed:
+      fail(p, "num_computed_tokens[", r.at, "] = ", r.value, " is negative");
+    case kVllmBadSeqLen:
+      fail(p, "num_computed_tokens + query length of row ", r.at, " = ", r.value,
+           " does not fit int32 seq_lens");
+    default: return;
+  }
+}
+
+void fail_group(const VllmStepParams& p, VllmFault f, int g, int64_t b, int64_t t, int64_t value) {
+  switch (f) {
+    case kVllmBadPosition:
+      fail(p, "positions[", t, "] = ", value, " is negative");
+    case kVllmBadBlockSize:
+      fail(p, "block_sizes[", g, "] = ", value, " is < 1");
+    case kVllmBadBlockColumn:
+      fail(p, "position of token ", t, " (row ", b, ") reads block column ", value,
+           ", past block_tables[", g, "].size(1) = ", p.group[g].src_cols);
+    case kVllmBadNumBlocks:
+      fail(p, "num_blocks[", g, ", ", p.idx_mapping[b], "] = ", value, " (row ", b,
+           ") is outside [0, the block tables' width]");
+    default: return;
+  }
+}
+
+// Runs every check the writes below depend on.
+void check_all(const VllmStepParams& p) {
+  for (int64_t b = 0; b < p.n; ++b) {
+    const VllmRow r = vllm_read_row(p, b);
+    if (r.fault != kVllmOk) fail_row(p, r);
+    if (r.req == kVllmNoRequest) continue;
+    for (int g = 0; g < p.groups; ++g) {
+      int64_t value = 0;
+      if (p.slots) {
+        for (int64_t t = r.start; t < r.end; ++t) {
+          int64_t slot;
+          const VllmFault f = vllm_slot(p, r, g, t, &slot, &value);
+          if (f != kVllmOk) fail_group(p, f, g, b, t, value);
+        }
+      }
+      if (p.gather && b < p.num_rows) {
+        int64_t count, null;
+        const VllmFault f = vllm_gather_span(p, r, g, &count, &null, &value);
+        if (f != kVllmOk) fail_group(p, f, g, b, 0, value);
+      }
+    }
+  }
+  int64_t tail = 0;
+  if (p.reads_tokens() && vllm_check_tail(p, &tail) != kVllmOk)
+    fail(p, "query_start_loc[", p.n, "] = ", tail, " is negative or past the token buffers (",
+         p.token_cap, " tokens)");
+}
+
+}  // namespace
+
+void vllm_step_cpu(const VllmStepParams& p) {
+  check_all(p);
+  for (int64_t b = 0; b < p.n; ++b) {
+    const VllmRow r = vllm_read_row(p, b);
+    if (p.write_pos) {
+      p.seq_lens[b] = static_cast<int32_t>(r.computed + (r.end - r.start));
+      for (int64_t t = r.start; t < r.end; ++t) {
+        const int64_t v = r.computed + (t - r.start);
+        if (p.pos64)
+          static_cast<int64_t*>(p.pos)[t] = v;
+        else
+          static_cast<int32_t*>(p.pos)[t] = static_cast<int32_t>(v);
+      }
+    }
+    for (int g = 0; g < p.groups; ++g) {
+      const VllmGroup& grp = p.group[g];
+      int64_t value = 0;
+      if (p.slots) {
+        int64_t* out = p.slot_mappings + g * p.slot_stride;
+        for (int64_t t = r.start; t < r.end; ++t) vllm_slot(p, r, g, t, &out[t], &value);
+      }
+      if (p.gather && b < p.num_rows) {
+        int32_t* dst = grp.dst + b * grp.dst_stride;
+        if (r.req == kVllmNoRequest) {
+          for (int64_t j = 0; j < grp.dst_cols; ++j) dst[j] = 0;
+          continue;
+        }
+        int64_t count, null;
+        vllm_gather_span(p, r, g, &count, &null, &value);
+        const int32_t* src = grp.src + r.req * grp.src_stride;
+        for (int64_t j = 0; j < count; ++j) dst[j] = j < null ? 0 : src[j];
+      }
+    }
+  }
+  if (p.gather)
+    for (int g = 0; g < p.groups; ++g)
+      for (int64_t b = p.n; b < p.num_rows; ++b) {
+        int32_t* dst = p.group[g].dst + b * p.group[g].dst_stride;
+        for (int64_t j = 0; j < p.group[g].dst_cols; ++j) dst[j] = 0;
+      }
+  if (p.write_pos)
+    for (int64_t b = p.n; b < p.seq_lens_size; ++b) p.seq_lens[b] = 0;
+  if (p.slots) {
+    int64_t tail = 0;
+    vllm_check_tail(p, &tail);
+    for (int g = 0; g < p.groups; ++g)
+      for (int64_t t = tail; t < p.slot_cols; ++t) p.slot_mappings[g * p.slot_stride + t] = p.pad_id;
+  }
+}
+
+}  // namespace sgl_meta

@@ -1,0 +1,149 @@
+// The vLLM step kernel on CUDA (no torch headers): one launch for whichever of
+// positions + seq_lens, the block-table gather and the slot mappings the op
+// asks for, over every KV-cache group.
+//
+// Grid: x = one block per row b < max(n, num_rows) plus one tail block, y =
+// the group (one row of y when there are no groups). Block (b, g) writes row
+// b's slot mappings and gathered row of group g; the blocks of group 0 also
+// write row b's seq_lens and positions. The tail block pads group g's slot
+// mapping from query_start_loc[n] to its end and (group 0) zeroes seq_lens[n:].
+// The grid depends on host-known sizes only (n, num_rows, G), so a CUDA graph
+// replays it with any new values; rows are independent, so no block waits on
+// another. A block's threads stride over its row's tokens and block columns.
+#include <climits>
+
+#include "common/cuda_utils.cuh"
+#include "vllm_block_table/params.h"
+
+namespace sgl_meta {
+namespace {
+
+constexpr int kThreads = 128;
+
+SGL_FAILURE_PATH void fail_row(const VllmStepParams& p, VllmRow r) {
+  const char* op = vllm_step_op_name(p.op);
+  const bool idx_mapping_in_range = r.fault != kVllmBadRequest;
+  SGL_DEVICE_CHECK(idx_mapping_in_range, "%s: idx_mapping[%lld] = %lld is outside [-1, %lld)", op,
+                   (long long)r.at, (long long)r.value, (long long)p.req_limit);
+  const bool query_start_loc_valid = r.fault != kVllmBadQueryStart;
+  SGL_DEVICE_CHECK(query_start_loc_valid,
+                   "%s: query_start_loc[%lld] = %lld is negative, decreasing or past the token "
+                   "buffers (%lld tokens)",
+                   op, (long long)r.at, (long long)r.value, (long long)p.token_cap);
+  const bool num_computed_tokens_non_negative = r.fault != kVllmBadComputed;
+  SGL_DEVICE_CHECK(num_computed_tokens_non_negative, "%s: num_computed_tokens[%lld] = %lld is negative",
+                   op, (long long)r.at, (long long)r.value);
+  const bool seq_len_fits_int32 = r.fault != kVllmBadSeqLen;
+  SGL_DEVICE_CHECK(seq_len_fits_int32,
+                   "%s: num_computed_tokens + query length of row %lld = %lld does not fit int32 seq_lens",
+                   op, (long long)r.at, (long long)r.value);
+  __trap();
+}
+
+SGL_FAILURE_PATH void fail_group(const VllmStepParams& p, VllmFault f, int g, int64_t b, int64_t t,
+                                 int64_t value) {
+  const char* op = vllm_step_op_name(p.op);
+  const bool positions_non_negative = f != kVllmBadPosition;
+  SGL_DEVICE_CHECK(positions_non_negative, "%s: positions[%lld] = %lld is negative", op, (long long)t,
+                   (long long)value);
+  const bool block_sizes_positive = f != kVllmBadBlockSize;
+  SGL_DEVICE_CHECK(block_sizes_positive, "%s: block_sizes[%d] = %lld is < 1", op, g, (long long)value);
+  const bool block_column_inside_block_tables = f != kVllmBadBlockColumn;
+  SGL_DEVICE_CHECK(block_column_inside_block_tables,
+                   "%s: position of token %lld (row %lld) reads block column %lld, past "
+                   "block_tables[%d].size(1) = %lld",
+                   op, (long long)t, (long long)b, (long long)value, g, (long long)p.group[g].src_cols);
+  const bool num_blocks_in_range = f != kVllmBadNumBlocks;
+  SGL_DEVICE_CHECK(num_blocks_in_range,
+                   "%s: num_blocks[%d, %lld] = %lld (row %lld) is outside [0, the block tables' width]",
+                   op, g, (long long)p.idx_mapping[b], (long long)value, (long long)b);
+  __trap();
+}
+
+SGL_FAILURE_PATH void fail_tail(const VllmStepParams& p, int64_t tail) {
+  const bool query_start_loc_valid = false;
+  SGL_DEVICE_CHECK(query_start_loc_valid,
+                   "%s: query_start_loc[%lld] = %lld is negative or past the token buffers (%lld tokens)",
+                   vllm_step_op_name(p.op), (long long)p.n, (long long)tail, (long long)p.token_cap);
+  __trap();
+}
+
+__device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
+  for (int64_t j = threadIdx.x; j < cols; j += kThreads) dst[j] = 0;
+}
+
+__global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
+  const int64_t b = blockIdx.x;
+  const int g = static_cast<int>(blockIdx.y);
+  const bool has_group = g < p.groups;
+
+  if (b == gridDim.x - 1) {  // the tail block
+    if (!p.reads_tokens()) return;
+    int64_t tail = 0;
+    if (vllm_check_tail(p, &tail) != kVllmOk) fail_tail(p, tail);
+    if (p.slots && has_group) {
+      int64_t* out = p.slot_mappings + g * p.slot_stride;
+      for (int64_t t = tail + threadIdx.x; t < p.slot_cols; t += kThreads) out[t] = p.pad_id;
+    }
+    if (p.write_pos && g == 0)
+      for (int64_t i = p.n + threadIdx.x; i < p.seq_lens_size; i += kThreads) p.seq_lens[i] = 0;
+    return;
+  }
+
+  if (b >= p.n) {  // a padded row: only the gather writes it
+    if (p.gather && has_group) zero_row(p.group[g].dst + b * p.group[g].dst_stride, p.group[g].dst_cols);
+    return;
+  }
+
+  const VllmRow r = vllm_read_row(p, b);
+  if (r.fault != kVllmOk) fail_row(p, r);
+
+  if (p.write_pos && g == 0) {
+    if (threadIdx.x == 0) p.seq_lens[b] = static_cast<int32_t>(r.computed + (r.end - r.start));
+    for (int64_t t = r.start + threadIdx.x; t < r.end; t += kThreads) {
+      const int64_t v = r.computed + (t - r.start);
+      if (p.pos64)
+        static_cast<int64_t*>(p.pos)[t] = v;
+      else
+        static_cast<int32_t*>(p.pos)[t] = static_cast<int32_t>(v);
+    }
+  }
+  if (!has_group) return;
+
+  if (p.slots) {
+    int64_t* out = p.slot_mappings + g * p.slot_stride;
+    for (int64_t t = r.start + threadIdx.x; t < r.end; t += kThreads) {
+      int64_t slot, value = 0;
+      const VllmFault f = vllm_slot(p, r, g, t, &slot, &value);
+      if (f != kVllmOk) fail_group(p, f, g, b, t, value);
+      out[t] = slot;
+    }
+  }
+
+  if (p.gather && b < p.num_rows) {
+    const VllmGroup& grp = p.group[g];
+    int32_t* dst = grp.dst + b * grp.dst_stride;
+    if (r.req == kVllmNoRequest) {
+      zero_row(dst, grp.dst_cols);
+      return;
+    }
+    int64_t count, null, value = 0;
+    const VllmFault f = vllm_gather_span(p, r, g, &count, &null, &value);
+    if (f != kVllmOk) fail_group(p, f, g, b, 0, value);
+    const int32_t* src = grp.src + r.req * grp.src_stride;
+    for (int64_t j = threadIdx.x; j < count; j += kThreads) dst[j] = j < null ? 0 : load_ro(src + j);
+  }
+}
+
+}  // namespace
+
+const char* vllm_step_cuda(const VllmStepParams& p, void* stream) {
+  const int64_t rows = p.gather && p.num_rows > p.n ? p.num_rows : p.n;
+  if (rows + 1 > INT32_MAX) return "too many rows for one launch";
+  const dim3 grid(static_cast<unsigned>(rows + 1), p.groups > 0 ? p.groups : 1);
+  vllm_step_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+}  // namespace sgl_meta

@@ -1,0 +1,232 @@
+// vLLM 0.33 per-step metadata (Model Runner V2): the argument bundle of the
+// "step" kernel shared by vllm_compute_slot_mappings, vllm_gather_block_tables,
+// vllm_prepare_pos_seq_lens and vllm_prepare_step (one kernel, parts switched
+// on by the op), and the row/token formulas the CPU and CUDA kernels share.
+//
+// With n = idx_mapping.numel(), for row b < n: req = idx_mapping[b] (-1: a row
+// that owns no request state), start/end = query_start_loc[b], [b + 1],
+// c = req == -1 ? 0 : num_computed_tokens[req]:
+//
+//   seq_lens[b] = c + end - start;  pos[start + i] = c + i;  seq_lens[n:] = 0
+//   dst[g][b, j] = j < null ? 0 : src[g][req, j]        for j < num_blocks[g, req]
+//     null = reach_g > 0 ? max(c - reach_g, 0) / bs_g : 0   (masking only)
+//   dst[g][b, :] = 0        for n <= b < num_rows, and for req == -1
+//   slot[g, t] = src[g][req, lp / bs_g] * bs_g + lp % bs_g  for t in [start, end)
+//     (lp: the position local to this context-parallel rank; pad_id when the
+//      group is disabled, req == -1, or the token is another rank's)
+//   slot[g, t] = pad_id     for query_start_loc[n] <= t < T
+#pragma once
+
+#include <cstdint>
+
+#include "common/index_array.h"
+
+namespace sgl_meta {
+
+constexpr int kVllmMaxGroups = 32;
+constexpr int64_t kVllmNoRequest = -1;  // idx_mapping's sentinel
+
+// Which op runs the step kernel (its name in error messages).
+enum VllmStepOp : int {
+  kVllmSlotMappings = 0,
+  kVllmGatherBlockTables = 1,
+  kVllmPreparePosSeqLens = 2,
+  kVllmPrepareStep = 3,
+};
+
+SGL_HD const char* vllm_step_op_name(int op) {
+  switch (op) {
+    case kVllmSlotMappings: return "vllm_compute_slot_mappings";
+    case kVllmGatherBlockTables: return "vllm_gather_block_tables";
+    case kVllmPreparePosSeqLens: return "vllm_prepare_pos_seq_lens";
+    default: return "vllm_prepare_step";
+  }
+}
+
+// One KV-cache group's tables.
+struct VllmGroup {
+  const int32_t* src = nullptr;  // [src_rows, src_cols], rows by src_stride
+  int64_t src_stride = 0;
+  int64_t src_cols = 0;
+  int32_t* dst = nullptr;  // [>= num_rows, dst_cols] (gather), rows by dst_stride
+  int64_t dst_stride = 0;
+  int64_t dst_cols = 0;
+  const int32_t* num_blocks = nullptr;  // row g of num_blocks (gather)
+};
+
+struct VllmStepParams {
+  int op = kVllmPrepareStep;
+  int64_t n = 0;              // idx_mapping.numel()
+  IndexArray idx_mapping;     // [n]
+  IndexArray query_start_loc; // [>= n + 1] (tokens: slots or pos)
+  IndexArray num_computed_tokens;  // [max_num_reqs] or absent
+  // The slot mappings read positions from `positions` when given, else
+  // compute them as pos receives them (c + t - start).
+  IndexArray positions;
+  bool positions_given = false;  // (an empty tensor may have no data pointer)
+  // Every value a row reads by `req` lies in [0, req_limit): the request rows
+  // of every table and array indexed by it.
+  int64_t req_limit = 0;
+  // query_start_loc values may not pass it (the token outputs and positions).
+  int64_t token_cap = 0;
+
+  // positions + seq_lens
+  bool write_pos = false;
+  void* pos = nullptr;  // int32 or int64
+  bool pos64 = false;
+  int32_t* seq_lens = nullptr;
+  int64_t seq_lens_size = 0;
+
+  int groups = 0;
+  VllmGroup group[kVllmMaxGroups];
+  const int32_t* block_sizes = nullptr;            // [>= G] (slots; masking)
+  const bool* slot_mapping_enabled = nullptr;      // [>= G] (slots)
+  const bool* dcp_sharded = nullptr;               // [>= G] (slots, cp_size > 1)
+  const int32_t* sliding_window_reach = nullptr;   // [>= G] (masking)
+
+  bool gather = false;
+  int64_t num_rows = 0;
+  bool mask_sliding_window = false;
+
+  bool slots = false;
+  int64_t* slot_mappings = nullptr;  // [>= G, slot_cols], rows by slot_stride
+  int64_t slot_stride = 0;
+  int64_t slot_cols = 0;
+  int64_t cp_rank = 0, cp_size = 1, cp_interleave = 1, pad_id = -1;
+
+  // Needs each row's computed-token count.
+  SGL_HD bool reads_computed() const {
+    return write_pos || (slots && !positions_given) || (gather && mask_sliding_window);
+  }
+  // Reads each row's query range.
+  SGL_HD bool reads_tokens() const { return write_pos || slots; }
+};
+
+// What a check found wrong (kVllmOk: nothing). The CPU kernel and the CUDA
+// kernel's failure path word each the same way.
+enum VllmFault : int {
+  kVllmOk = 0,
+  kVllmBadRequest,     // idx_mapping[b] outside [-1, req_limit)
+  kVllmBadQueryStart,  // query_start_loc negative, decreasing or past token_cap
+  kVllmBadComputed,    // num_computed_tokens[req] negative
+  kVllmBadSeqLen,      // c + query length past int32
+  kVllmBadPosition,    // positions[t] negative
+  kVllmBadBlockSize,   // block_sizes[g] < 1
+  kVllmBadBlockColumn, // lp / bs past block_tables[g].size(1)
+  kVllmBadNumBlocks,   // num_blocks[g, req] outside [0, min(src, dst width)]
+};
+
+// Division by a block size read on the device (>= 1): a shift for powers of two.
+SGL_HD int64_t vllm_div(int64_t v, int64_t d) {
+  if ((d & (d - 1)) == 0) {
+    int s = 0;
+    while ((int64_t{1} << s) < d) ++s;
+    return v >> s;
+  }
+  return v / d;
+}
+
+// Position local to this rank (vLLM's context-parallel interleave), and
+// whether the token is this rank's. cp_size == 1 or an unsharded group: the
+// position itself.
+SGL_HD int64_t vllm_local_position(const VllmStepParams& p, bool sharded, int64_t pos, int64_t bs,
+                                   bool* local) {
+  *local = true;
+  if (p.cp_size == 1 || !sharded) return pos;
+  const int64_t virtual_size = bs * p.cp_size;
+  const int64_t vblock = pos / virtual_size, voff = pos % virtual_size;
+  *local = (voff / p.cp_interleave) % p.cp_size == p.cp_rank;
+  const int64_t rounds = voff / (p.cp_interleave * p.cp_size);
+  return vblock * bs + rounds * p.cp_interleave + voff % p.cp_interleave;
+}
+
+// One row's scalars, read and checked (fault says what failed; `value` the
+// offending value, `at` its index).
+struct VllmRow {
+  int64_t req = kVllmNoRequest;
+  int64_t start = 0, end = 0;
+  int64_t computed = 0;
+  VllmFault fault = kVllmOk;
+  int64_t value = 0, at = 0;
+};
+
+SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b) {
+  VllmRow r;
+  r.req = p.idx_mapping[b];
+  if (r.req != kVllmNoRequest && (r.req < 0 || r.req >= p.req_limit)) {
+    r.fault = kVllmBadRequest, r.value = r.req, r.at = b;
+    return r;
+  }
+  if (p.reads_tokens()) {
+    r.start = p.query_start_loc[b];
+    r.end = p.query_start_loc[b + 1];
+    if (r.start < 0 || r.end < r.start || r.end > p.token_cap) {
+      r.fault = kVllmBadQueryStart, r.value = r.start < 0 ? r.start : r.end, r.at = r.start < 0 ? b : b + 1;
+      return r;
+    }
+  }
+  if (p.reads_computed() && r.req != kVllmNoRequest) {
+    r.computed = p.num_computed_tokens[r.req];
+    if (r.computed < 0) {
+      r.fault = kVllmBadComputed, r.value = r.computed, r.at = r.req;
+      return r;
+    }
+    if ((p.write_pos || p.slots) &&
+        !(length_fits(r.computed) && length_fits(r.computed + (r.end - r.start)))) {
+      r.fault = kVllmBadSeqLen, r.value = r.computed + (r.end - r.start), r.at = b;
+      return r;
+    }
+  }
+  return r;
+}
+
+// query_start_loc[n], where the padded token tail starts.
+SGL_HD VllmFault vllm_check_tail(const VllmStepParams& p, int64_t* tail_start) {
+  *tail_start = p.query_start_loc[p.n];
+  return (*tail_start < 0 || *tail_start > p.token_cap) ? kVllmBadQueryStart : kVllmOk;
+}
+
+// Slot of token t of row r in group g, or a fault (value: the offending value).
+SGL_HD VllmFault vllm_slot(const VllmStepParams& p, const VllmRow& r, int g, int64_t t, int64_t* slot,
+                           int64_t* value) {
+  *slot = p.pad_id;
+  if (r.req == kVllmNoRequest || !p.slot_mapping_enabled[g]) return kVllmOk;
+  const int64_t pos = p.positions_given ? p.positions[t] : r.computed + (t - r.start);
+  if (pos < 0) return *value = pos, kVllmBadPosition;
+  const int64_t bs = p.block_sizes[g];
+  if (bs < 1) return *value = bs, kVllmBadBlockSize;
+  bool local = true;
+  const int64_t lp = vllm_local_position(p, p.cp_size > 1 && p.dcp_sharded[g], pos, bs, &local);
+  if (!local) return kVllmOk;
+  const VllmGroup& grp = p.group[g];
+  const int64_t col = vllm_div(lp, bs);
+  if (col >= grp.src_cols) return *value = col, kVllmBadBlockColumn;
+  *slot = static_cast<int64_t>(grp.src[r.req * grp.src_stride + col]) * bs + (lp - col * bs);
+  return kVllmOk;
+}
+
+// Blocks gathered for row r in group g and the leading ones nulled, or a fault.
+SGL_HD VllmFault vllm_gather_span(const VllmStepParams& p, const VllmRow& r, int g, int64_t* count,
+                                  int64_t* null, int64_t* value) {
+  const VllmGroup& grp = p.group[g];
+  *count = grp.num_blocks[r.req];
+  *null = 0;
+  if (*count < 0 || *count > grp.src_cols || *count > grp.dst_cols) return *value = *count, kVllmBadNumBlocks;
+  if (p.mask_sliding_window) {
+    const int64_t reach = p.sliding_window_reach[g];
+    if (reach > 0) {
+      const int64_t bs = p.block_sizes[g];
+      if (bs < 1) return *value = bs, kVllmBadBlockSize;
+      *null = r.computed > reach ? vllm_div(r.computed - reach, bs) : 0;
+    }
+  }
+  return kVllmOk;
+}
+
+// CPU kernel: checks every value it will read first (std::runtime_error naming
+// the op, the argument and the value), then writes.
+void vllm_step_cpu(const VllmStepParams& p);
+// CUDA launcher; nullptr on success, else the error text.
+const char* vllm_step_cuda(const VllmStepParams& p, void* stream);
+
+}  // namespace sgl_meta

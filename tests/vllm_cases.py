@@ -1,0 +1,255 @@
+"""Random vLLM 0.33 Model Runner V2 steps for the vllm_* op tests.
+
+A step as GPUModelRunner builds it: ``max_num_reqs`` request-state rows, a
+batch of ``n`` of them (``idx_mapping``, int64) with decode, speculative
+(1 + drafts) and chunked-prefill query lengths, ``query_start_loc`` (int32),
+``num_computed_tokens`` (int32), positions (int64), G KV-cache groups with
+their own block size, table width, flags and sliding-window reach, and
+outputs poisoned. Block ids stay below 2**20 so that vLLM's int32 product
+``block * block_size`` does not wrap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from helpers import poison_like
+
+
+@dataclasses.dataclass
+class StepCase:
+    n: int = 5
+    groups: int = 2
+    extra_reqs: int = 3  # request-state rows beyond the batch
+    pad_rows: int = 2  # num_rows - n (negative: fewer rows than requests)
+    pad_tokens: int = 7  # slot_mappings / positions past the real tokens
+    max_query: int = 9  # longest chunked-prefill query
+    max_context: int = 300
+    cp_size: int = 1
+    cp_rank: int = 0
+    cp_interleave: int = 1
+    no_request_rows: int = 0  # idx_mapping entries set to -1
+    idx_dtype: torch.dtype = torch.int64
+    qsl_dtype: torch.dtype = torch.int32
+    computed_dtype: torch.dtype = torch.int32
+    pos_dtype: torch.dtype = torch.int64
+    sliding: bool = True  # some groups with a window reach
+    mask: bool = True
+    disabled: bool = True  # some groups with slot mapping disabled
+    wide_dst: int = 0  # extra destination columns
+
+
+def _randint(gen, lo, hi, shape, dtype=torch.int64):
+    return torch.randint(lo, hi, shape, generator=gen, dtype=torch.int64).to(dtype)
+
+
+def make_step(case: StepCase, gen: torch.Generator, device="cpu") -> dict:
+    """Every argument of vllm_prepare_step (the other ops take subsets)."""
+    n, G = case.n, case.groups
+    R = n + case.extra_reqs
+    perm = torch.randperm(R, generator=gen)[:n]
+    idx = perm.clone()
+    if case.no_request_rows and n:
+        idx[torch.randperm(n, generator=gen)[: case.no_request_rows]] = -1
+    kinds = _randint(gen, 0, 3, (n,)).tolist()
+    qlens = [1 if k == 0 else 1 + int(_randint(gen, 0, 4, ())) if k == 1 else int(_randint(gen, 1, case.max_query + 1, ()))
+             for k in kinds]
+    qsl = [0]
+    for q in qlens:
+        qsl.append(qsl[-1] + q)
+    num_tokens = qsl[-1]
+    T = num_tokens + case.pad_tokens
+    computed = _randint(gen, 0, case.max_context, (R,))
+    block_sizes = [int(torch.tensor([1, 2, 4, 16, 32, 5, 3])[int(_randint(gen, 0, 7, ()))]) for _ in range(G)]
+    max_len = case.max_context + case.max_query + 4
+    tables, num_blocks_rows = [], []
+    for g in range(G):
+        bs = block_sizes[g]
+        width = -(-max_len // bs) + 1
+        tables.append(_randint(gen, 0, 2**20 // max(bs, 1), (R, width), torch.int32))
+        # blocks owned: enough for the request's context (what the scheduler allocates)
+        owned = torch.clamp(-(-(computed + case.max_query) // bs), max=width)
+        num_blocks_rows.append(torch.minimum(owned, _randint(gen, 0, width + 1, (R,)).clamp(min=owned // 2)))
+    num_blocks = torch.stack(num_blocks_rows).to(torch.int32) if G else torch.zeros(0, R, dtype=torch.int32)
+    enabled = torch.ones(G, dtype=torch.bool) if not case.disabled else torch.rand(G, generator=gen) > 0.25
+    sharded = torch.rand(G, generator=gen) > 0.3
+    reach = (_randint(gen, 0, 2, (G,)) * _randint(gen, 1, 120, (G,))).to(torch.int32) if case.sliding else \
+        torch.zeros(G, dtype=torch.int32)
+    num_rows = max(n + case.pad_rows, 0)
+    comp_rows = torch.where(idx >= 0, computed[idx.clamp(min=0)], torch.zeros_like(idx))
+    positions = _randint(gen, -5, 5, (T,))  # garbage past the real tokens
+    for b in range(n):
+        positions[qsl[b]:qsl[b + 1]] = comp_rows[b] + torch.arange(qlens[b])
+    qsl_buf = torch.tensor(qsl + [num_tokens] * 0, dtype=case.qsl_dtype)
+    out = dict(
+        idx_mapping=idx.to(case.idx_dtype),
+        query_start_loc=qsl_buf,
+        num_computed_tokens=computed.to(case.computed_dtype),
+        positions=positions.to(case.pos_dtype),
+        src_block_tables=tables,
+        num_blocks=num_blocks,
+        num_rows=num_rows,
+        block_sizes=torch.tensor(block_sizes, dtype=torch.int32),
+        slot_mapping_enabled=enabled,
+        dcp_sharded=sharded,
+        sliding_window_reach=reach,
+        cp_rank=case.cp_rank, cp_size=case.cp_size, cp_interleave=case.cp_interleave,
+        pos=poison_like(torch.zeros(T, dtype=case.pos_dtype), gen),
+        seq_lens=poison_like(torch.zeros(R + 1, dtype=torch.int32), gen),
+        dst_block_tables=[poison_like(torch.zeros(max(num_rows, n) + 1, t.shape[1] + case.wide_dst,
+                                                  dtype=torch.int32), gen) for t in tables],
+        slot_mappings=poison_like(torch.zeros(G, T, dtype=torch.int64), gen),
+    )
+    return {k: _to(v, device) for k, v in out.items()}
+
+
+def _to(v, device):
+    if isinstance(v, torch.Tensor):
+        return v.to(device)
+    if isinstance(v, list):
+        return [t.to(device) for t in v]
+    return v
+
+
+OUTPUTS = ("pos", "seq_lens", "dst_block_tables", "slot_mappings")
+
+
+def clone_outputs(args: dict, names=OUTPUTS) -> dict:
+    """args with fresh copies of its outputs (lists copied element-wise)."""
+    out = dict(args)
+    for k in names:
+        if k in out:
+            v = out[k]
+            out[k] = [t.clone() for t in v] if isinstance(v, list) else v.clone()
+    return out
+
+
+def slot_args(step: dict) -> dict:
+    keys = ("idx_mapping", "query_start_loc", "positions", "block_sizes", "slot_mapping_enabled", "dcp_sharded",
+            "slot_mappings", "cp_rank", "cp_size", "cp_interleave")
+    out = {k: step[k] for k in keys}
+    out["block_tables"] = step["src_block_tables"]
+    return out
+
+
+def gather_args(step: dict, mask: bool = True) -> dict:
+    keys = ("idx_mapping", "src_block_tables", "num_blocks", "dst_block_tables", "num_rows")
+    out = {k: step[k] for k in keys}
+    if mask:
+        out.update(num_computed_tokens=step["num_computed_tokens"], sliding_window_reach=step["sliding_window_reach"],
+                   block_sizes=step["block_sizes"])
+    return out
+
+
+def pos_args(step: dict) -> dict:
+    keys = ("idx_mapping", "query_start_loc", "num_computed_tokens", "pos", "seq_lens")
+    return {k: step[k] for k in keys}
+
+
+def prepare_step_args(step: dict, mask: bool = True) -> dict:
+    out = {k: v for k, v in step.items() if k != "positions"}
+    out["mask_sliding_window"] = mask
+    return out
+
+
+@dataclasses.dataclass
+class CombineCase:
+    n: int = 6
+    extra_reqs: int = 3
+    steps: int = 3  # draft_tokens.size(1)
+    num_new_sampled: int = 1
+    no_request_rows: int = 0
+    last_2d: bool = True
+    idx_dtype: torch.dtype = torch.int64
+
+
+def make_combine(case: CombineCase, gen: torch.Generator, device="cpu") -> dict:
+    n, R, S, k = case.n, case.n + case.extra_reqs, case.steps, case.num_new_sampled
+    idx = torch.randperm(R, generator=gen)[:n]
+    if case.no_request_rows and n:
+        idx[torch.randperm(n, generator=gen)[: case.no_request_rows]] = -1
+    drafts = _randint(gen, 0, S + 1, (n,))
+    if k == 0:
+        drafts = drafts.clamp(min=0)
+    nl = drafts + k
+    qlens = nl + _randint(gen, 0, 3, (n,))
+    qsl = torch.cat([torch.zeros(1, dtype=torch.int64), qlens.cumsum(0)])
+    computed = _randint(gen, 0, 50, (n,))
+    seq = computed + qlens
+    # prefill_len around seq: prompt rows, rows crossing the prompt end, generating rows
+    prefill = _randint(gen, 1, 60, (R,))
+    rows = idx.clamp(min=0)
+    choice = _randint(gen, 0, 4, (n,))
+    around = torch.where(choice == 0, seq + _randint(gen, 0, 3, (n,)),  # still prefilling
+                         torch.where(choice == 1, seq - nl + 1, torch.where(choice == 2, seq - nl, seq - nl - 5)))
+    prefill[rows] = torch.where(idx >= 0, around.clamp(min=0), prefill[rows])
+    cu = torch.cat([torch.zeros(1, dtype=torch.int64), nl.cumsum(0)])
+    T = int(qsl[-1]) + 4
+    last = _randint(gen, 0, 2**40, (R, 1) if case.last_2d else (R,))
+    out = dict(
+        input_ids=poison_like(torch.zeros(T, dtype=torch.int32), gen),
+        idx_mapping=idx.to(case.idx_dtype),
+        last_sampled_tokens=last,
+        query_start_loc=qsl.to(torch.int32),
+        seq_lens=seq.to(torch.int32),
+        prefill_len=prefill.to(torch.int32),
+        draft_tokens=_randint(gen, 0, 2**33, (R, S)),
+        cu_num_logits=cu.to(torch.int32),
+        logits_indices=poison_like(torch.zeros(int(cu[-1]), dtype=torch.int64), gen),
+        num_new_sampled_tokens=k,
+    )
+    return {kk: _to(v, device) for kk, v in out.items()}
+
+
+def first_error(fn, **kwargs) -> Optional[str]:
+    try:
+        fn(**kwargs)
+    except RuntimeError as err:
+        return str(err)
+    return None
+
+
+def to_device(step: dict, device) -> dict:
+    return {k: _to(v, device) for k, v in step.items()}
+
+
+def refresh_step(step: dict, case: StepCase, gen: torch.Generator) -> None:
+    """New values for a captured step, in place (same shapes): another batch of
+    requests and query lengths, new contexts, tables, flags and windows;
+    positions follow. Outputs are poisoned."""
+    n = case.n
+    R = step["num_computed_tokens"].numel()
+    idx = torch.randperm(R, generator=gen)[:n]
+    if n:
+        idx[torch.randperm(n, generator=gen)[: int(_randint(gen, 0, case.no_request_rows + 1, ()))]] = -1
+    num_tokens = int(step["query_start_loc"][n])
+    cuts = sorted(_randint(gen, 0, num_tokens + 1, (max(n - 1, 0),)).tolist())
+    qsl = [0, *cuts, num_tokens] if n else [0]
+    computed = _randint(gen, 0, case.max_context, (R,))
+    qlen_cap = max(b - a for a, b in zip(qsl, qsl[1:])) if n else 0
+    computed = computed.clamp(max=max(case.max_context + case.max_query - qlen_cap, 0))
+    positions = torch.zeros(step["positions"].numel(), dtype=torch.int64)
+    for b in range(n):
+        c = int(computed[idx[b]]) if idx[b] >= 0 else 0
+        positions[qsl[b]:qsl[b + 1]] = c + torch.arange(qsl[b + 1] - qsl[b])
+    dev = step["idx_mapping"].device
+    step["idx_mapping"].copy_(idx.to(dev))
+    step["query_start_loc"].copy_(torch.tensor(qsl).to(dev))
+    step["num_computed_tokens"].copy_(computed.to(dev))
+    step["positions"].copy_(positions.to(dev))
+    for g, t in enumerate(step["src_block_tables"]):
+        t.copy_(_randint(gen, 0, 2**20 // max(int(step["block_sizes"][g]), 1), tuple(t.shape), torch.int32).to(dev))
+    width = torch.tensor([t.shape[1] for t in step["src_block_tables"]], dtype=torch.int64)
+    if len(width):
+        step["num_blocks"].copy_((torch.rand(step["num_blocks"].shape, generator=gen) * (width[:, None] + 1))
+                                 .long().clamp(max=width[:, None]).to(dev))
+    G = step["slot_mapping_enabled"].numel()
+    step["slot_mapping_enabled"].copy_((torch.rand(G, generator=gen) > 0.25).to(dev))
+    step["dcp_sharded"].copy_((torch.rand(G, generator=gen) > 0.3).to(dev))
+    step["sliding_window_reach"].copy_((_randint(gen, 0, 2, (G,)) * _randint(gen, 1, 120, (G,))).to(dev))
+    for k in OUTPUTS:
+        for t in (step[k] if isinstance(step[k], list) else [step[k]]):
+            t.copy_(poison_like(t, gen))

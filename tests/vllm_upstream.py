@@ -1,0 +1,166 @@
+"""vLLM 0.33.0's own Triton kernels (Model Runner V2), run on CPU by Triton's
+interpreter, as the tests' upstream oracle.
+
+The kernels are loaded from vLLM's unmodified source files
+(``vllm/v1/worker/gpu/{block_table,buffer_utils,input_batch}.py``) found under
+``$SGLMETA_VLLM_SRC`` (default ``/work/up/vllm_src``, the unpacked 0.33.0
+wheel) or an installed ``vllm``. Importing those modules through vLLM's
+package pulls in most of vLLM; instead each file is executed as a module of
+its own, with only the names it imports from elsewhere in vLLM provided:
+``triton`` / ``tl`` (the installed Triton, interpreter on), ``PAD_SLOT_ID``
+(read from vLLM's ``attention/backends/utils.py`` source) and host-side
+helpers the kernels never call (placeholders). Nothing is copied from vLLM.
+Pins: vllm 0.33.0 sources; triton as installed with torch (3.8.0 here).
+
+``load()`` returns None when the sources or Triton are missing (tests skip).
+The wrappers launch vLLM's kernels exactly as ``BlockTables`` and
+``input_batch.py`` do, from our ops' arguments.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Optional
+
+import torch
+
+DEFAULT_SRC = "/work/up/vllm_src"
+
+
+def _source_root() -> Optional[Path]:
+    root = os.environ.get("SGLMETA_VLLM_SRC", DEFAULT_SRC)
+    if (Path(root) / "vllm" / "v1" / "worker" / "gpu" / "block_table.py").is_file():
+        return Path(root)
+    spec = importlib.util.find_spec("vllm")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0]).parent
+    return None
+
+
+def _pad_slot_id(root: Path) -> int:
+    tree = ast.parse((root / "vllm" / "v1" / "attention" / "backends" / "utils.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PAD_SLOT_ID" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise LookupError("PAD_SLOT_ID not found in vLLM's attention/backends/utils.py")
+
+
+def _placeholder(name):
+    def unused(*args, **kwargs):
+        raise NotImplementedError(f"{name} is not provided by the test loader")
+    return unused
+
+
+@functools.lru_cache(maxsize=1)
+def load() -> Optional[types.SimpleNamespace]:
+    root = _source_root()
+    if root is None:
+        return None
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+    gpu = root / "vllm" / "v1" / "worker" / "gpu"
+    provided = {
+        "vllm": {},
+        "vllm.triton_utils": {"triton": triton, "tl": tl},
+        "vllm.logger": {"init_logger": lambda name: __import__("logging").getLogger(name)},
+        "vllm.utils": {"random_uuid": lambda: "0"},
+        "vllm.utils.math_utils": {"cdiv": lambda a, b: -(-a // b)},
+        "vllm.utils.platform_utils": {"is_uva_available": lambda: False},
+        "vllm.utils.torch_utils": {"async_tensor_h2d": _placeholder("async_tensor_h2d"),
+                                   "get_accelerator_view_from_cpu_tensor": _placeholder("accelerator view")},
+        "vllm.v1": {}, "vllm.v1.attention": {}, "vllm.v1.attention.backends": {},
+        "vllm.v1.attention.backends.utils": {"PAD_SLOT_ID": _pad_slot_id(root)},
+        "vllm.v1.worker": {}, "vllm.v1.worker.gpu": {},
+    }
+    saved = {name: sys.modules.get(name) for name in [*provided, "vllm.v1.worker.gpu.buffer_utils"]}
+    interpret = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"  # read when each @triton.jit runs
+    loaded = {}
+    try:
+        for name, attrs in provided.items():
+            mod = types.ModuleType(name)
+            mod.__path__ = []  # a package, so that submodules resolve
+            mod.__dict__.update(attrs)
+            sys.modules[name] = mod
+        for stem in ("buffer_utils", "block_table", "input_batch"):
+            name = f"vllm.v1.worker.gpu.{stem}"
+            spec = importlib.util.spec_from_file_location(name, gpu / f"{stem}.py")
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+            loaded[stem] = mod
+    finally:
+        for name, old in saved.items():  # the rest of the process sees no vllm
+            if old is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = old
+        for stem in ("block_table", "input_batch"):
+            sys.modules.pop(f"vllm.v1.worker.gpu.{stem}", None)
+        if interpret is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = interpret
+    return types.SimpleNamespace(root=root, pad_slot_id=provided["vllm.v1.attention.backends.utils"]["PAD_SLOT_ID"],
+                                 block_table=loaded["block_table"], input_batch=loaded["input_batch"])
+
+
+def _ptrs(tables) -> torch.Tensor:
+    return torch.tensor([t.data_ptr() for t in tables], dtype=torch.uint64)
+
+
+def compute_slot_mappings(up, *, idx_mapping, query_start_loc, positions, block_tables, block_sizes,
+                          slot_mapping_enabled, dcp_sharded, slot_mappings, cp_rank=0, cp_size=1, cp_interleave=1,
+                          pad_id=-1) -> None:
+    """BlockTables.compute_slot_mappings's launch (its strides: each table's stride(0))."""
+    groups = len(block_tables)
+    if groups == 0:
+        return
+    assert pad_id == up.pad_slot_id
+    up.block_table._compute_slot_mappings_kernel[(groups, idx_mapping.shape[0] + 1)](
+        slot_mappings.shape[1], idx_mapping, query_start_loc, positions, _ptrs(block_tables),
+        torch.tensor([t.stride(0) for t in block_tables], dtype=torch.int64), block_sizes, slot_mapping_enabled,
+        dcp_sharded, slot_mappings, slot_mappings.stride(0), cp_rank, CP_SIZE=cp_size, CP_INTERLEAVE=cp_interleave,
+        PAD_ID=up.pad_slot_id, TRITON_BLOCK_SIZE=1024)
+
+
+def gather_block_tables(up, *, idx_mapping, src_block_tables, num_blocks, dst_block_tables, num_rows,
+                        num_computed_tokens=None, sliding_window_reach=None, block_sizes=None) -> None:
+    """BlockTables.gather_block_tables's launch (vLLM addresses src and dst rows
+    with the source's stride: the tables must share it)."""
+    groups = len(src_block_tables)
+    if groups == 0:
+        return
+    mask = num_computed_tokens is not None
+    if sliding_window_reach is None:
+        sliding_window_reach = torch.zeros(groups, dtype=torch.int32)
+    if block_sizes is None:
+        block_sizes = torch.ones(groups, dtype=torch.int32)
+    up.block_table._gather_block_tables_kernel[(groups, num_rows)](
+        idx_mapping, _ptrs(src_block_tables), _ptrs(dst_block_tables),
+        torch.tensor([t.stride(0) for t in src_block_tables], dtype=torch.int64), num_blocks,
+        num_blocks.stride(0), idx_mapping.shape[0], num_computed_tokens if mask else sliding_window_reach,
+        sliding_window_reach, block_sizes, MASK_SLIDING_WINDOW=mask, BLOCK_SIZE=1024)
+
+
+def prepare_pos_seq_lens(up, *, idx_mapping, query_start_loc, num_computed_tokens, pos, seq_lens) -> None:
+    up.input_batch.prepare_pos_seq_lens(idx_mapping, query_start_loc, num_computed_tokens, pos, seq_lens)
+
+
+def combine_sampled_and_draft_tokens(up, *, input_ids, idx_mapping, last_sampled_tokens, query_start_loc, seq_lens,
+                                     prefill_len, draft_tokens, cu_num_logits, logits_indices,
+                                     num_new_sampled_tokens=1) -> None:
+    """vLLM's function allocates logits_indices (num_logits entries); copied into ours."""
+    out = up.input_batch.combine_sampled_and_draft_tokens(
+        input_ids, idx_mapping, last_sampled_tokens, query_start_loc, seq_lens, prefill_len, draft_tokens,
+        cu_num_logits, logits_indices.numel(), num_new_sampled_tokens)
+    logits_indices.copy_(out)
