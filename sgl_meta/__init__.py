@@ -14,6 +14,7 @@ from ._build import require_built_extension
 require_built_extension()
 
 from . import dsa_metadata, dsa_metadata_copy, kv_read_table, trtllm_mha_metadata, trtllm_mha_page_table  # noqa: E402
+from . import flash_attention_metadata  # noqa: E402
 from . import _fake  # noqa: E402,F401  (registers fake impls for torch.compile)
 from . import reference  # noqa: E402,F401  (sgl_meta.reference: the eager paths)
 from .dsa_metadata import *  # noqa: E402,F401,F403
@@ -21,6 +22,7 @@ from .dsa_metadata_copy import *  # noqa: E402,F401,F403
 from .kv_read_table import *  # noqa: E402,F401,F403
 from .trtllm_mha_metadata import *  # noqa: E402,F401,F403
 from .trtllm_mha_page_table import *  # noqa: E402,F401,F403
+from .flash_attention_metadata import *  # noqa: E402,F401,F403
 
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
 
@@ -31,5 +33,6 @@ __all__ = sorted(
         *kv_read_table.__all__,
         *trtllm_mha_metadata.__all__,
         *trtllm_mha_page_table.__all__,
+        *flash_attention_metadata.__all__,
     ]
 )

@@ -17,6 +17,13 @@ from .dsa_metadata import (
 from .kv_read_table import build_kv_read_table, build_kv_read_table_packed, kv_read_page_table, kv_read_token_stream
 from .trtllm_mha_metadata import update_trtllm_mha_graph_metadata, update_trtllm_mha_graph_metadata_multi
 from .trtllm_mha_page_table import build_trtllm_mha_page_table
+from .flash_attention_metadata import (
+    draft_extend_set_metadata,
+    update_flash_attention_metadata,
+    flash_attention_swa_spec_page_table,
+    normal_decode_set_metadata,
+    prepare_swa_spec_page_table_triton,
+)
 
 __all__ = [
     "build_kv_read_table",
@@ -32,4 +39,9 @@ __all__ = [
     "kv_read_token_stream",
     "update_trtllm_mha_graph_metadata",
     "update_trtllm_mha_graph_metadata_multi",
+    "draft_extend_set_metadata",
+    "update_flash_attention_metadata",
+    "flash_attention_swa_spec_page_table",
+    "normal_decode_set_metadata",
+    "prepare_swa_spec_page_table_triton",
 ]
