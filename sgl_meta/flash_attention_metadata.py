@@ -265,9 +265,10 @@ def draft_extend_dropin(op: Callable[..., None]) -> Callable[..., None]:
 normal_decode_set_metadata = _op.dropin(_DECODE, _UPSTREAM)(decode_dropin(update_flash_attention_metadata))
 draft_extend_set_metadata = _op.dropin(_DRAFT_EXTEND, _UPSTREAM)(draft_extend_dropin(update_flash_attention_metadata))
 
-prepare_swa_spec_page_table_triton = _op.positional(
+prepare_swa_spec_page_table_triton = _op.adapt(
     flash_attention_swa_spec_page_table,
     "prepare_swa_spec_page_table_triton",
+    params="page_table_dst, page_table_a, page_table_b, seq_len_a, seq_len_b, speculative_num_draft_tokens",
     upstream="prepare_swa_spec_page_table_triton",
     module=_UPSTREAM,
     doc="""Drop-in for ``sglang.kernels.ops.attention.metadata.prepare_swa_spec_page_table_triton``.
@@ -275,7 +276,7 @@ prepare_swa_spec_page_table_triton = _op.positional(
     Same arguments in the same order; :func:`flash_attention_swa_spec_page_table`. Writes
     columns ``n < min(seq_len_a + seq_len_b, page_table_dst.size(1), A + B)`` of each row
     (upstream writes up to its 256-column block past the concatenated width when the
-    lengths exceed it). Errors name ``flash_attention_swa_spec_page_table``.
+    lengths exceed it).
     """,
 )
 

@@ -179,6 +179,7 @@ void flash_attention_metadata_cpu(const FaInputs& in, const FaDest* sets, int nu
 }
 
 void flash_attention_swa_spec_page_table_cpu(const FaSwaSpecParams& p) {
+  if (p.width == 0) return;  // nothing to write, nothing read (as on CUDA)
   const int64_t bs = p.rows / p.repeat;
   for (int64_t a = 0; a < bs; ++a) {
     const int64_t la = p.seq_len_a[a];

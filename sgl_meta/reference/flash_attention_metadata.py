@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from .. import _op
 from .. import flash_attention_metadata as dropins
 from ._lengths import RunningSum, check_length, check_rows, fits, on_host, values
 from .trtllm_mha_metadata import _gather_page_slots, _swa_translate, _v2p_translate
@@ -158,9 +159,5 @@ normal_decode_set_metadata = dropins.decode_dropin(update_flash_attention_metada
 draft_extend_set_metadata = dropins.draft_extend_dropin(update_flash_attention_metadata)
 
 
-def prepare_swa_spec_page_table_triton(page_table_dst, page_table_a, page_table_b, seq_len_a, seq_len_b,
-                                       speculative_num_draft_tokens):
-    """Eager reference of the drop-in :func:`sgl_meta.prepare_swa_spec_page_table_triton`."""
-    flash_attention_swa_spec_page_table(page_table_dst=page_table_dst, page_table_a=page_table_a,
-                                        page_table_b=page_table_b, seq_len_a=seq_len_a, seq_len_b=seq_len_b,
-                                        speculative_num_draft_tokens=speculative_num_draft_tokens)
+prepare_swa_spec_page_table_triton = _op.adapt_reference(dropins.prepare_swa_spec_page_table_triton,
+                                                        flash_attention_swa_spec_page_table)

@@ -53,8 +53,10 @@ def _register_family_bases():
     import st_dsa_metadata_copy
     import st_kv_read_table
     import st_trtllm_mha_page_table
+    import st_flash_attention_metadata
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
+                   st_flash_attention_metadata):
         BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
 
 
@@ -275,8 +277,10 @@ def _register_family_rows():
     import st_dsa_metadata_copy
     import st_kv_read_table
     import st_trtllm_mha_page_table
+    import st_flash_attention_metadata
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
+                   st_flash_attention_metadata):
         ROWS.extend(getattr(module, "BAD_INPUT_ROWS", []))
 
 

@@ -141,8 +141,10 @@ def _register_optional_rows():
     import st_dsa_metadata_copy
     import st_kv_read_table
     import st_trtllm_mha_page_table
+    import st_flash_attention_metadata
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
+                   st_flash_attention_metadata):
         ROWS.extend(getattr(module, "HOSTILE_ROWS", []))
 
 

@@ -16,8 +16,10 @@ import st_dsa_metadata_copy
 import st_kv_read_table
 import st_trtllm_mha_page_table
 import st_trtllm_mha_metadata
+import st_flash_attention_metadata
 
-FAMILIES = (st_trtllm_mha_metadata, st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table)
+FAMILIES = (st_trtllm_mha_metadata, st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
+            st_flash_attention_metadata)
 
 
 @dataclass(frozen=True)
