@@ -188,6 +188,7 @@ def decode_dropin(op: Callable[..., None]) -> Callable[..., None]:
         except (RuntimeError, TypeError) as err:
             _errors.raise_as(err, op="update_flash_attention_metadata", caller=fn, names=_DECODE_NAMES)
 
+    normal_decode_set_metadata.__qualname__ = _DECODE
     return normal_decode_set_metadata
 
 
@@ -259,6 +260,7 @@ def draft_extend_dropin(op: Callable[..., None]) -> Callable[..., None]:
         except (RuntimeError, TypeError) as err:
             _errors.raise_as(err, op="update_flash_attention_metadata", caller=fn, names=_DRAFT_EXTEND_NAMES)
 
+    draft_extend_set_metadata.__qualname__ = _DRAFT_EXTEND
     return draft_extend_set_metadata
 
 
