@@ -287,22 +287,22 @@ def _h(op, id, edit, *names, raises=(RuntimeError,)):
     return Row(id=f"{op}/{id}", op=op, edit=edit, names=names, raises=raises)
 
 
+# The ops themselves (not the drop-ins): on CUDA the device message names the op.
 HOSTILE_ROWS = [
-    _h(DECODE, "request index == pool size", _at("req_pool_indices", 1, 6), "req_pool_indices[1] = 6 is outside [0, 6)"),
-    _h(DECODE, "request index -1", _at("req_pool_indices", 3, -1), "req_pool_indices[3] = -1 is outside"),
-    _h(DECODE, "slot past the SWA mapping", lambda kw: kw["req_to_token"].fill_(2**31 - 1),
+    _h(OP, "request index == pool size", _at("req_pool_indices", 1, 6), "req_pool_indices[1] = 6 is outside [0, 6)"),
+    _h(OP, "request index -1", _at("req_pool_indices", 3, -1), "req_pool_indices[3] = -1 is outside"),
+    _h(OP, "slot past the SWA mapping", lambda kw: kw["req_to_token"].fill_(2**31 - 1),
        "= 2147483647 is outside", "full_to_swa_index_mapping"),
-    _h(DECODE, "negative slots are sentinels", lambda kw: kw["req_to_token"].fill_(-1), raises=()),
-    _h(DECODE, "length past int32", _at("seq_lens", 2, 2**31 - 2), "seq_lens[2] + seq_len_delta = 2147483648",
-       "does not fit int32"),
-    _h(DECODE, "request indices past bs", lambda kw: kw.update(
+    _h(OP, "negative slots are sentinels", lambda kw: kw["req_to_token"].fill_(-1), raises=()),
+    _h(OP, "length past int32", _at("seq_lens", 2, 2**31 - 1), "seq_lens[2] + seq_len_delta[0] = 2147483648",
+       "does not fit int32 cache_seqlens[0]"),
+    _h(OP, "request indices past bs", lambda kw: kw.update(
         req_pool_indices=torch.cat([kw["req_pool_indices"], kw["req_pool_indices"].new_tensor([10**6])])), raises=()),
-    _h(DRAFT_EXTEND, "out_cache_loc past the mapping", lambda kw: kw["out_cache_loc"].__setitem__(
+    _h(OP, "out_cache_loc past the mapping", lambda kw: kw["out_cache_loc"].__setitem__(
         5, kw["full_to_swa_index_mapping"].numel()), "out_cache_loc[5] =", "is outside"),
-    _h(DRAFT_EXTEND, "negative out_cache_loc is a sentinel", _at("out_cache_loc", 2, -1), raises=()),
-    _h(DRAFT_EXTEND, "negative extend length", _at("extend_seq_lens", 1, -1), "extend_seq_lens[1] = -1 is negative"),
-    _h(OP, "virtual page past full_v2p", lambda kw: kw.update(full_v2p=kw["seq_lens"].new_zeros(1).long(),
-                                                             full_to_swa_index_mapping=kw["full_to_swa_index_mapping"]),
+    _h(OP, "negative out_cache_loc is a sentinel", _at("out_cache_loc", 2, -1), raises=()),
+    _h(OP, "negative extend length", _at("extend_seq_lens", 1, -1), "extend_seq_lens[1] = -1 is negative"),
+    _h(OP, "virtual page past full_v2p", lambda kw: kw.update(full_v2p=kw["seq_lens"].new_zeros(1).long()),
        "outside [0, 1) (full_v2p.numel())"),
-    _h("prepare_swa_spec_page_table_triton", "negative length", _at("seq_len_b", 4, -2), "seq_len_b[4] = -2 is negative"),
+    _h(SPEC, "negative length", _at("seq_len_b", 4, -2), "seq_len_b[4] = -2 is negative"),
 ]
