@@ -116,4 +116,18 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor slot_mapping_enabled, Tensor dcp_sharded, Tensor(d!) slot_mappings, "
       "int cp_rank=0, int cp_size=1, int cp_interleave=1, int pad_id=-1, "
       "Tensor? sliding_window_reach=None, bool mask_sliding_window=False) -> ()");
+  // FlashAttention (FA3/FA4) backend metadata (docs/operators/flash_attention_metadata.md):
+  // K >= 1 destination sets, one seq_len_delta each; an unused optional list passes [].
+  m.def(
+      "update_flash_attention_metadata("
+      "Tensor(a!)[] cache_seqlens, Tensor(b!)[] cu_seqlens_k, Tensor(c!)[] page_table, "
+      "Tensor(d!)[] swa_page_table, Tensor(e!)? cu_seqlens_q, Tensor(f!)? swa_out_cache_loc, "
+      "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, int[] seq_len_delta, "
+      "int bs, int max_seq_pages, int page_size, Tensor? extend_seq_lens=None, "
+      "Tensor? full_to_swa_index_mapping=None, Tensor? full_v2p=None, Tensor? swa_v2p=None, "
+      "Tensor? out_cache_loc=None, bool skip_page_table=False, bool zero_tail=False) -> ()");
+  m.def(
+      "flash_attention_swa_spec_page_table("
+      "Tensor(a!) page_table_dst, Tensor page_table_a, Tensor page_table_b, "
+      "Tensor seq_len_a, Tensor seq_len_b, int speculative_num_draft_tokens) -> ()");
 }

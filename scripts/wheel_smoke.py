@@ -254,6 +254,45 @@ def _vllm_combine_example(gen):
     )
     outputs = dict(input_ids=_poison((13,), torch.int32, gen), logits_indices=_poison((8,), torch.int64, gen))
     return inputs, outputs, dict(num_new_sampled_tokens=1)
+def _flash_attention_example(gen):
+    """FlashAttention metadata into K = 2 sets (deltas 1 and 2): unified-pool v2p tables with
+    unbound (-1) pages, zero_tail, draft-extend's cu_seqlens_q and SWA write ids."""
+    bs, page_size, pool, pages = 3, 4, 4, 5
+
+    def ints(low, high, shape, dtype=torch.int64):
+        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+
+    full_v2p, swa_v2p = ints(-1, 40, (30,)), ints(-1, 40, (30,))
+    inputs = dict(
+        req_to_token=ints(-1, 30 * page_size, (pool, pages * page_size), torch.int32),
+        req_pool_indices=ints(0, pool, (bs,)),
+        seq_lens=torch.tensor([0, 7, 30], dtype=torch.int32),
+        extend_seq_lens=torch.tensor([1, 2, 2], dtype=torch.int32),
+        full_to_swa_index_mapping=ints(0, 500, (30 * page_size,)),
+        full_v2p=full_v2p,
+        swa_v2p=swa_v2p,
+        out_cache_loc=ints(-1, 30 * page_size, (6,)),
+    )
+    outputs = dict(
+        cache_seqlens=[_poison((bs,), torch.int32, gen) for _ in range(2)],
+        cu_seqlens_k=[_poison((bs + 1,), torch.int32, gen) for _ in range(2)],
+        page_table=[_poison((bs, pages + 1), torch.int32, gen) for _ in range(2)],
+        swa_page_table=[_poison((bs, pages + 1), torch.int32, gen) for _ in range(2)],
+        cu_seqlens_q=_poison((bs + 1,), torch.int32, gen),
+        swa_out_cache_loc=_poison((6,), torch.int64, gen),
+    )
+    return inputs, outputs, dict(seq_len_delta=[1, 2], bs=bs, max_seq_pages=pages, page_size=page_size,
+                                 zero_tail=True)
+
+
+def _flash_attention_swa_spec_example(gen):
+    """The SWA speculative concat, 2 requests x 3 draft branches, a length past its table."""
+    def ints(low, high, shape, dtype=torch.int32):
+        return torch.randint(low, high, shape, generator=gen, dtype=dtype)
+
+    inputs = dict(page_table_a=ints(0, 99, (2, 6)), page_table_b=ints(100, 199, (6, 3)),
+                  seq_len_a=torch.tensor([4, 6], dtype=torch.int32), seq_len_b=ints(0, 5, (6,)))
+    return inputs, dict(page_table_dst=_poison((6, 10), torch.int32, gen)), dict(speculative_num_draft_tokens=3)
 
 
 # op name -> fn(generator) -> (input tensors, poisoned output tensors -- or lists
@@ -272,6 +311,8 @@ EXAMPLES = {
     "vllm_prepare_pos_seq_lens": _vllm_pos_example,
     "vllm_combine_sampled_and_draft_tokens": _vllm_combine_example,
     "vllm_prepare_step": _vllm_prepare_step_example,
+    "update_flash_attention_metadata": _flash_attention_example,
+    "flash_attention_swa_spec_page_table": _flash_attention_swa_spec_example,
 }
 
 

@@ -15,6 +15,7 @@ require_built_extension()
 
 from . import dsa_metadata, dsa_metadata_copy, kv_read_table, trtllm_mha_metadata, trtllm_mha_page_table  # noqa: E402
 from . import vllm_block_table, vllm_input_batch  # noqa: E402
+from . import flash_attention_metadata  # noqa: E402
 from . import _fake  # noqa: E402,F401  (registers fake impls for torch.compile)
 from . import reference  # noqa: E402,F401  (sgl_meta.reference: the eager paths)
 from .dsa_metadata import *  # noqa: E402,F401,F403
@@ -24,6 +25,7 @@ from .trtllm_mha_metadata import *  # noqa: E402,F401,F403
 from .trtllm_mha_page_table import *  # noqa: E402,F401,F403
 from .vllm_block_table import *  # noqa: E402,F401,F403
 from .vllm_input_batch import *  # noqa: E402,F401,F403
+from .flash_attention_metadata import *  # noqa: E402,F401,F403
 
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
 
@@ -36,5 +38,6 @@ __all__ = sorted(
         *trtllm_mha_page_table.__all__,
         *vllm_block_table.__all__,
         *vllm_input_batch.__all__,
+        *flash_attention_metadata.__all__,
     ]
 )

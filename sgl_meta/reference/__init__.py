@@ -19,6 +19,13 @@ from .trtllm_mha_metadata import update_trtllm_mha_graph_metadata, update_trtllm
 from .trtllm_mha_page_table import build_trtllm_mha_page_table
 from .vllm_block_table import vllm_compute_slot_mappings, vllm_gather_block_tables
 from .vllm_input_batch import vllm_combine_sampled_and_draft_tokens, vllm_prepare_pos_seq_lens, vllm_prepare_step
+from .flash_attention_metadata import (
+    draft_extend_set_metadata,
+    update_flash_attention_metadata,
+    flash_attention_swa_spec_page_table,
+    normal_decode_set_metadata,
+    prepare_swa_spec_page_table_triton,
+)
 
 __all__ = [
     "build_kv_read_table",
@@ -39,4 +46,9 @@ __all__ = [
     "vllm_gather_block_tables",
     "vllm_prepare_pos_seq_lens",
     "vllm_prepare_step",
+    "draft_extend_set_metadata",
+    "update_flash_attention_metadata",
+    "flash_attention_swa_spec_page_table",
+    "normal_decode_set_metadata",
+    "prepare_swa_spec_page_table_triton",
 ]

@@ -291,5 +291,22 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("update_trtllm_mha_graph_metadata"), Keywords(_UPDATE, ("live_pages_only", "v2p", "swa_v2p"))),
         kind="AROUND",
     ),
+    # FlashAttention (FA3/FA4) backend (docs/operators/flash_attention_metadata.md): drop-ins with
+    # SGLang's signatures; flashattention_backend.py imports them by name.
+    Hook(
+        f"{_ATTN}.metadata.normal_decode_set_metadata",
+        "sgl_meta.flash_attention_metadata:normal_decode_set_metadata",
+        (CudaKernel("update_flash_attention_metadata"),),
+    ),
+    Hook(
+        f"{_ATTN}.metadata.draft_extend_set_metadata",
+        "sgl_meta.flash_attention_metadata:draft_extend_set_metadata",
+        (CudaKernel("update_flash_attention_metadata"),),
+    ),
+    Hook(
+        f"{_ATTN}.metadata.prepare_swa_spec_page_table_triton",
+        "sgl_meta.flash_attention_metadata:prepare_swa_spec_page_table_triton",
+        (CudaKernel("flash_attention_swa_spec_page_table"),),
+    ),
 )
 """Every hook the plugin knows, in the order they are considered."""

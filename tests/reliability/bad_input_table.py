@@ -48,16 +48,10 @@ BASES: dict[str, Callable] = {
 
 
 def _register_family_bases():
-    # Each family's strategy module holds its base calls.
-    import st_dsa_metadata
-    import st_dsa_metadata_copy
-    import st_kv_read_table
-    import st_trtllm_mha_page_table
-    import st_vllm_block_table
-    import st_vllm_input_batch
+    # Every family's strategy module, from the one list of them (registry.FAMILIES).
+    from registry import FAMILIES
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
-                   st_vllm_block_table, st_vllm_input_batch):
+    for module in FAMILIES:
         BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
 
 
@@ -274,12 +268,10 @@ ROWS: list[Row] = list(TRTLLM_ROWS) + TRTLLM_MULTI_ROWS
 
 
 def _register_family_rows():
-    import st_dsa_metadata
-    import st_dsa_metadata_copy
-    import st_kv_read_table
-    import st_trtllm_mha_page_table
+    # Every family's strategy module, from the one list of them (registry.FAMILIES).
+    from registry import FAMILIES
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in FAMILIES:
         ROWS.extend(getattr(module, "BAD_INPUT_ROWS", []))
 
 

@@ -137,15 +137,10 @@ ROWS += [
 
 
 def _register_optional_rows():
-    import st_dsa_metadata
-    import st_dsa_metadata_copy
-    import st_kv_read_table
-    import st_trtllm_mha_page_table
-    import st_vllm_block_table
-    import st_vllm_input_batch
+    # Every family's strategy module, from the one list of them (registry.FAMILIES).
+    from registry import FAMILIES
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
-                   st_vllm_block_table, st_vllm_input_batch):
+    for module in FAMILIES:
         ROWS.extend(getattr(module, "HOSTILE_ROWS", []))
 
 

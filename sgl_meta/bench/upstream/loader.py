@@ -74,6 +74,11 @@ KERNEL_FILES = {
         TRITON,
         ("build_kv_read_table", "build_kv_read_table_packed"),
     ),
+    "flash_attention_metadata": (
+        "sglang/kernels/ops/attention/metadata.py",
+        TRITON,
+        ("normal_decode_set_metadata", "draft_extend_set_metadata", "prepare_swa_spec_page_table_triton"),
+    ),
     "fused_metadata_copy": (
         "sglang/kernels/ops/attention/dsa/fused_metadata_copy.py",
         JIT,

@@ -1,0 +1,348 @@
+// update_flash_attention_metadata / flash_attention_swa_spec_page_table: the CUDA
+// kernels (no torch headers).
+//
+// update_flash_attention_metadata: one launch writes N <= kFaMaxSetsPerLaunch
+// destination sets. Thread blocks by blockIdx.x:
+//   [0]                        cache_seqlens, cu_seqlens_k of every set and
+//                              cu_seqlens_q: a scan, 256 rows per pass
+//   [1, 1 + bs * chunks)       one (row, 128-column chunk) of every set's page
+//                              table (+ SWA table): each slot is gathered once
+//                              and stored into every set whose live prefix
+//                              covers it (zero_tail: zeros up to max_seq_pages)
+//   [.., + out_blocks)         swa_out_cache_loc
+// The page blocks size their work from seq_lens themselves (no dependency on
+// the scan block); a hostile length only changes which in-bounds columns are
+// written before the scan block's assert.
+#include <climits>
+
+#include "common/cuda_utils.cuh"
+#include "common/fast_div.h"
+#include "flash_attention_metadata/params.h"
+
+namespace sgl_meta {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kScanThreads = kThreads;
+constexpr int kScanWarps = kScanThreads / 32;
+constexpr int64_t kPagesPerBlock = kThreads;  // one column per thread
+constexpr int kOutPerThread = 4;
+constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
+
+struct Args {
+  FaInputs in;
+  int num_sets;
+  int32_t* cache_seqlens[kFaMaxSetsPerLaunch];
+  int32_t* cu_seqlens_k[kFaMaxSetsPerLaunch];
+  int32_t* page_table[kFaMaxSetsPerLaunch];
+  int32_t* swa_page_table[kFaMaxSetsPerLaunch];
+  int64_t page_table_stride[kFaMaxSetsPerLaunch];
+  int64_t swa_page_table_stride[kFaMaxSetsPerLaunch];
+  int32_t delta[kFaMaxSetsPerLaunch];
+  int first_set;  // index of set 0 of this launch in the call (messages)
+  FastDivU32 chunks;
+  uint32_t page_blocks;
+};
+
+__device__ __forceinline__ const char* op_name() { return "update_flash_attention_metadata"; }
+
+__device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const uint32_t other = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += other;
+  }
+  return v;
+}
+
+// Row i broke the length contract (a length or a running sum written at row
+// i): re-derive which and assert with its value.
+SGL_FAILURE_PATH void fail_scan_row(const Args& a, int64_t i, uint32_t k_bad_sets, bool q_bad) {
+  const FaInputs& in = a.in;
+  const int64_t seq = in.seq_lens[i];
+  const bool seq_lens_in_int32_range = length_fits(seq);
+  SGL_DEVICE_CHECK(seq_lens_in_int32_range,
+                   "%s: seq_lens[%lld] = %lld is negative or does not fit int32 cache_seqlens",
+                   op_name(), (long long)i, (long long)seq);
+  if (in.extend_seq_lens.present()) {
+    const int64_t q = in.extend_seq_lens[i];
+    const bool extend_seq_lens_in_int32_range = length_fits(q);
+    SGL_DEVICE_CHECK(extend_seq_lens_in_int32_range,
+                     "%s: extend_seq_lens[%lld] = %lld is negative or does not fit int32 "
+                     "cu_seqlens_q",
+                     op_name(), (long long)i, (long long)q);
+  }
+  for (int s = 0; s < a.num_sets; ++s) {
+    const bool cache_seqlens_in_int32_range = fa_len_fits(seq, a.delta[s]);
+    SGL_DEVICE_CHECK(cache_seqlens_in_int32_range,
+                     "%s: seq_lens[%lld] + seq_len_delta (set %d: %d) = %lld is negative or "
+                     "does not fit int32 cache_seqlens",
+                     op_name(), (long long)i, a.first_set + s, a.delta[s],
+                     (long long)(seq + a.delta[s]));
+    const bool cu_seqlens_k_fits_int32 = !((k_bad_sets >> s) & 1u);
+    SGL_DEVICE_CHECK(cu_seqlens_k_fits_int32,
+                     "%s: cache_seqlens (set %d) [0..%lld] summed (cu_seqlens_k[%lld]) does not "
+                     "fit int32",
+                     op_name(), a.first_set + s, (long long)i, (long long)(i + 1));
+  }
+  const bool cu_seqlens_q_fits_int32 = !q_bad;
+  SGL_DEVICE_CHECK(cu_seqlens_q_fits_int32,
+                   "%s: extend_seq_lens[0..%lld] summed (cu_seqlens_q[%lld]) does not fit int32",
+                   op_name(), (long long)i, (long long)(i + 1));
+  __trap();
+}
+
+// One row per thread and pass; the warp totals through shared memory. Every
+// running sum is formed mod 2**32 from terms that each fit int32, so the
+// first one past INT32_MAX reads negative (running_sum_fits).
+__device__ void scan_block(const Args& a) {
+  const FaInputs& in = a.in;
+  __shared__ uint32_t warp_k[kScanWarps], warp_q[kScanWarps];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool cumsum_q = in.cu_seqlens_q != nullptr;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < a.num_sets; ++s) a.cu_seqlens_k[s][0] = 0;
+    if (cumsum_q) in.cu_seqlens_q[0] = 0;
+  }
+  uint32_t k_carry = 0, q_carry = 0;
+  for (int64_t tile = 0; tile < in.bs; tile += kScanThreads) {
+    const int64_t i = tile + threadIdx.x;
+    const bool live = i < in.bs;
+    const int64_t seq = live ? in.seq_lens[i] : 0;
+    const int64_t q64 = live && cumsum_q ? in.extend_seq_lens[i] : 0;
+    bool fits = length_fits(seq) && length_fits(q64);
+    const uint32_t base = static_cast<uint32_t>(seq), q = static_cast<uint32_t>(q64);
+    const uint32_t k_incl = warp_inclusive_sum(base);
+    const uint32_t q_incl = cumsum_q ? warp_inclusive_sum(q) : 0u;
+    if (lane == 31) {
+      warp_k[warp] = k_incl;
+      warp_q[warp] = q_incl;
+    }
+    __syncthreads();
+    uint32_t k_off = k_carry, q_off = q_carry;
+#pragma unroll
+    for (int w = 0; w < kScanWarps; ++w) {
+      if (w < warp) {
+        k_off += warp_k[w];
+        q_off += warp_q[w];
+      }
+      k_carry += warp_k[w];
+      q_carry += warp_q[w];
+    }
+    __syncthreads();  // warp_k / warp_q are rewritten by the next pass
+    if (!live) continue;
+    uint32_t k_bad = 0;
+    for (int s = 0; s < a.num_sets; ++s) {
+      const uint32_t d = static_cast<uint32_t>(a.delta[s]);
+      const uint32_t cu = k_off + k_incl + static_cast<uint32_t>(i + 1) * d;
+      fits &= fa_len_fits(seq, a.delta[s]);
+      if (!running_sum_fits(cu)) k_bad |= 1u << s;
+      a.cache_seqlens[s][i] = static_cast<int32_t>(base + d);
+      a.cu_seqlens_k[s][i + 1] = static_cast<int32_t>(cu);
+    }
+    bool q_bad = false;
+    if (cumsum_q) {
+      const uint32_t cu = q_off + q_incl;
+      q_bad = !running_sum_fits(cu);
+      in.cu_seqlens_q[i + 1] = static_cast<int32_t>(cu);
+    }
+    if (__builtin_expect(!fits || k_bad != 0 || q_bad, 0)) fail_scan_row(a, i, k_bad, q_bad);
+  }
+}
+
+__device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
+  const FaInputs& in = a.in;
+  // Every row scalar is loaded before any is used: one memory latency.
+  const int64_t req = in.req_pool_indices[row];
+  const int64_t seq = in.seq_lens[row];
+  SGL_DEVICE_CHECK_COLD(req >= 0 && req < in.pool_size,
+                        "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) "
+                        "= %lld)",
+                        op_name(), row, (long long)req, (long long)in.pool_size);
+  int64_t cols[kFaMaxSetsPerLaunch];
+  int64_t cols_max = 0;
+  for (int s = 0; s < a.num_sets; ++s) {
+    cols[s] = fa_columns(in, static_cast<int32_t>(fa_len(seq, a.delta[s])));
+    cols_max = max_i64(cols_max, cols[s]);
+  }
+  const int64_t first = int64_t{chunk} * kPagesPerBlock;
+  if (first >= (in.zero_tail ? in.max_seq_pages : cols_max)) return;
+  const int64_t c = first + threadIdx.x;
+  if (c >= in.max_seq_pages) return;
+  const bool live = c < cols_max;
+  // Evict-first: each slot is read once; the v2p / mapping entries read next
+  // are what L2 should keep.
+  const int32_t* row_in = in.req_to_token + req * in.req_to_token_stride;
+  const int32_t slot = live ? load_once(row_in + c * in.page.page_size) : 0;
+  const int64_t vpage = fa_vpage(in, slot);
+  int64_t full = 0, swa = 0;
+  if (live) {
+    if (in.full_v2p.present()) {
+      SGL_DEVICE_CHECK_COLD(vpage < in.full_v2p_size,
+                            "%s: virtual page %lld (req_to_token slot %d // page_size, row %u, "
+                            "page %lld) is outside full_v2p [0, %lld)",
+                            op_name(), (long long)vpage, slot, row, (long long)c,
+                            (long long)in.full_v2p_size);
+      full = fa_translated(in.full_v2p.ldg(vpage));
+    } else {
+      full = in.page.div32(slot);
+    }
+    if (in.swa_table) {
+      if (in.swa_v2p.present()) {
+        SGL_DEVICE_CHECK_COLD(vpage < in.swa_v2p_size,
+                              "%s: virtual page %lld (req_to_token slot %d // page_size, row "
+                              "%u, page %lld) is outside swa_v2p [0, %lld)",
+                              op_name(), (long long)vpage, slot, row, (long long)c,
+                              (long long)in.swa_v2p_size);
+        swa = fa_translated(in.swa_v2p.ldg(vpage));
+      } else {
+        SGL_DEVICE_CHECK_COLD(slot < in.swa_mapping_size,
+                              "%s: req_to_token slot %d (row %u, page %lld) is outside "
+                              "full_to_swa_index_mapping [0, %lld)",
+                              op_name(), slot, row, (long long)c,
+                              (long long)in.swa_mapping_size);
+        swa = fa_swa_from_mapping(in, slot, slot < 0 ? -1 : in.swa_mapping.ldg(slot));
+      }
+    }
+  }
+  for (int s = 0; s < a.num_sets; ++s) {
+    const bool mine = c < cols[s];
+    if (!mine && !in.zero_tail) continue;
+    a.page_table[s][row * a.page_table_stride[s] + c] = mine ? static_cast<int32_t>(full) : 0;
+    if (in.swa_table)
+      a.swa_page_table[s][row * a.swa_page_table_stride[s] + c] =
+          mine ? static_cast<int32_t>(swa) : 0;
+  }
+}
+
+__device__ void swa_out_block(const Args& a, int64_t block) {
+  const FaInputs& in = a.in;
+  const int64_t first = block * kOutPerBlock + threadIdx.x;
+  int64_t loc[kOutPerThread];
+#pragma unroll
+  for (int k = 0; k < kOutPerThread; ++k) {
+    const int64_t i = first + k * kThreads;
+    loc[k] = i < in.swa_out_len ? in.out_cache_loc[i] : 0;
+  }
+#pragma unroll
+  for (int k = 0; k < kOutPerThread; ++k) {
+    const int64_t i = first + k * kThreads;
+    if (i >= in.swa_out_len) continue;
+    SGL_DEVICE_CHECK_COLD(loc[k] < in.swa_mapping_size,
+                          "%s: out_cache_loc[%lld] = %lld is outside full_to_swa_index_mapping "
+                          "[0, %lld)",
+                          op_name(), (long long)i, (long long)loc[k],
+                          (long long)in.swa_mapping_size);
+    in.swa_out_cache_loc[i] = loc[k] < 0 ? -1 : in.swa_mapping.ldg(loc[k]);
+  }
+}
+
+__global__ void __launch_bounds__(kScanThreads) metadata_kernel(const __grid_constant__ Args a) {
+  const uint32_t b = blockIdx.x;
+  if (b == 0) {
+    scan_block(a);
+    return;
+  }
+  if (b - 1 < a.page_blocks) {
+    const uint32_t row = a.chunks.div(b - 1);
+    page_block(a, row, b - 1 - row * a.chunks.divisor);
+  } else {
+    swa_out_block(a, int64_t{b} - 1 - a.page_blocks);
+  }
+}
+
+const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
+                   cudaStream_t stream) {
+  Args a{};
+  a.in = in;
+  a.num_sets = n;
+  a.first_set = first_set;
+  for (int s = 0; s < n; ++s) {
+    a.cache_seqlens[s] = sets[s].cache_seqlens;
+    a.cu_seqlens_k[s] = sets[s].cu_seqlens_k;
+    a.page_table[s] = sets[s].page_table;
+    a.swa_page_table[s] = sets[s].swa_page_table;
+    a.page_table_stride[s] = sets[s].page_table_stride;
+    a.swa_page_table_stride[s] = sets[s].swa_page_table_stride;
+    a.delta[s] = sets[s].delta;
+  }
+  const int64_t chunks =
+      in.tables ? (in.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock : 0;
+  const int64_t out_blocks = (in.swa_out_len + kOutPerBlock - 1) / kOutPerBlock;
+  if (chunks > 0 && in.bs > (INT32_MAX - 1) / chunks)
+    return "grid too large (bs * max_seq_pages out of range)";
+  const int64_t page_blocks = in.bs * chunks;
+  if (out_blocks > INT32_MAX - 1 - page_blocks)
+    return "grid too large (swa_out_cache_loc too long)";
+  a.chunks = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
+  a.page_blocks = static_cast<uint32_t>(page_blocks);
+  const unsigned grid = static_cast<unsigned>(1 + page_blocks + out_blocks);
+  metadata_kernel<<<grid, kScanThreads, 0, stream>>>(a);
+  return nullptr;
+}
+
+// flash_attention_swa_spec_page_table: one block per (row, 256-column chunk).
+constexpr int kSpecThreads = 256;
+
+struct SpecArgs {
+  FaSwaSpecParams p;
+  FastDivU32 chunks;
+};
+
+__global__ void __launch_bounds__(kSpecThreads) spec_kernel(const __grid_constant__ SpecArgs a) {
+  const FaSwaSpecParams& p = a.p;
+  const uint32_t m = a.chunks.div(blockIdx.x);
+  const uint32_t chunk = blockIdx.x - m * a.chunks.divisor;
+  const int64_t la = p.seq_len_a[m / p.repeat];
+  const int64_t lb = p.seq_len_b[m];
+  const bool seq_len_a_in_int32_range = length_fits(la);
+  SGL_DEVICE_CHECK_COLD(seq_len_a_in_int32_range,
+                        "flash_attention_swa_spec_page_table: seq_len_a[%lld] = %lld is negative "
+                        "or does not fit int32",
+                        (long long)(m / p.repeat), (long long)la);
+  const bool seq_len_b_in_int32_range = length_fits(lb);
+  SGL_DEVICE_CHECK_COLD(seq_len_b_in_int32_range,
+                        "flash_attention_swa_spec_page_table: seq_len_b[%u] = %lld is negative "
+                        "or does not fit int32",
+                        m, (long long)lb);
+  const int64_t n_end = min_i64(la + lb, p.width);
+  const int64_t n = int64_t{chunk} * kSpecThreads + threadIdx.x;
+  if (n < n_end) p.dst[m * p.dst_stride + n] = fa_spec_value(p, m, n, la);
+}
+
+}  // namespace
+
+const char* flash_attention_metadata_cuda(const FaInputs& in, const FaDest* sets, int num_sets,
+                                          void* stream_ptr) {
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
+  for (int first = 0; first < num_sets; first += kFaMaxSetsPerLaunch) {
+    const int n = num_sets - first < kFaMaxSetsPerLaunch ? num_sets - first : kFaMaxSetsPerLaunch;
+    FaInputs part = in;
+    if (first > 0) {  // written once, by the first launch
+      part.cu_seqlens_q = nullptr;
+      part.extend_seq_lens = IndexArray{};
+      part.swa_out_cache_loc = nullptr;
+      part.swa_out_len = 0;
+    }
+    const char* err = launch(part, sets + first, n, first, stream);
+    if (err != nullptr) return err;
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cudaGetErrorString(e);
+  }
+  return nullptr;
+}
+
+const char* flash_attention_swa_spec_page_table_cuda(const FaSwaSpecParams& p,
+                                                     void* stream_ptr) {
+  const int64_t chunks = p.width == 0 ? 0 : (p.width + kSpecThreads - 1) / kSpecThreads;
+  if (chunks == 0) return nullptr;
+  if (p.rows > INT32_MAX / chunks) return "grid too large (rows * width out of range)";
+  SpecArgs a{p, FastDivU32::make(static_cast<uint32_t>(chunks))};
+  const unsigned grid = static_cast<unsigned>(p.rows * chunks);
+  spec_kernel<<<grid, kSpecThreads, 0, static_cast<cudaStream_t>(stream_ptr)>>>(a);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+}  // namespace sgl_meta

@@ -1,0 +1,143 @@
+// update_flash_attention_metadata / flash_attention_swa_spec_page_table: the argument
+// bundles shared by the CPU and CUDA kernels. Plain data (raw pointers,
+// element strides, scalars): the torch binding fills them after its checks,
+// the kernels never see a torch type.
+//
+// update_flash_attention_metadata reads one set of inputs and writes K >= 1
+// destination sets (FaDest), set s with its own seq_len_delta[s]. For row
+// i < bs, len_s(i) = seq_lens[i] + seq_len_delta[s]:
+//
+//   cache_seqlens[s][i]     = len_s(i)
+//   cu_seqlens_k[s][0]      = 0, [i + 1] = len_s(0) + ... + len_s(i)
+//   cu_seqlens_q[0]         = 0, [i + 1] = extend_seq_lens[0] + ... (when given)
+//   for c < n_s(i) = min(ceil(len_s(i) / page_size), max_seq_pages), with
+//   slot = req_to_token[req_pool_indices[i], c * page_size]:
+//     page_table[s][i, c]     = full_entry(slot)
+//     swa_page_table[s][i, c] = swa_entry(slot)
+//   zero_tail: both tables 0 for n_s(i) <= c < max_seq_pages
+//   swa_out_cache_loc[k]    = out_cache_loc[k] < 0 ? -1
+//                             : full_to_swa_index_mapping[out_cache_loc[k]]
+//
+//   vpage(slot)      = max(floor(slot / page_size), 0)
+//   full_entry(slot) = full_v2p ? max(full_v2p[vpage], 0) : floor(slot / page_size)
+//   swa_entry(slot)  = swa_v2p  ? max(swa_v2p[vpage], 0)
+//                    : slot < 0 ? -1 : floor(mapping[slot] / page_size)
+//
+// flash_attention_swa_spec_page_table, for row m < rows, a = m / repeat,
+// la = seq_len_a[a], lb = seq_len_b[m] and column n < min(la + lb, width):
+//   dst[m, n] = n < la ? (n < a_width ? A[a, n] : 0)
+//                      : (n - la < b_width ? B[m, n - la] : 0)
+#pragma once
+
+#include <cstdint>
+
+#include "common/index_array.h"
+
+namespace sgl_meta {
+
+// Destination sets one CUDA launch writes; more take several launches.
+constexpr int kFaMaxSetsPerLaunch = 8;
+
+struct FaInputs {
+  IndexArray req_pool_indices;  // [>= bs]
+  IndexArray seq_lens;          // [>= bs]
+  IndexArray extend_seq_lens;   // [>= bs], or absent (no cu_seqlens_q)
+  const int32_t* req_to_token = nullptr;  // [pool_size, ctx], rows by stride
+  int64_t req_to_token_stride = 0;
+  int64_t pool_size = 0;
+  IndexArray swa_mapping;  // full_to_swa_index_mapping: token slot -> SWA slot
+  int64_t swa_mapping_size = 0;
+  IndexArray full_v2p;  // virtual page -> physical page (unified pool)
+  int64_t full_v2p_size = 0;
+  IndexArray swa_v2p;
+  int64_t swa_v2p_size = 0;
+  IndexArray out_cache_loc;  // [>= swa_out_len]
+  int32_t* cu_seqlens_q = nullptr;        // [>= bs + 1], or null
+  int64_t* swa_out_cache_loc = nullptr;   // [swa_out_len], or null
+  int64_t swa_out_len = 0;
+
+  int64_t bs = 0;
+  int64_t max_seq_pages = 0;
+  PageDivisor page;
+  bool tables = false;     // page tables are written (not skip_page_table)
+  bool swa_table = false;  // every set has a swa_page_table (when tables)
+  bool zero_tail = false;
+  bool multi = false;      // K > 1: errors name the set
+};
+
+struct FaDest {
+  int32_t* cache_seqlens = nullptr;   // [>= bs]
+  int32_t* cu_seqlens_k = nullptr;    // [>= bs + 1]
+  int32_t* page_table = nullptr;      // [>= bs, >= max_seq_pages]
+  int32_t* swa_page_table = nullptr;  // like page_table, or null
+  int64_t page_table_stride = 0;
+  int64_t swa_page_table_stride = 0;
+  int32_t delta = 0;  // seq_len_delta of the set (host-checked to fit int32)
+};
+
+// Lengths (common/index_array.h): seq_lens[i], extend_seq_lens[i] and every
+// len_s(i) lie in [0, 2**31 - 1], and so does every running sum.
+// len_s(i) mod 2**32 (seq_lens is a device value: a signed add of a hostile
+// one would be undefined behaviour); the value itself once it fits.
+SGL_HD uint64_t fa_len(int64_t seq, int32_t delta) {
+  return static_cast<uint64_t>(seq) + static_cast<uint64_t>(static_cast<int64_t>(delta));
+}
+
+// Whether seq + delta lies in [0, 2**31 - 1] for a seq that passed
+// length_fits (the true sum is then far from wrapping into that range).
+SGL_HD bool fa_len_fits(int64_t seq, int32_t delta) { return fa_len(seq, delta) <= INT32_MAX; }
+
+// Page-table columns of a row whose length is `len` (int32, possibly hostile:
+// a negative one writes nothing).
+template <class In>
+SGL_HD int64_t fa_columns(const In& in, int32_t len) {
+  return min_i64(in.page.ceil_div32(len), in.max_seq_pages);
+}
+
+template <class In>
+SGL_HD int64_t fa_vpage(const In& in, int32_t slot) {
+  return slot < 0 ? 0 : in.page.div32(slot);
+}
+
+// Translation of the looked-up values (the lookups themselves are the
+// kernels': bounds checks and load paths differ).
+SGL_HD int64_t fa_translated(int64_t v2p_entry) { return max_i64(v2p_entry, 0); }
+
+template <class In>
+SGL_HD int64_t fa_swa_from_mapping(const In& in, int32_t slot, int64_t mapped) {
+  return slot < 0 ? -1 : in.page.div(mapped);
+}
+
+void flash_attention_metadata_cpu(const FaInputs& in, const FaDest* sets, int num_sets);
+// One launch for up to kFaMaxSetsPerLaunch sets (the first launch also writes
+// cu_seqlens_q and swa_out_cache_loc). nullptr on success, else the error.
+const char* flash_attention_metadata_cuda(const FaInputs& in, const FaDest* sets, int num_sets,
+                                          void* stream);
+
+struct FaSwaSpecParams {
+  int32_t* dst = nullptr;  // [>= rows, width], rows by dst_stride
+  int64_t dst_stride = 0;
+  int64_t width = 0;       // columns that may be written: min(dst.size(1), a_width + b_width)
+  const int32_t* a = nullptr;  // [>= rows / repeat, a_width]
+  int64_t a_stride = 0;
+  int64_t a_width = 0;
+  const int32_t* b = nullptr;  // [>= rows, b_width]
+  int64_t b_stride = 0;
+  int64_t b_width = 0;
+  IndexArray seq_len_a;  // [rows / repeat]
+  IndexArray seq_len_b;  // [rows]
+  int64_t rows = 0;
+  int64_t repeat = 1;
+};
+
+// dst[m, n] for n < the row's written width (see the top of this file).
+SGL_HD int32_t fa_spec_value(const FaSwaSpecParams& p, int64_t m, int64_t n, int64_t la) {
+  if (n < la) return n < p.a_width ? p.a[(m / p.repeat) * p.a_stride + n] : 0;
+  const int64_t nb = n - la;
+  return nb < p.b_width ? p.b[m * p.b_stride + nb] : 0;
+}
+
+void flash_attention_swa_spec_page_table_cpu(const FaSwaSpecParams& p);
+const char* flash_attention_swa_spec_page_table_cuda(const FaSwaSpecParams& p, void* stream);
+
+}  // namespace sgl_meta

@@ -1,0 +1,401 @@
+"""FlashAttention backend metadata: the drop-ins vs SGLang 0.5.23's own Triton
+functions (run on CPU by Triton's interpreter) vs the eager reference, the
+multi-set op vs K single calls, CUDA vs CPU and CUDA-graph replays."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+import torch
+
+import sgl_meta
+from sgl_meta import reference
+from flash_attention_metadata_cases import (OUTPUTS, POISON, FaCase, clone_call, decode_call, draft_extend_call,
+                                            swa_spec_call)
+from flash_attention_metadata_upstream import upstream
+from helpers import TEST_CUDA, capture_cuda_graph
+
+UP = upstream()
+needs_upstream = pytest.mark.skipif(UP is None, reason="sglang 0.5.23 / triton not installed")
+DROPINS = ("normal_decode_set_metadata", "draft_extend_set_metadata", "prepare_swa_spec_page_table_triton")
+
+
+def outputs(kw: dict) -> dict:
+    return {k: kw[k] for k in OUTPUTS if isinstance(kw.get(k), torch.Tensor)}
+
+
+def run(fn, kw: dict) -> dict:
+    kw = clone_call(kw)
+    fn(**kw)
+    return outputs(kw)
+
+
+def assert_equal(got: dict, want: dict, context: str) -> None:
+    assert got.keys() == want.keys()
+    for name in want:
+        g, w = got[name].cpu(), want[name].cpu()
+        if not torch.equal(g, w):
+            diff = (g != w).nonzero()
+            first = tuple(diff[0].tolist())
+            raise AssertionError(f"{context}: {name} differs at {diff.shape[0]} of {w.numel()} elements; first "
+                                 f"at {first}: got {g[first].item()}, want {w[first].item()}")
+
+
+def all_three(name: str, kw: dict, context: str) -> dict:
+    """Ours == the reference == upstream (when installed) on every element; returns ours."""
+    ours = run(getattr(sgl_meta, name), kw)
+    assert_equal(ours, run(getattr(reference, name), kw), f"op vs reference, {context}")
+    if UP is not None:
+        assert_equal(ours, run(getattr(UP, name), kw), f"op vs SGLang 0.5.23, {context}")
+    return ours
+
+
+DECODE_CASES = [
+    FaCase(),
+    FaCase(bs=1, page_size=1, max_seq_pages=40, delta=1),
+    FaCase(bs=7, page_size=64, max_seq_pages=5, delta=3, index_dtype=torch.int64),
+    FaCase(delta=-1, page_size=4),
+    FaCase(swa="mapping", delta=2, mapping_dtype=torch.int32),
+    FaCase(swa="mapping", page_size=1, max_seq_pages=30, index_dtype=torch.int64),
+    FaCase(page_size=1, max_seq_pages=30, negative_slots=True),  # Triton truncation == floor at page size 1
+    FaCase(full_v2p=True, negative_slots=True, delta=4),
+    FaCase(full_v2p=True, swa="v2p", negative_slots=True, zero_tail=True, delta=4),
+    FaCase(swa="v2p", zero_tail=True, page_size=8),
+    FaCase(swa="mapping", zero_tail=True, page_size=32, delta=1),
+    FaCase(zero_tail=True, bs=3, max_seq_pages=200, page_size=2),  # more than one 128-column chunk
+    FaCase(skip_page_table=True, delta=5),
+    FaCase(skip_page_table=True, swa="mapping", full_v2p=True),
+    FaCase(max_seq_pages=0, delta=1),
+]
+
+
+@needs_upstream
+@pytest.mark.parametrize("case", DECODE_CASES, ids=str)
+def test_decode_matches_upstream(case, gen):
+    for _ in range(2):
+        all_three("normal_decode_set_metadata", decode_call(case, gen), str(case))
+
+
+def test_decode_reference_without_upstream(gen):
+    """The same cases against the reference alone (runs where sglang is absent)."""
+    for case in DECODE_CASES:
+        kw = decode_call(case, gen)
+        assert_equal(run(sgl_meta.normal_decode_set_metadata, kw),
+                     run(reference.normal_decode_set_metadata, kw), str(case))
+
+
+DRAFT_EXTEND_CASES = [
+    FaCase(),
+    FaCase(bs=1, page_size=1, max_seq_pages=30),
+    FaCase(bs=6, page_size=64, max_seq_pages=4, index_dtype=torch.int64),
+    FaCase(swa="mapping", tokens_per_req=3),
+    FaCase(swa="mapping", page_size=1, max_seq_pages=20, tokens_per_req=1, mapping_dtype=torch.int32),
+    FaCase(swa="mapping", bs=9, page_size=2, max_seq_pages=300, tokens_per_req=5),
+]
+
+
+@needs_upstream
+@pytest.mark.parametrize("case", DRAFT_EXTEND_CASES, ids=str)
+def test_draft_extend_matches_upstream(case, gen):
+    for _ in range(2):
+        all_three("draft_extend_set_metadata", draft_extend_call(case, gen), str(case))
+
+
+SPEC_CASES = [
+    dict(),
+    dict(bs=1, repeat=1, a_width=3, b_width=1),
+    dict(bs=2, repeat=3, a_width=300, b_width=7),  # rows across upstream's 256-column blocks
+    dict(a_width=40, b_width=5, dst_width=30),  # narrower than A + B (SGLang: max_seq_len_k + B)
+    dict(a_width=0, b_width=4),
+]
+
+
+@needs_upstream
+@pytest.mark.parametrize("shape", SPEC_CASES, ids=str)
+def test_swa_spec_matches_upstream(shape, gen):
+    for _ in range(3):
+        kw = swa_spec_call(gen, **shape)
+        if "dst_width" in shape:  # SGLang sizes dst for the lengths it passes
+            kw["seq_len_a"].clamp_(max=shape["dst_width"] - shape["b_width"])
+        all_three("prepare_swa_spec_page_table_triton", kw, str(shape))
+
+
+def test_swa_spec_lengths_past_the_tables(gen):
+    """Lengths past the tables: columns past A + B and past dst are never written."""
+    kw = swa_spec_call(gen, consistent=False, dst_width=60)
+    ours = all_three("prepare_swa_spec_page_table_triton", kw, "inconsistent") if UP is None else \
+        run(sgl_meta.prepare_swa_spec_page_table_triton, kw)
+    assert_equal(ours, run(reference.prepare_swa_spec_page_table_triton, kw), "inconsistent")
+    assert (ours["page_table_dst"][:, 45:] == POISON).all()
+
+
+# --- the documented differences from upstream --------------------------------------
+
+
+def test_negative_slot_floors(gen):
+    kw = decode_call(FaCase(bs=2, page_size=64, max_seq_pages=3, swa="mapping"), gen)
+    kw["req_to_token"].fill_(-1)
+    kw["seq_lens"].fill_(100)
+    sgl_meta.normal_decode_set_metadata(**kw)
+    assert (kw["page_table"][:, :2] == -1).all()  # -1 // 64 == -1 (Triton: 0)
+    assert (kw["swa_page_table"][:, :2] == -1).all()  # the sentinel, never a mapping read
+    assert (kw["page_table"][:, 2:] == POISON).all()
+
+
+def test_unbound_v2p_pages_map_to_the_sink(gen):
+    kw = decode_call(FaCase(bs=2, page_size=4, max_seq_pages=3, full_v2p=True, swa="v2p"), gen)
+    kw["req_to_token"].copy_(torch.arange(kw["req_to_token"].numel(), dtype=torch.int32).view_as(kw["req_to_token"]))
+    kw["full_v2p"].fill_(-1)
+    kw["swa_v2p"].fill_(-(2**40))
+    kw["seq_lens"].fill_(12)
+    sgl_meta.normal_decode_set_metadata(**kw)
+    assert (kw["page_table"][:, :3] == 0).all() and (kw["swa_page_table"][:, :3] == 0).all()
+
+
+def test_page_size_must_be_a_power_of_two(gen):
+    kw = decode_call(FaCase(page_size=16), gen)
+    kw["page_size"] = 24
+    with pytest.raises(RuntimeError, match=r"sgl_meta.normal_decode_set_metadata: page_size must be a power of two"):
+        sgl_meta.normal_decode_set_metadata(**kw)
+    kw = draft_extend_call(FaCase(page_size=16), gen)
+    kw["page_size"] = 3
+    with pytest.raises(RuntimeError, match=r"draft_extend_set_metadata: page_size must be a power of two, got 3"):
+        sgl_meta.draft_extend_set_metadata(**kw)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(full_to_swa_index_mapping=None), "exactly one of full_to_swa_index_mapping"),
+    (dict(swa_v2p="copy"), "exactly one of full_to_swa_index_mapping"),
+])
+def test_decode_keeps_upstream_asserts(change, message, gen):
+    kw = decode_call(FaCase(swa="mapping"), gen)
+    for k, v in change.items():
+        kw[k] = torch.zeros(8, dtype=torch.int64) if v == "copy" else v
+    with pytest.raises(ValueError, match=message):
+        sgl_meta.normal_decode_set_metadata(**kw)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(swa_page_table=None), "swa_page_table is required"),
+    (dict(out_cache_loc=None), "out_cache_loc is required"),
+    (dict(swa_page_table="narrow"), "swa_page_table shape"),
+    (dict(swa_out_cache_loc="short"), "swa_out_cache_loc.size"),
+    (dict(out_cache_loc="odd"), "positive multiple"),
+])
+def test_draft_extend_keeps_upstream_asserts(change, message, gen):
+    kw = draft_extend_call(FaCase(swa="mapping"), gen)
+    for k, v in change.items():
+        kw[k] = {"narrow": lambda t: t[:, :-1], "short": lambda t: t[:-1], "odd": lambda t: t[:-1]}[v](kw[k]) \
+            if isinstance(v, str) else v
+    if change.get("out_cache_loc") == "odd":
+        kw["swa_out_cache_loc"] = kw["swa_out_cache_loc"][:-1]
+    with pytest.raises(ValueError, match=message):
+        sgl_meta.draft_extend_set_metadata(**kw)
+
+
+def test_errors_name_the_dropin(gen):
+    kw = decode_call(FaCase(), gen)
+    kw["cache_seqlens_int32"] = kw["cache_seqlens_int32"].long()
+    with pytest.raises(RuntimeError, match=r"^sgl_meta.normal_decode_set_metadata: cache_seqlens_int32 must have "
+                                           r"dtype int32"):
+        sgl_meta.normal_decode_set_metadata(**kw)
+    kw = decode_call(FaCase(), gen)
+    kw["seq_lens"] = kw["seq_lens"][:2]
+    with pytest.raises(RuntimeError, match=r"seq_lens.size\(0\) must be >= cache_seqlens_int32.size\(0\) = 5"):
+        sgl_meta.normal_decode_set_metadata(**kw)
+    kw = decode_call(FaCase(delta=-2), gen)
+    kw["seq_lens"][3] = 1
+    with pytest.raises(RuntimeError, match=r"seq_lens\[3\] \+ seq_len_delta = -1 is negative"):
+        sgl_meta.normal_decode_set_metadata(**kw)
+    kw = decode_call(FaCase(swa="mapping"), gen)
+    kw["req_to_token"][kw["req_pool_indices"][0], 0] = kw["full_to_swa_index_mapping"].numel()
+    kw["seq_lens"][0] = 1
+    with pytest.raises(RuntimeError, match=r"is outside \[0, \d+\) \(full_to_swa_index_mapping.numel\(\)\)"):
+        sgl_meta.normal_decode_set_metadata(**kw)
+
+
+@pytest.mark.parametrize("name", DROPINS)
+def test_dropin_signatures_match_upstream(name):
+    if UP is None:
+        pytest.skip("sglang not installed")
+    want = inspect.signature(getattr(UP, name))
+    got = inspect.signature(getattr(sgl_meta, name))
+    assert [(p.name, p.default, p.kind) for p in got.parameters.values()] == \
+        [(p.name, p.default, p.kind) for p in want.parameters.values()]
+    ref = inspect.signature(getattr(reference, name))
+    assert list(ref.parameters) == list(want.parameters)
+
+
+# --- the multi-set form ---------------------------------------------------------------
+
+
+def _multi_kwargs(kw: dict, deltas) -> tuple[dict, list[dict]]:
+    """The K-set op call over K copies of the drop-in's outputs, and the K drop-in calls."""
+    singles = []
+    for d in deltas:
+        one = clone_call(kw)
+        one["seq_len_delta"] = d
+        singles.append(one)
+    swa = kw.get("swa_page_table") is not None
+    multi = dict(
+        cache_seqlens=[s["cache_seqlens_int32"].clone() for s in singles],
+        cu_seqlens_k=[s["cu_seqlens_k"].clone() for s in singles],
+        page_table=[s["page_table"].clone() for s in singles],
+        swa_page_table=[s["swa_page_table"].clone() for s in singles] if swa else None,
+        req_to_token=kw["req_to_token"], req_pool_indices=kw["req_pool_indices"], seq_lens=kw["seq_lens"],
+        seq_len_delta=list(deltas), bs=kw["cache_seqlens_int32"].numel(), max_seq_pages=kw["max_seq_pages"],
+        page_size=kw["page_size"], full_to_swa_index_mapping=kw.get("full_to_swa_index_mapping"),
+        full_v2p=kw.get("full_v2p"), swa_v2p=kw.get("swa_v2p"), zero_tail=kw["zero_tail"],
+    )
+    return multi, singles
+
+
+@pytest.mark.parametrize("deltas", [[1, 2, 3], [0], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]], ids=len)
+@pytest.mark.parametrize("case", [FaCase(), FaCase(swa="mapping", page_size=1, max_seq_pages=50),
+                                  FaCase(full_v2p=True, swa="v2p", zero_tail=True, negative_slots=True)], ids=str)
+def test_multi_equals_single_calls(case, deltas, gen, device):
+    kw = decode_call(dataclasses.replace(case, delta=0), gen, device)
+    multi, singles = _multi_kwargs(kw, deltas)
+    sgl_meta.update_flash_attention_metadata(**multi)
+    for s in singles:
+        sgl_meta.normal_decode_set_metadata(**s)
+    for k, s in enumerate(singles):
+        assert torch.equal(multi["cache_seqlens"][k], s["cache_seqlens_int32"])
+        assert torch.equal(multi["cu_seqlens_k"][k], s["cu_seqlens_k"])
+        assert torch.equal(multi["page_table"][k], s["page_table"])
+        if multi["swa_page_table"]:
+            assert torch.equal(multi["swa_page_table"][k], s["swa_page_table"])
+
+
+def test_multi_reference(gen):
+    kw = decode_call(FaCase(swa="mapping", zero_tail=True), gen)
+    multi, _ = _multi_kwargs(kw, [1, 2, 3])
+    ref = {k: [t.clone() for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor) else v
+           for k, v in multi.items()}
+    sgl_meta.update_flash_attention_metadata(**multi)
+    reference.update_flash_attention_metadata(**ref)
+    for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
+        for a, b in zip(multi[k], ref[k]):
+            assert torch.equal(a, b), k
+
+
+def test_multi_errors_name_the_set(gen):
+    kw = decode_call(FaCase(), gen)
+    multi, _ = _multi_kwargs(kw, [1, 2])
+    multi["page_table"][1] = multi["page_table"][1][:, :3]
+    with pytest.raises(RuntimeError, match=r"page_table\[1\].size\(1\) must be >= max_seq_pages"):
+        sgl_meta.update_flash_attention_metadata(**multi)
+    multi, _ = _multi_kwargs(kw, [1, 2])
+    multi["seq_len_delta"] = [1]
+    with pytest.raises(RuntimeError, match="seq_len_delta must hold 2 values"):
+        sgl_meta.update_flash_attention_metadata(**multi)
+
+
+def test_bs_zero_is_a_noop(gen):
+    kw = decode_call(FaCase(bs=0), gen)
+    sgl_meta.normal_decode_set_metadata(**kw)
+    assert (kw["cu_seqlens_k"] == POISON).all()
+
+
+def test_opcheck_and_compile(gen):
+    kw = decode_call(FaCase(swa="mapping", zero_tail=True), gen)
+    multi, _ = _multi_kwargs(kw, [1, 2])
+    args = [multi.get(a.name, a.default) for a in sgl_meta.update_flash_attention_metadata.op.args]
+    args = [[] if v is None and a.kind == "Tensor[]" else v
+            for a, v in zip(sgl_meta.update_flash_attention_metadata.op.args, args)]
+    torch.library.opcheck(torch.ops.sgl_meta.update_flash_attention_metadata.default, args)
+    spec = swa_spec_call(gen)
+    torch.library.opcheck(torch.ops.sgl_meta.flash_attention_swa_spec_page_table.default, list(spec.values()))
+
+    kw = decode_call(FaCase(swa="mapping"), gen)
+    want = run(reference.normal_decode_set_metadata, kw)
+
+    @torch.compile(fullgraph=True, backend="eager")
+    def step(k):
+        sgl_meta.normal_decode_set_metadata(**k)
+
+    got = clone_call(kw)
+    step(got)
+    assert_equal(outputs(got), want, "compiled")
+
+
+# --- GPU: CUDA vs CPU, CUDA-graph replays with new values ---------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", DECODE_CASES, ids=str)
+def test_decode_cuda_equals_cpu(case, gen):
+    kw = decode_call(case, gen)
+    assert_equal(run(sgl_meta.normal_decode_set_metadata, {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v
+                                                           for k, v in kw.items()}),
+                 run(sgl_meta.normal_decode_set_metadata, kw), str(case))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", DRAFT_EXTEND_CASES, ids=str)
+def test_draft_extend_cuda_equals_cpu(case, gen):
+    kw = draft_extend_call(case, gen)
+    assert_equal(run(sgl_meta.draft_extend_set_metadata, {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v
+                                                          for k, v in kw.items()}),
+                 run(sgl_meta.draft_extend_set_metadata, kw), str(case))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", SPEC_CASES + [dict(consistent=False, dst_width=60)], ids=str)
+def test_swa_spec_cuda_equals_cpu(shape, gen):
+    kw = swa_spec_call(gen, **shape)
+    assert_equal(run(sgl_meta.prepare_swa_spec_page_table_triton,
+                     {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}),
+                 run(sgl_meta.prepare_swa_spec_page_table_triton, kw), str(shape))
+
+
+def _refill(dst: dict, src: dict) -> None:
+    for k, v in src.items():
+        if isinstance(v, torch.Tensor):
+            dst[k].copy_(v)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, make, case", [
+    ("normal_decode_set_metadata", decode_call, FaCase(swa="mapping", delta=3)),
+    ("normal_decode_set_metadata", decode_call, FaCase(full_v2p=True, swa="v2p", zero_tail=True, delta=1)),
+    ("draft_extend_set_metadata", draft_extend_call, FaCase(swa="mapping", tokens_per_req=3)),
+], ids=["decode-mapping", "decode-v2p", "draft-extend"])
+def test_graph_replay_sees_new_values(name, make, case, gen):
+    """Capture once, then replay after rewriting every input and poisoning the outputs:
+    each replay equals a fresh CPU call on the same values."""
+    fn = getattr(sgl_meta, name)
+    static = {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v for k, v in make(case, gen).items()}
+    graph = capture_cuda_graph(lambda: fn(**static))
+    for _ in range(3):
+        fresh = make(case, gen)
+        _refill(static, fresh)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_equal(outputs(static), run(fn, fresh), f"replay, {case}")
+
+
+@pytest.mark.gpu
+def test_graph_replay_multi_step_draft(gen):
+    """The K draft steps in one recorded launch: replays see new lengths and tables."""
+    case = FaCase(swa="mapping", page_size=16)
+    kw = decode_call(case, gen)
+    static, _ = _multi_kwargs({k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v for k, v in kw.items()},
+                              [1, 2, 3])
+    graph = capture_cuda_graph(lambda: sgl_meta.update_flash_attention_metadata(**static))
+    for _ in range(3):
+        fresh = decode_call(case, gen)
+        for k in ("req_to_token", "req_pool_indices", "seq_lens", "full_to_swa_index_mapping"):
+            static[k].copy_(fresh[k])
+        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
+            for t in static[k]:
+                t.fill_(POISON)
+        want, singles = _multi_kwargs(fresh, [1, 2, 3])
+        sgl_meta.update_flash_attention_metadata(**want)
+        graph.replay()
+        torch.cuda.synchronize()
+        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
+            for a, b in zip(static[k], want[k]):
+                assert torch.equal(a.cpu(), b), k
