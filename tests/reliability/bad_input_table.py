@@ -52,9 +52,10 @@ def _register_family_bases():
     import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_kv_read_table
+    import st_kv_indices
     import st_trtllm_mha_page_table
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table, st_kv_indices):
         BASES.update(getattr(module, "BAD_INPUT_BASES", {}))
 
 
@@ -274,9 +275,10 @@ def _register_family_rows():
     import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_kv_read_table
+    import st_kv_indices
     import st_trtllm_mha_page_table
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table, st_kv_indices):
         ROWS.extend(getattr(module, "BAD_INPUT_ROWS", []))
 
 

@@ -140,9 +140,10 @@ def _register_optional_rows():
     import st_dsa_metadata
     import st_dsa_metadata_copy
     import st_kv_read_table
+    import st_kv_indices
     import st_trtllm_mha_page_table
 
-    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table):
+    for module in (st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table, st_kv_indices):
         ROWS.extend(getattr(module, "HOSTILE_ROWS", []))
 
 

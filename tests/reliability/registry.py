@@ -14,10 +14,11 @@ from typing import Callable
 import st_dsa_metadata
 import st_dsa_metadata_copy
 import st_kv_read_table
+import st_kv_indices
 import st_trtllm_mha_page_table
 import st_trtllm_mha_metadata
 
-FAMILIES = (st_trtllm_mha_metadata, st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table)
+FAMILIES = (st_trtllm_mha_metadata, st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table, st_kv_indices)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,6 @@ class HostileEntry:
 HOSTILE: list[HostileEntry] = [
     HostileEntry(m.NAME, m.hostile_cases, m.check_hostile, w)
     for m, w in ((st_trtllm_mha_metadata, 0.5), (st_trtllm_mha_page_table, 0.25), (st_dsa_metadata_copy, 0.0),
-                 (st_dsa_metadata, 0.15), (st_kv_read_table, 0.15))
+                 (st_dsa_metadata, 0.15), (st_kv_read_table, 0.15), (st_kv_indices, 0.1))
     if hasattr(m, "hostile_cases")
 ]
