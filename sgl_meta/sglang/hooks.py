@@ -291,5 +291,20 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("update_trtllm_mha_graph_metadata"), Keywords(_UPDATE, ("live_pages_only", "v2p", "swa_v2p"))),
         kind="AROUND",
     ),
+    # KV index streams (docs/operators/kv_indices.md): the Triton backend's kv_indptr cumsum + kv_indices gather
+    # (+ the decode split counts) in one launch. create_flashinfer_kv_indices_triton and get_num_kv_splits_triton
+    # are raw Triton kernels launched as kernel[grid](...): the backend methods that launch them are hooked.
+    Hook(
+        "sglang.srt.layers.attention.triton_backend.TritonAttnBackend._fill_kv_indptr_and_indices",
+        "sgl_meta.sglang.kv_indices:fill_kv_indptr_and_indices",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
+    Hook(
+        "sglang.srt.layers.attention.triton_backend.TritonAttnBackend._apply_cuda_graph_metadata",
+        "sgl_meta.sglang.kv_indices:apply_cuda_graph_metadata",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
 )
 """Every hook the plugin knows, in the order they are considered."""
