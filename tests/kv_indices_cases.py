@@ -54,7 +54,7 @@ def make(case: Case, gen: torch.Generator, device) -> dict:
         if case.negatives:
             r2t[_randint(gen, 0, 10, (case.pool, width), device) == 0] = -1
     req = torch.randperm(case.pool, generator=gen)[:bs].to(idx_t).to(device)
-    start = _randint(gen, 0, positions // 3, (bs,), device, idx_t) if case.kv_start else None
+    start = _randint(gen, 0, max(positions // 3, 1), (bs,), device, idx_t) if case.kv_start else None
     room = positions - (start.long().cpu() if start is not None else torch.zeros(bs, dtype=torch.int64))
     lo = 0 if case.zero_lens else 1
     lens = torch.tensor([int(_randint(gen, min(lo, int(r)), int(r) + 1, (1,), "cpu")) for r in room],
