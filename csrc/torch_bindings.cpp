@@ -74,6 +74,15 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor indptr, "
       "Tensor(a!) out, int page_size, Tensor? v2p=None, Tensor? kv_start_idx=None, "
       "int seq_len_delta=0) -> ()");
+  // KV index streams (docs/operators/kv_indices.md): FlashInfer / Triton-backend kv_indices, with
+  // kv_indptr (write_indptr) and the Triton decode split counts in the same launch.
+  m.def(
+      "build_kv_indices("
+      "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor(a!) kv_indptr, "
+      "Tensor(b!) kv_indices, bool write_indptr, Tensor? kv_start_idx=None, "
+      "int entry_page_size=1, Tensor? token_mapping=None, Tensor? v2p=None, int page_size=1, "
+      "Tensor(c!)? num_kv_splits=None, Tensor(d!)? uneven_batch=None, int num_group=1, "
+      "int num_head=1, int num_kv_head=1, int max_kv_splits=1, int device_core_count=1) -> ()");
   // DSA metadata generation (docs/operators/dsa_metadata.md): the replay metadata computed from the raw
   // batch straight into K destination sets (lists as in the multi copy).
   m.def(

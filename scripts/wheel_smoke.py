@@ -167,6 +167,18 @@ def _kv_read_token_stream_example(gen):
     return inputs, outputs, dict(page_size=page_size)
 
 
+def _kv_indices_example(gen):
+    """Triton-backend decode in one launch: verbatim slots (-1 included), windows,
+    kv_indptr written, split counts for two groups, int64 ids."""
+    inputs, bs, _, context = _kv_read_common(gen)
+    inputs.pop("v2p")
+    inputs["seq_lens"] = torch.randint(1, context - 4, (bs,), generator=gen, dtype=torch.int32)
+    outputs = dict(kv_indptr=_poison((bs + 2,), torch.int32, gen), kv_indices=_poison((bs * context + 3,), torch.int64, gen),
+                   num_kv_splits=_poison((2 * bs + 1,), torch.int32, gen), uneven_batch=_poison((1,), torch.int32, gen))
+    return inputs, outputs, dict(write_indptr=True, num_group=2, num_head=32, num_kv_head=8, max_kv_splits=8,
+                                 device_core_count=132)
+
+
 def _dsa_gen_example(gen):
     """DSA target-verify metadata generated into K = 2 sets, every optional output,
     lengths short, zero and past the width (live prefixes only)."""
@@ -313,6 +325,7 @@ EXAMPLES = {
     "vllm_prepare_step": _vllm_prepare_step_example,
     "update_flash_attention_metadata": _flash_attention_example,
     "flash_attention_swa_spec_page_table": _flash_attention_swa_spec_example,
+    "build_kv_indices": _kv_indices_example,
 }
 
 

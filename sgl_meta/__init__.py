@@ -16,11 +16,13 @@ require_built_extension()
 from . import dsa_metadata, dsa_metadata_copy, kv_read_table, trtllm_mha_metadata, trtllm_mha_page_table  # noqa: E402
 from . import vllm_block_table, vllm_input_batch  # noqa: E402
 from . import flash_attention_metadata  # noqa: E402
+from . import kv_indices  # noqa: E402
 from . import _fake  # noqa: E402,F401  (registers fake impls for torch.compile)
 from . import reference  # noqa: E402,F401  (sgl_meta.reference: the eager paths)
 from .dsa_metadata import *  # noqa: E402,F401,F403
 from .dsa_metadata_copy import *  # noqa: E402,F401,F403
 from .kv_read_table import *  # noqa: E402,F401,F403
+from .kv_indices import *  # noqa: E402,F401,F403
 from .trtllm_mha_metadata import *  # noqa: E402,F401,F403
 from .trtllm_mha_page_table import *  # noqa: E402,F401,F403
 from .vllm_block_table import *  # noqa: E402,F401,F403
@@ -34,6 +36,7 @@ __all__ = sorted(
         *dsa_metadata.__all__,
         *dsa_metadata_copy.__all__,
         *kv_read_table.__all__,
+        *kv_indices.__all__,
         *trtllm_mha_metadata.__all__,
         *trtllm_mha_page_table.__all__,
         *vllm_block_table.__all__,

@@ -308,5 +308,20 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.flash_attention_metadata:prepare_swa_spec_page_table_triton",
         (CudaKernel("flash_attention_swa_spec_page_table"),),
     ),
+    # KV index streams (docs/operators/kv_indices.md): the Triton backend's kv_indptr cumsum + kv_indices gather
+    # (+ the decode split counts) in one launch. create_flashinfer_kv_indices_triton and get_num_kv_splits_triton
+    # are raw Triton kernels launched as kernel[grid](...): the backend methods that launch them are hooked.
+    Hook(
+        "sglang.srt.layers.attention.triton_backend.TritonAttnBackend._fill_kv_indptr_and_indices",
+        "sgl_meta.sglang.kv_indices:fill_kv_indptr_and_indices",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
+    Hook(
+        "sglang.srt.layers.attention.triton_backend.TritonAttnBackend._apply_cuda_graph_metadata",
+        "sgl_meta.sglang.kv_indices:apply_cuda_graph_metadata",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
 )
 """Every hook the plugin knows, in the order they are considered."""

@@ -14,13 +14,15 @@ from typing import Callable
 import st_dsa_metadata
 import st_dsa_metadata_copy
 import st_kv_read_table
+import st_kv_indices
 import st_trtllm_mha_page_table
 import st_trtllm_mha_metadata
 import st_vllm_block_table
 import st_vllm_input_batch
 import st_flash_attention_metadata
+
 FAMILIES = (st_trtllm_mha_metadata, st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
-            st_vllm_block_table, st_vllm_input_batch, st_flash_attention_metadata)
+            st_vllm_block_table, st_vllm_input_batch, st_flash_attention_metadata, st_kv_indices)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,6 @@ class HostileEntry:
 HOSTILE: list[HostileEntry] = [
     HostileEntry(m.NAME, m.hostile_cases, m.check_hostile, w)
     for m, w in ((st_trtllm_mha_metadata, 0.5), (st_trtllm_mha_page_table, 0.25), (st_dsa_metadata_copy, 0.0),
-                 (st_dsa_metadata, 0.15), (st_kv_read_table, 0.15))
+                 (st_dsa_metadata, 0.15), (st_kv_read_table, 0.15), (st_kv_indices, 0.1))
     if hasattr(m, "hostile_cases")
 ]

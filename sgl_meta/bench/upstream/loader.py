@@ -79,6 +79,16 @@ KERNEL_FILES = {
         TRITON,
         ("normal_decode_set_metadata", "draft_extend_set_metadata", "prepare_swa_spec_page_table_triton"),
     ),
+    "kv_indices": (
+        "sglang/kernels/ops/attention/kv_indices.py",
+        TRITON,
+        ("create_flashinfer_kv_indices_triton", "create_flashmla_kv_indices_triton"),
+    ),
+    "attention_metadata_splits": (
+        "sglang/kernels/ops/attention/metadata.py",
+        TRITON,
+        ("get_num_kv_splits_triton",),
+    ),
     "fused_metadata_copy": (
         "sglang/kernels/ops/attention/dsa/fused_metadata_copy.py",
         JIT,

@@ -20,12 +20,14 @@ import sgl_meta
 from ..timing import DeviceTimer
 from . import loader, rows_dsa, rows_kv, rows_mha
 from . import rows_flash_attention_metadata
+from . import rows_kv_indices
 from .coldstart import run_cold_start
 from .fixtures import Context, RowSpec
 from .measure import DEVICE_REPLAYS, measure_row
 
 ROW_SPECS = rows_mha.ROWS + rows_dsa.ROWS + rows_dsa.GEN_ROWS + rows_kv.ROWS
 ROW_SPECS += rows_flash_attention_metadata.ROWS
+ROW_SPECS += rows_kv_indices.ROWS
 ROW_SIZE = 256  # the largest batch a row uses
 
 

@@ -1,0 +1,91 @@
+// build_kv_indices: torch binding (checks, params, dispatch).
+#include <climits>
+#include <vector>
+
+#include "common/cuda_launch.h"
+#include "common/index_tensor.h"
+#include "kv_indices/params.h"
+#include "kv_read_table/source.h"
+#include "common/op_binding.h"
+
+namespace sgl_meta {
+
+template <typename T>
+void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indptr, T kv_indices,
+                      bool write_indptr, std::optional<T> kv_start_idx, int64_t entry_page_size,
+                      std::optional<T> token_mapping, std::optional<T> v2p, int64_t page_size,
+                      std::optional<T> num_kv_splits, std::optional<T> uneven_batch,
+                      int64_t num_group, int64_t num_head, int64_t num_kv_head,
+                      int64_t max_kv_splits, int64_t device_core_count) {
+  const ArgChecker check("build_kv_indices");
+  check.require(entry_page_size >= 1, "entry_page_size must be >= 1, got ", entry_page_size);
+  check.require(!v2p || entry_page_size == 1,
+                "entry_page_size must be 1 with v2p (v2p translates a token-granular "
+                "req_to_token), got ", entry_page_size);
+  check.require(!(v2p && token_mapping), "token_mapping and v2p cannot be given together");
+  check.require(!uneven_batch || num_kv_splits, "uneven_batch needs num_kv_splits");
+  check.in_range(num_group, 1, INT32_MAX, "num_group", "split counts written per request");
+  check.in_range(num_head, 1, INT32_MAX, "num_head", "query heads");
+  check.in_range(num_kv_head, 1, num_head, "num_kv_head", "KV heads, at most num_head");
+  check.in_range(max_kv_splits, 1, INT32_MAX, "max_kv_splits", "the largest split count");
+  check.in_range(device_core_count, 1, INT32_MAX, "device_core_count", "the GPU's SM count");
+  KvIndicesParams p;
+  p.src = checked_source(check, req_to_token, req_pool_indices, seq_lens, page_size, v2p,
+                         kv_start_idx, 0);
+  const int64_t bs = p.src.bs;
+  const T& dev = req_to_token;
+  check.tensor(kv_indptr, "kv_indptr", {KvDT::kIndex, 1, bs + 1, 0, "req_pool_indices.numel() + 1"},
+               dev);
+  check.tensor(kv_indices, "kv_indices", {KvDT::kIndex, 1}, dev);
+  check.optional_tensor(token_mapping, "token_mapping", {KvDT::kIndex, 1}, dev);
+  check.optional_tensor(num_kv_splits, "num_kv_splits",
+                        {KvDT::kInt32, 1, bs * num_group, 0, "req_pool_indices.numel() * num_group"},
+                        dev);
+  check.optional_tensor(uneven_batch, "uneven_batch", {KvDT::kInt32, 1, 1, 0, "1"}, dev);
+  if (bs == 0) return;  // documented no-op
+
+  std::vector<ArgChecker::WrittenOf<T>> inputs =
+      read_inputs(req_to_token, req_pool_indices, seq_lens, v2p, kv_start_idx);
+  inputs.push_back(ArgChecker::whole("token_mapping", token_mapping ? &*token_mapping : nullptr));
+  std::vector<ArgChecker::WrittenOf<T>> outputs = {ArgChecker::whole("kv_indices", &kv_indices)};
+  if (write_indptr)
+    outputs.push_back({"kv_indptr", &kv_indptr, 1, bs + 1});
+  else
+    inputs.push_back(ArgChecker::whole("kv_indptr", &kv_indptr));
+  if (num_kv_splits) outputs.push_back({"num_kv_splits", &*num_kv_splits, 1, bs * num_group});
+  if (uneven_batch) outputs.push_back({"uneven_batch", &*uneven_batch, 1, 1});
+  check.template disjoint<T>(outputs, inputs);
+
+  p.entry_page_size = entry_page_size;
+  p.entry_div = PageDivisor::make(entry_page_size);
+  const int64_t row_len = p.src.row_len;
+  p.row_positions = row_len == 0 ? 0 : (entry_page_size > INT64_MAX / row_len ? INT64_MAX
+                                                                               : row_len * entry_page_size);
+  p.kv_indptr = kv_indptr.data_ptr();
+  p.indptr64 = kv_indptr.scalar_type() == ScalarType::Long;
+  p.write_indptr = write_indptr;
+  p.indptr_max = p.indptr64 ? INT64_MAX : INT32_MAX;
+  p.out = kv_indices.data_ptr();
+  p.out64 = kv_indices.scalar_type() == ScalarType::Long;
+  p.out_size = kv_indices.size(0);
+  p.out_min = p.out64 ? INT64_MIN : INT32_MIN;
+  p.out_max = p.out64 ? INT64_MAX : INT32_MAX;
+  // Ids of a page reach entry * page_size + page_size - 1.
+  p.max_entry = page_size - 1 > p.out_max ? -1 : (p.out_max - (page_size - 1)) / page_size;
+  if (token_mapping) {
+    p.token_mapping = index_array_of(*token_mapping);
+    p.token_mapping_size = token_mapping->size(0);
+  }
+  if (num_kv_splits) p.num_kv_splits = num_kv_splits->template mutable_data_ptr<int32_t>();
+  if (uneven_batch) p.uneven_batch = uneven_batch->template mutable_data_ptr<int32_t>();
+  p.num_group = num_group;
+  p.num_head = num_head;
+  p.num_kv_head = num_kv_head;
+  p.max_kv_splits = max_kv_splits;
+  p.device_core_count = device_core_count;
+  run_on_device(check, req_to_token, p, &build_kv_indices_cpu, SGL_CUDA_ONLY(&build_kv_indices_cuda));
+}
+
+}  // namespace sgl_meta
+
+SGL_META_BIND(build_kv_indices)

@@ -1,0 +1,113 @@
+// build_kv_indices: CPU kernel. Same results as the CUDA kernel; every hostile
+// device value (a request index outside req_to_token, a negative window
+// start, a length outside [0, 2**31 - 1], a running sum past kv_indptr's
+// dtype, a CSR row outside its slot or outside kv_indices, a virtual page past
+// v2p, an id past token_mapping or outside kv_indices' dtype) raises
+// std::runtime_error before anything is written, where CUDA trips a
+// device-side assert.
+#include <sstream>
+#include <stdexcept>
+
+#include "kv_indices/params.h"
+
+namespace sgl_meta {
+namespace {
+
+constexpr const char* kOp = "build_kv_indices";
+
+template <typename... Args>
+[[noreturn]] void fail(const Args&... args) {
+  std::ostringstream msg;
+  msg << "sgl_meta." << kOp << ": ";
+  ((msg << args), ...);
+  throw std::runtime_error(msg.str());
+}
+
+struct Row {
+  const int32_t* in;  // source row
+  int64_t start, n, lo;
+};
+
+// Checks row b (given the running sum `sum` of the rows before it) and
+// returns where it reads and writes.
+Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
+  const KvReadSource& s = p.src;
+  const int64_t req = s.req_pool_indices[b];
+  if (req < 0 || req >= s.pool_size)
+    fail("req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ", s.pool_size,
+         ")");
+  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
+  if (start < 0) fail("kv_start_idx[", b, "] = ", start, " is negative");
+  const int64_t seq = s.seq_lens[b];
+  if (!length_fits(seq)) fail("seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+  const int64_t n = kv_indices_live(p, seq, start);
+  int64_t lo = sum;
+  if (p.write_indptr) {
+    if (sum + seq > p.indptr_max)
+      fail("the running sum of seq_lens[0..", b, "] = ", sum + seq, " does not fit kv_indptr (",
+           p.indptr64 ? "int64" : "int32", ")");
+    if (n > 0 && lo > p.out_size - n)
+      fail("row ", b, " holds ", n, " tokens at ", lo, " but kv_indices has ", p.out_size,
+           " elements");
+  } else {
+    lo = indptr_at(p, b);
+    const int64_t hi = indptr_at(p, b + 1);
+    if (lo < 0 || hi < lo)
+      fail("kv_indptr must be non-negative and non-decreasing, got kv_indptr[", b, "] = ", lo,
+           ", kv_indptr[", b + 1, "] = ", hi);
+    if (n > 0 && (n > hi - lo || lo > p.out_size - n))
+      fail("row ", b, " holds ", n, " tokens but kv_indptr gives it [", lo, ", ", hi,
+           ") in kv_indices of ", p.out_size, " elements");
+  }
+  return {s.req_to_token + req * s.req_to_token_stride, start, n, lo};
+}
+
+int64_t checked_id(const KvIndicesParams& p, const Row& r, int64_t b, int64_t i) {
+  int err = kIdOk;
+  int64_t bad = 0;
+  const int64_t id = kv_index_id(p, r.in, r.start + i, &err, &bad);
+  if (err == kIdV2p)
+    fail("row ", b, ", token ", i, " reads virtual page ", bad, ", outside v2p (v2p.numel() = ",
+         p.src.v2p_size, ")");
+  if (err == kIdMapping)
+    fail("row ", b, ", token ", i, ": id ", bad, " is outside token_mapping (token_mapping.numel() = ",
+         p.token_mapping_size, ")");
+  if (err == kIdFits)
+    fail("row ", b, ", token ", i, ": its id does not fit kv_indices (", p.out64 ? "int64" : "int32",
+         ")");
+  return id;
+}
+
+}  // namespace
+
+void build_kv_indices_cpu(const KvIndicesParams& p) {
+  const int64_t bs = p.src.bs;
+  int64_t sum = 0;
+  for (int64_t b = 0; b < bs; ++b) {  // checks: nothing is written before they pass
+    const Row r = check_row(p, b, sum);
+    for (int64_t i = 0; i < r.n; ++i) checked_id(p, r, b, i);
+    sum += p.src.seq_lens[b];
+  }
+  sum = 0;
+  if (p.write_indptr) store_indptr(p, 0, 0);
+  for (int64_t b = 0; b < bs; ++b) {
+    const Row r = check_row(p, b, sum);
+    for (int64_t i = 0; i < r.n; ++i) store_id(p, r.lo + i, checked_id(p, r, b, i));
+    sum += p.src.seq_lens[b];
+    if (p.write_indptr) store_indptr(p, b + 1, sum);
+  }
+  if (p.num_kv_splits == nullptr) return;
+  int64_t max_len = 0, min_len = INT64_MAX;
+  for (int64_t b = 0; b < bs; ++b) {
+    max_len = max_i64(max_len, p.src.seq_lens[b]);
+    min_len = min_i64(min_len, p.src.seq_lens[b]);
+  }
+  const KvSplitPlan plan = kv_split_plan(p, max_len, min_len);
+  for (int64_t b = 0; b < bs; ++b) {
+    const int32_t v = kv_splits_of(plan, p.src.seq_lens[b]);
+    for (int64_t g = 0; g < p.num_group; ++g) p.num_kv_splits[b * p.num_group + g] = v;
+  }
+  if (p.uneven_batch != nullptr) p.uneven_batch[0] = plan.uneven ? 1 : 0;
+}
+
+}  // namespace sgl_meta

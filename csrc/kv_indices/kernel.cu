@@ -1,0 +1,206 @@
+// build_kv_indices: the CUDA kernel (no torch headers).
+//
+// Grid (bs [+ 1], blocks per row), sized from bs and the static row width
+// only, never from device lengths: a CUDA graph replays it with any new
+// lengths. Block (b, y) writes ids y * 256 + t, y * 256 + t + step, ... of row
+// b, one per thread: with E == 1 a coalesced copy of the row's slots. Blocks
+// past a row's live length leave at once; block (b, 0) always stays, checks
+// the row and writes kv_indptr[b + 1].
+//
+// kv_indptr in the same launch: a row's start is the sum of the lengths
+// before it, which every block of the row forms itself (a block-wide sum over
+// b lengths, read from L2) instead of waiting for another block: no grid-wide
+// dependency, no second launch. The extra row bs (num_kv_splits given) holds
+// one block that reduces the batch's largest and smallest lengths and writes
+// every row's split counts.
+#include <climits>
+
+#include "common/cuda_utils.cuh"
+#include "common/sm_count.h"
+#include "kv_indices/params.h"
+
+namespace sgl_meta {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kBlocksPerSm = 2048 / kThreads;
+constexpr int64_t kMaxGridY = 65535;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+#define OP "build_kv_indices"
+
+SGL_FAILURE_PATH void fail_row(uint32_t row, int64_t req, int64_t pool_size, int64_t start,
+                               int64_t seq) {
+  const bool req_pool_indices_in_range = req >= 0 && req < pool_size;
+  SGL_DEVICE_CHECK(req_pool_indices_in_range,
+                   OP ": req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) = %lld)", row,
+                   (long long)req, (long long)pool_size);
+  const bool kv_start_idx_non_negative = start >= 0;
+  SGL_DEVICE_CHECK(kv_start_idx_non_negative, OP ": kv_start_idx[%u] = %lld is negative", row,
+                   (long long)start);
+  const bool seq_lens_in_int32_range = length_fits(seq);
+  SGL_DEVICE_CHECK(seq_lens_in_int32_range, OP ": seq_lens[%u] = %lld is negative or does not fit int32",
+                   row, (long long)seq);
+  __trap();
+}
+
+SGL_FAILURE_PATH void fail_indptr(uint32_t row, int64_t lo, int64_t hi, int64_t n, int64_t size,
+                                  bool written) {
+  if (written) {
+    const bool running_sum_fits_kv_indptr = false;
+    SGL_DEVICE_CHECK(running_sum_fits_kv_indptr,
+                     OP ": the running sum of seq_lens[0..%u] = %lld does not fit kv_indptr", row,
+                     (long long)hi);
+  }
+  const bool kv_indptr_non_decreasing = lo >= 0 && hi >= lo;
+  SGL_DEVICE_CHECK(kv_indptr_non_decreasing,
+                   OP ": kv_indptr must be non-negative and non-decreasing, got kv_indptr[%u] = %lld, "
+                      "kv_indptr[%u] = %lld",
+                   row, (long long)lo, row + 1, (long long)hi);
+  const bool kv_indptr_row_holds_tokens = false;
+  SGL_DEVICE_CHECK(kv_indptr_row_holds_tokens,
+                   OP ": row %u holds %lld tokens but kv_indptr gives it [%lld, %lld) in kv_indices "
+                      "of %lld elements",
+                   row, (long long)n, (long long)lo, (long long)hi, (long long)size);
+  __trap();
+}
+
+SGL_FAILURE_PATH void fail_id(uint32_t row, int64_t i, int err, int64_t bad) {
+  const bool virtual_page_inside_v2p = err != kIdV2p;
+  SGL_DEVICE_CHECK(virtual_page_inside_v2p, OP ": row %u, token %lld reads virtual page %lld, outside v2p",
+                   row, (long long)i, (long long)bad);
+  const bool id_inside_token_mapping = err != kIdMapping;
+  SGL_DEVICE_CHECK(id_inside_token_mapping, OP ": row %u, token %lld: id %lld is outside token_mapping",
+                   row, (long long)i, (long long)bad);
+  const bool id_fits_kv_indices = false;
+  SGL_DEVICE_CHECK(id_fits_kv_indices, OP ": row %u, token %lld: its id does not fit kv_indices", row,
+                   (long long)i);
+  __trap();
+}
+
+// Block-wide reductions (every thread passes a value; every thread gets the result).
+template <typename F>
+__device__ __forceinline__ int64_t block_reduce(int64_t v, F op, int64_t* scratch) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v = op(v, __shfl_xor_sync(kFullMask, v, d));
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();  // scratch may still be read by an earlier reduction
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) v = op(v, scratch[w]);
+  return v;
+}
+
+struct Add {
+  __device__ int64_t operator()(int64_t a, int64_t b) const { return a + b; }
+};
+struct Max {
+  __device__ int64_t operator()(int64_t a, int64_t b) const { return a > b ? a : b; }
+};
+struct Min {
+  __device__ int64_t operator()(int64_t a, int64_t b) const { return a < b ? a : b; }
+};
+
+// The extra block: the batch's split counts (get_num_kv_splits_triton).
+__device__ void write_splits(const KvIndicesParams& p) {
+  __shared__ int64_t scratch[kWarps];
+  const KvReadSource& s = p.src;
+  int64_t hi = 0, lo = INT64_MAX;
+  for (int64_t b = threadIdx.x; b < s.bs; b += kThreads) {
+    const int64_t len = clamped_len(s.seq_lens[b]);
+    hi = max_i64(hi, len);
+    lo = min_i64(lo, len);
+  }
+  hi = block_reduce(hi, Max(), scratch);
+  lo = block_reduce(lo, Min(), scratch);
+  const KvSplitPlan plan = kv_split_plan(p, hi, lo);
+  for (int64_t b = threadIdx.x; b < s.bs; b += kThreads) {
+    const int32_t v = kv_splits_of(plan, s.seq_lens[b]);
+    for (int64_t g = 0; g < p.num_group; ++g) p.num_kv_splits[b * p.num_group + g] = v;
+  }
+  if (threadIdx.x == 0 && p.uneven_batch != nullptr) p.uneven_batch[0] = plan.uneven ? 1 : 0;
+}
+
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    build_kv_indices_kernel(const __grid_constant__ KvIndicesParams p) {
+  const KvReadSource& s = p.src;
+  const uint32_t row = blockIdx.x;
+  if (row == s.bs) {
+    if (blockIdx.y == 0) write_splits(p);
+    return;
+  }
+  const int64_t req = s.req_pool_indices[row];
+  const int64_t seq = s.seq_lens[row];
+  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  const int64_t n = kv_indices_live(p, seq, start);
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads;
+  if (blockIdx.y != 0 && first >= n) return;  // (block-uniform, as every return before the sums)
+  if (req < 0 || req >= s.pool_size || start < 0 || !length_fits(seq)) {
+    if (threadIdx.x == 0) fail_row(row, req, s.pool_size, start, seq);
+    return;
+  }
+  int64_t lo, hi;
+  if (p.write_indptr) {
+    __shared__ int64_t scratch[kWarps];
+    int64_t sum = 0;
+    for (int64_t r = threadIdx.x; r < row; r += kThreads) sum += clamped_len(s.seq_lens[r]);
+    lo = block_reduce(sum, Add(), scratch);
+    hi = lo + seq;
+    if (hi > p.indptr_max) {
+      if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, true);
+      return;
+    }
+    if (blockIdx.y == 0 && threadIdx.x == 0) {
+      if (row == 0) store_indptr(p, 0, 0);
+      store_indptr(p, row + 1, hi);
+    }
+  } else {
+    lo = indptr_at(p, row);
+    hi = indptr_at(p, row + 1);
+    if (lo < 0 || hi < lo) {
+      if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, false);
+      return;
+    }
+  }
+  if (n > 0 && (n > hi - lo || lo > p.out_size - n)) {
+    if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, false);
+    return;
+  }
+  const int32_t* in = s.req_to_token + req * s.req_to_token_stride;
+  const int64_t step = static_cast<int64_t>(gridDim.y) * kThreads;
+  for (int64_t i = first + threadIdx.x; i < n; i += step) {
+    int err = kIdOk;
+    int64_t bad = 0;
+    const int64_t id = kv_index_id(p, in, start + i, &err, &bad);
+    if (err != kIdOk) {
+      fail_id(row, i, err, bad);
+      return;
+    }
+    store_id(p, lo + i, id);
+  }
+}
+
+}  // namespace
+
+const char* build_kv_indices_cuda(const KvIndicesParams& p, void* stream) {
+  const int64_t bs = p.src.bs;
+  if (bs == 0) return nullptr;
+  const int64_t rows = bs + (p.num_kv_splits != nullptr ? 1 : 0);
+  if (rows > INT32_MAX) return "grid too large (req_pool_indices.numel() > 2^31 - 2)";
+  // Positions a row can hold (its static cap), one thread each, but no more
+  // blocks than one wave over the batch.
+  const int64_t cap = p.src.translate ? p.src.row_len : p.row_positions;
+  const int64_t needed = cap > 0 ? (cap - 1) / kThreads + 1 : 1;
+  const int64_t wave = int64_t{current_device_sm_count(132)} * kBlocksPerSm;
+  const int64_t spread = wave / bs > 1 ? wave / bs : 1;
+  const int64_t per_row = min_i64(min_i64(needed, spread), kMaxGridY);
+  const dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(per_row));
+  build_kv_indices_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+}  // namespace sgl_meta

@@ -1,0 +1,183 @@
+// build_kv_indices: the argument bundle shared by the CPU and CUDA kernels
+// (plain data, no torch types), and the per-row / per-token formulas both run.
+//
+// A CSR stream of KV ids (FlashInfer's and SGLang's Triton backend's
+// kv_indices), optionally with its row starts (kv_indptr, the running sum of
+// the lengths) and the Triton decode kernel's split counts, in one launch.
+// For row b < bs, req = req_pool_indices[b], start = kv_start_idx[b] (0
+// without it), token i < n_b, pos = start + i:
+//
+//   no v2p:  id = src[req, pos / E] * E + pos % E     (E = entry_page_size;
+//            E == 1 copies req_to_token verbatim, negative values included)
+//   v2p:     the kv_read_token_stream id (kv_read_table/params.h): the
+//            virtual page of the page's first slot, through v2p
+//   token_mapping: id = id < 0 ? -1 : token_mapping[id]
+//   kv_indices[lo_b + i] = id,  lo_b = kv_indptr[b] or (write_indptr) the
+//   sum of the lengths of rows < b
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kv_read_table/params.h"
+
+namespace sgl_meta {
+
+struct KvIndicesParams {
+  // Rows, lengths, window starts, and with v2p the translation (page_size is
+  // v2p's page size; seq_len_delta is 0).
+  KvReadSource src;
+  int64_t entry_page_size = 1;  // tokens per source entry (no v2p)
+  PageDivisor entry_div;
+  int64_t row_positions = 0;  // token positions a source row covers (row_len * E, saturated)
+
+  void* kv_indptr = nullptr;  // [>= bs + 1] int32 or int64
+  bool indptr64 = false;
+  bool write_indptr = false;  // else read: row b starts at kv_indptr[b]
+  int64_t indptr_max = 0;     // INT32_MAX or INT64_MAX
+
+  void* out = nullptr;  // kv_indices [out_size] int32 or int64
+  bool out64 = false;
+  int64_t out_size = 0;
+  int64_t out_min = 0, out_max = 0;
+  int64_t max_entry = 0;  // v2p: largest entry whose every id fits out
+
+  IndexArray token_mapping;  // [token_mapping_size] or absent
+  int64_t token_mapping_size = 0;
+
+  // Split counts of SGLang's Triton decode kernel (get_num_kv_splits_triton)
+  // over the same lengths, or absent.
+  int32_t* num_kv_splits = nullptr;  // [>= bs * num_group]
+  int32_t* uneven_batch = nullptr;   // [>= 1] or absent
+  int64_t num_group = 1, num_head = 1, num_kv_head = 1, max_kv_splits = 1, device_core_count = 1;
+};
+
+SGL_HD int64_t indptr_at(const KvIndicesParams& p, int64_t i) {
+  return p.indptr64 ? static_cast<const int64_t*>(p.kv_indptr)[i]
+                    : static_cast<int64_t>(static_cast<const int32_t*>(p.kv_indptr)[i]);
+}
+
+SGL_HD void store_indptr(const KvIndicesParams& p, int64_t i, int64_t v) {
+  if (p.indptr64)
+    static_cast<int64_t*>(p.kv_indptr)[i] = v;
+  else
+    static_cast<int32_t*>(p.kv_indptr)[i] = static_cast<int32_t>(v);
+}
+
+SGL_HD void store_id(const KvIndicesParams& p, int64_t i, int64_t v) {
+  if (p.out64)
+    static_cast<int64_t*>(p.out)[i] = v;
+  else
+    static_cast<int32_t*>(p.out)[i] = static_cast<int32_t>(v);
+}
+
+// A row's length as it enters a running sum: the checks reject anything
+// outside [0, 2**31 - 1]; until they have (other rows' blocks on CUDA), the
+// clamp keeps the sum defined and non-negative.
+SGL_HD int64_t clamped_len(int64_t v) { return v < 0 ? 0 : min_i64(v, INT32_MAX); }
+
+// Ids row b writes: its length, cut at the positions its source row holds
+// past its start (no read past the row).
+SGL_HD int64_t kv_indices_live(const KvIndicesParams& p, int64_t seq, int64_t start) {
+  if (seq <= 0 || start < 0) return 0;
+  if (p.src.translate) return min_i64(seq, row_tokens_left(p.src, start));
+  return start >= p.row_positions ? 0 : min_i64(seq, p.row_positions - start);
+}
+
+// Why an id could not be formed or stored (0: none).
+enum KvIdError : int { kIdOk = 0, kIdV2p, kIdMapping, kIdFits };
+
+// The id of position `pos` of a row whose source row starts at `row`, before
+// the token mapping. `vpage_out` receives the virtual page read (v2p mode).
+SGL_HD int64_t kv_source_id(const KvIndicesParams& p, const int32_t* row, int64_t pos,
+                            int* err, int64_t* vpage_out) {
+  const KvReadSource& s = p.src;
+  if (!s.translate) {
+    const int64_t e = p.entry_page_size;
+    if (e == 1) return row[pos];
+    const int64_t q = p.entry_div.div(pos);
+    return static_cast<int64_t>(row[q]) * e + (pos - q * e);
+  }
+  const int64_t page = s.div.div(pos);
+  const int64_t off = pos - page * s.page_size;
+  const int64_t vpage = virtual_page(s, row[page * s.page_size]);
+  *vpage_out = vpage;
+  if (vpage >= s.v2p_size) {
+    *err = kIdV2p;
+    return 0;
+  }
+  const int64_t entry = max_i64(s.v2p[vpage], 0);
+  // entry * page_size + off <= out_max without overflow (the divide only for
+  // an entry past max_entry, which valid inputs never reach).
+  if (entry > p.max_entry && (off > p.out_max || entry > (p.out_max - off) / s.page_size)) {
+    *err = kIdFits;
+    return 0;
+  }
+  return entry * s.page_size + off;
+}
+
+// The stored id of position `pos`: the source id through token_mapping, in
+// out's range; *err says what failed.
+SGL_HD int64_t kv_index_id(const KvIndicesParams& p, const int32_t* row, int64_t pos, int* err,
+                           int64_t* bad) {
+  int64_t vpage = 0;
+  int64_t id = kv_source_id(p, row, pos, err, &vpage);
+  if (*err) {
+    *bad = vpage;
+    return 0;
+  }
+  if (p.token_mapping.present()) {
+    if (id >= p.token_mapping_size) {
+      *err = kIdMapping;
+      *bad = id;
+      return 0;
+    }
+    id = id < 0 ? -1 : p.token_mapping[id];
+  }
+  if (id < p.out_min || id > p.out_max) {
+    *err = kIdFits;
+    *bad = id;
+    return 0;
+  }
+  return id;
+}
+
+// get_num_kv_splits_triton's heuristic, from the batch's largest and smallest
+// lengths: each row's split count is max(ceil(len / chunk1), ceil(len / chunk2)).
+// A zero length counts as 1 here (upstream divides by it).
+struct KvSplitPlan {
+  int64_t chunk1 = 1, chunk2 = 1;
+  bool uneven = false;
+};
+
+SGL_HD int64_t cdiv_pos(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b >= 1
+
+SGL_HD KvSplitPlan kv_split_plan(const KvIndicesParams& p, int64_t max_len, int64_t min_len) {
+  KvSplitPlan plan;
+  max_len = max_i64(max_len, 1);
+  min_len = max_i64(min_len, 1);
+  if (max_len * 8 < min_len * 10) min_len = max_len;
+  plan.uneven = min_len < max_len;
+  const int64_t splits1 = min_i64(cdiv_pos(max_len, min_len), p.max_kv_splits);
+  plan.chunk1 = cdiv_pos(max_len, splits1);
+  // In float32, as upstream: the core count grows with log2(max_len / 64).
+  const float ext_seq = static_cast<float>(max_len) / 64.0f;
+  const float grow = fmaxf(log2f(ext_seq), 1.0f);
+  const auto ext_cores = static_cast<int64_t>(static_cast<float>(p.device_core_count) * grow);
+  const int64_t kv_group = p.num_head / p.num_kv_head;
+  const int64_t per_seq = kv_group == 1 ? p.num_head : cdiv_pos(p.num_head, min_i64(16, kv_group));
+  const int64_t token_grid = p.src.bs * p.num_group * per_seq;
+  const int64_t splits2 = min_i64(cdiv_pos(max_i64(ext_cores, 1), token_grid), p.max_kv_splits);
+  plan.chunk2 = cdiv_pos(max_len, splits2);
+  return plan;
+}
+
+SGL_HD int32_t kv_splits_of(const KvSplitPlan& plan, int64_t len) {
+  len = clamped_len(len);
+  return static_cast<int32_t>(max_i64(cdiv_pos(len, plan.chunk1), cdiv_pos(len, plan.chunk2)));
+}
+
+void build_kv_indices_cpu(const KvIndicesParams& p);
+const char* build_kv_indices_cuda(const KvIndicesParams& p, void* stream);
+
+}  // namespace sgl_meta

@@ -1,0 +1,119 @@
+"""KV index-stream rows: SGLang's own per-replay sequences beside ``build_kv_indices``
+and the FlashMLA block-table kernel beside ``create_flashmla_kv_indices``.
+
+Static pool (``req_to_token`` holds physical slots: shuffled whole pages of 64,
+2048 pages a row), lengths uniform. Upstream, as its callers run it:
+
+* FlashInfer decode (``FlashInferIndicesUpdaterDecode.call_begin_forward``):
+  ``kv_indptr[1:bs+1] = torch.cumsum(lens)``, then
+  ``create_flashinfer_kv_indices_triton[(bs, 1)]`` (``pack_read_stream``).
+* Triton decode (``TritonAttnBackend._apply_cuda_graph_metadata``): the same,
+  then ``get_num_kv_splits_triton[(1,)]``.
+* TRT-LLM MLA / FlashMLA: ``create_flashmla_kv_indices_triton[(bs, blocks)]``.
+
+Upstream defines ``kv_indptr[1:bs+1]`` (index 0 stays the buffer's zero, which
+ours writes), the ``sum(len)`` ids, the split counts, and each block-table
+row's ``ceil(len / 64)`` columns. Cold start: the Triton kernels here compile
+once per constexpr set (``ENTRY_PAGE_SIZE``, ``MAX_NUM_SEQ`` = 256 below 256
+rows), not per bucket, so these rows add no cold-start variant.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+import sgl_meta
+from sgl_meta import reference
+
+from .fixtures import OutputSets, RowSpec, generator, live_cols, make_row, prefix_mask, request_pool, uniform_lengths
+from .loader import TRITON
+
+PAGE_SIZE = 64
+PAGES = 2048
+STREAM_BS = 64
+CORES, HEADS, KV_HEADS, MAX_SPLITS = 132, 32, 8, 8
+FLASHINFER, FLASHMLA, SPLITS = ("create_flashinfer_kv_indices_triton", "create_flashmla_kv_indices_triton",
+                                "get_num_kv_splits_triton")
+
+
+class Fixture:
+    def __init__(self, ctx):
+        dev, n = ctx.device, ctx.max_bs
+        gen = generator(dev, ctx.seed * 7919 + 71)
+        self.n = n
+        self.req_to_token, self.req_pool_indices = request_pool(n, PAGES, PAGE_SIZE, dev, gen)
+        self.lens = uniform_lengths(n, 1, PAGES * PAGE_SIZE, dev, gen)
+        self.tokens = int(self.lens[:STREAM_BS].long().sum())  # once, at setup
+        self.out = OutputSets({"kv_indptr": ((STREAM_BS + 1,), torch.int32), "kv_indices": ((self.tokens,), torch.int32),
+                               "num_kv_splits": ((STREAM_BS,), torch.int32), "uneven_batch": ((1,), torch.int32),
+                               "table": ((n, PAGES), torch.int32)}, dev, gen)
+        # SGLang's kv_indptr buffers start zeroed: its kernel reads kv_indptr[0] as row 0's start.
+        self.out.poison["kv_indptr"][0] = 0
+        self.out.repoison(["kv_indptr"])
+
+
+def _fixture(ctx) -> Fixture:
+    return ctx.fixture("kv_indices", Fixture)
+
+
+def _upstream_stream(up, f: Fixture, out: dict, splits: bool) -> None:
+    bs, lens = STREAM_BS, f.lens[:STREAM_BS]
+    out["kv_indptr"][1: bs + 1] = torch.cumsum(lens, dim=0)
+    getattr(up, FLASHINFER)[(bs, 1)](f.req_to_token, f.req_pool_indices[:bs], lens, out["kv_indptr"], None,
+                                     out["kv_indices"], f.req_to_token.stride(0))
+    if splits:
+        getattr(up, SPLITS)[(1,)](out["num_kv_splits"], lens, bs, 1, HEADS, KV_HEADS, MAX_SPLITS, CORES,
+                                  MAX_NUM_SEQ=256, uneven_batch_ptr=out["uneven_batch"])
+
+
+def _ours_stream(fn, f: Fixture, out: dict, splits: bool) -> None:
+    extra = dict(num_kv_splits=out["num_kv_splits"], uneven_batch=out["uneven_batch"], num_head=HEADS,
+                 num_kv_head=KV_HEADS, max_kv_splits=MAX_SPLITS, device_core_count=CORES) if splits else {}
+    fn(req_to_token=f.req_to_token, req_pool_indices=f.req_pool_indices[:STREAM_BS], seq_lens=f.lens[:STREAM_BS],
+       kv_indptr=out["kv_indptr"], kv_indices=out["kv_indices"], write_indptr=True, **extra)
+
+
+def build_stream(ctx, up, *, splits: bool, name: str):
+    f = _fixture(ctx)
+    calls = {impl: [functools.partial(_ours_stream, fn, f, f.out[impl], splits)]
+             for impl, fn in (("ours", sgl_meta.build_kv_indices), ("ref", reference.build_kv_indices))}
+    calls["upstream"] = [functools.partial(_upstream_stream, up, f, f.out["upstream"], splits)]
+    names = ["kv_indptr", "kv_indices"] + (["num_kv_splits", "uneven_batch"] if splits else [])
+    regions = {"kv_indptr": (slice(1, STREAM_BS + 1),), "kv_indices": (slice(0, f.tokens),),
+               "num_kv_splits": (slice(0, STREAM_BS),), "uneven_batch": (slice(0, 1),)}
+    params = dict(bs=STREAM_BS, tokens=f.tokens, lengths="uniform", splits=splits)
+    return make_row(f.out, names, name=name, group="kv indices", params=params, calls=calls,
+                    regions={k: regions[k] for k in names})
+
+
+def build_flashmla(ctx, up, *, bs: int, name: str):
+    f = _fixture(ctx)
+    blocks = -(-PAGES // (4096 // PAGE_SIZE))  # get_num_kv_index_blocks_flashmla(PAGES, PAGE_SIZE)
+
+    def upstream(out):
+        getattr(up, FLASHMLA)[(bs, blocks)](f.req_to_token, f.req_pool_indices[:bs], f.lens[:bs], None, out,
+                                            f.req_to_token.stride(0), out.stride(0), PAGED_SIZE=PAGE_SIZE)
+
+    calls = {"upstream": [functools.partial(upstream, f.out["upstream"]["table"])]}
+    for impl, fn in (("ours", sgl_meta.create_flashmla_kv_indices), ("ref", reference.create_flashmla_kv_indices)):
+        calls[impl] = [functools.partial(fn, f.req_to_token, f.req_pool_indices[:bs], f.lens[:bs], None,
+                                         f.out[impl]["table"], PAGE_SIZE)]
+    regions = {"table": prefix_mask(live_cols(f.lens[:bs], PAGE_SIZE, PAGES), (f.n, PAGES))}
+    return make_row(f.out, ["table"], name=name, group="kv indices",
+                    params=dict(bs=bs, page_size=PAGE_SIZE, max_pages=PAGES, lengths="uniform"), calls=calls,
+                    regions=regions)
+
+
+_FI = f"FlashInfer decode kv_indptr + kv_indices bs{STREAM_BS} (upstream: cumsum, copy, Triton gather)"
+_TR = f"Triton decode kv_indptr + kv_indices + num_kv_splits bs{STREAM_BS} (upstream: 4 launches)"
+_MLA = "FlashMLA / TRT-LLM MLA block table bs256 x 2048 pages of 64"
+ROWS = (
+    RowSpec(name=_FI, group="kv indices", families=(TRITON,), ours=("build_kv_indices",), upstream=(FLASHINFER,),
+            build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_FI)),
+    RowSpec(name=_TR, group="kv indices", families=(TRITON,), ours=("build_kv_indices",),
+            upstream=(FLASHINFER, SPLITS), build=lambda ctx, up: build_stream(ctx, up, splits=True, name=_TR)),
+    RowSpec(name=_MLA, group="kv indices", families=(TRITON,), ours=("create_flashmla_kv_indices",),
+            upstream=(FLASHMLA,), build=lambda ctx, up: build_flashmla(ctx, up, bs=256, name=_MLA)),
+)

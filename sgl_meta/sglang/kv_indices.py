@@ -1,0 +1,108 @@
+"""SGLang 0.5.23's Triton attention backend: kv_indptr, kv_indices and the split counts in one launch.
+
+Per replay preparation (and per eager decode) the backend runs
+``TritonAttnBackend._fill_kv_indptr_and_indices``: ``kv_indptr[1:] =
+torch.cumsum(seq_lens)`` (a cumsum and a copy), then
+``KVIndexTranslator.pack_read_stream`` (one gather:
+``create_flashinfer_kv_indices_triton`` or, on the unified pool without a
+read table, ``build_kv_read_table_packed``); a decode replay then runs
+``get_num_kv_splits_triton``. ``create_flashinfer_kv_indices_triton`` is a raw
+``@triton.jit`` kernel launched with ``kernel[grid](...)``, which a function
+hook cannot replace; these AROUND hooks take the backend methods that launch
+it instead:
+
+* :func:`fill_kv_indptr_and_indices`: one :func:`sgl_meta.build_kv_indices`
+  (``write_indptr=True``) over the same source ``pack_read_stream`` would read
+  (``KVIndexTranslator.read_source``: ``req_to_token`` verbatim, the plan's
+  page table, or ``req_to_token`` through ``v2p``).
+* :func:`apply_cuda_graph_metadata`: a plain decode replay (no DCP, no sliding
+  window, split counts from ``get_num_kv_splits_triton``) becomes that one
+  launch with the split counts in it.
+
+Anything else (DCP, a sliding window, static or deterministic splits, another
+backend class, a source whose rows are not addressed by ``stride(0)``) runs
+SGLang's method. Only :func:`_full_kind` imports ``sglang`` (at call time,
+inside SGLang).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+
+from ..kv_indices import build_kv_indices
+
+BACKEND = "sglang.srt.layers.attention.triton_backend"
+FILL_TARGET = f"{BACKEND}.TritonAttnBackend._fill_kv_indptr_and_indices"
+APPLY_TARGET = f"{BACKEND}.TritonAttnBackend._apply_cuda_graph_metadata"
+
+
+def _full_kind():
+    from sglang.srt.mem_cache.kv_loc_plan import IdSpaceKind
+
+    return IdSpaceKind.FULL
+
+
+def _source(backend, plan, bs: int, req_pool_indices: torch.Tensor) -> Optional[dict]:
+    """The arguments of build_kv_indices that name what ``pack_read_stream``
+    would gather for these rows (FULL ids, no window start, no mapping), or
+    None where ours does not cover it."""
+    translator = getattr(backend, "kv_index_translator", None)
+    if translator is None:
+        return None
+    src = translator.read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=_full_kind())
+    ids = src.ids
+    if ids.dim() != 2 or ids.dtype != torch.int32 or ids.stride(0) != src.row_stride or ids.stride(1) != 1:
+        return None
+    args = dict(req_to_token=ids, req_pool_indices=src.row_ids[:bs], entry_page_size=src.entry_page_size)
+    if src.v2p is not None:  # pack_read_stream's build_kv_read_table_packed path
+        if src.entry_page_size != 1:
+            return None
+        args.update(v2p=src.v2p, page_size=translator.page_size)
+    return args
+
+
+def fill_kv_indptr_and_indices(original: Callable, self, plan, bs, seq_lens, req_pool_indices, kv_indices,
+                               kv_indptr=None):
+    """AROUND ``TritonAttnBackend._fill_kv_indptr_and_indices``: the cumsum, its
+    copy and the gather in one launch; SGLang's method where not covered."""
+    target = self.kv_indptr[: bs + 1] if kv_indptr is None else kv_indptr
+    source = None
+    if seq_lens.dim() == 1 and seq_lens.numel() == bs and target.numel() == bs + 1:
+        source = _source(self, plan, bs, req_pool_indices)
+    if source is None:
+        return original(self, plan, bs, seq_lens, req_pool_indices, kv_indices, kv_indptr)
+    build_kv_indices(**source, seq_lens=seq_lens, kv_indptr=target, kv_indices=kv_indices, write_indptr=True)
+    return target
+
+
+def _one_launch_decode(self, forward_mode, spec_info) -> bool:
+    """A decode replay whose whole metadata is kv_indptr, kv_indices and the
+    Triton split counts (what _apply_cuda_graph_metadata writes then)."""
+    if spec_info is not None or not forward_mode.is_decode_or_idle():
+        return False
+    if getattr(self, "dcp_size", 1) != 1 or (getattr(self, "sliding_window_size", None) or 0) > 0:
+        return False
+    # get_num_kv_splits' Triton branch (not the static fill, not the deterministic tiles)
+    if getattr(self, "enable_deterministic", True) or getattr(self, "static_kv_splits", True):
+        return False
+    return getattr(self, "device_core_count", 0) > 0 and getattr(self, "cuda_graph_num_kv_splits", None) is not None
+
+
+def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indices, seq_lens, forward_mode,
+                              spec_info) -> Any:
+    """AROUND ``TritonAttnBackend._apply_cuda_graph_metadata``: a plain decode
+    in one launch (kv_indptr, kv_indices, num_kv_splits, uneven flag)."""
+    if not _one_launch_decode(self, forward_mode, spec_info):
+        return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode, spec_info)
+    source = _source(self, plan, bs, req_pool_indices[:bs])
+    if source is None:
+        return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode, spec_info)
+    build_kv_indices(**source, seq_lens=seq_lens[:bs], kv_indptr=self.kv_indptr[: bs + 1],
+                     kv_indices=self.cuda_graph_kv_indices, write_indptr=True,
+                     num_kv_splits=self.cuda_graph_num_kv_splits[:bs],
+                     uneven_batch=getattr(self, "cuda_graph_uneven_batch", None), num_group=1,
+                     num_head=self.num_head, num_kv_head=self.num_kv_head, max_kv_splits=self.max_kv_splits,
+                     device_core_count=self.device_core_count)
+    return None

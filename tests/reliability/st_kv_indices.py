@@ -1,0 +1,213 @@
+"""Hypothesis strategies: valid calls of build_kv_indices (docs/operators/kv_indices.md),
+its bad-input rows and hostile values.
+
+Space: bs 0 / 1 / small / past one block (300); entry_page_size 1 (verbatim,
+negative slots included), powers of two and odd sizes; v2p mode at page sizes
+1 / 5 / 16 / 64 with freed (-1) pages; token_mapping with -1 entries; window
+starts; lengths 0, inside the row, past the row (capped); kv_indptr read
+(with poisoned gaps between rows) or written; the split counts over random
+head layouts, groups, core counts; int32 / int64 everywhere an index may be
+either; every tensor a view into a larger poisoned buffer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import torch
+from hypothesis import strategies as st
+
+import sgl_meta
+from sgl_meta import reference
+from row_kit import Row, apply, both, set_
+from tensor_case import Case, strided
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import kv_indices_cases  # noqa: E402
+
+OP = "build_kv_indices"
+NAME = "kv_indices"
+
+
+@st.composite
+def cases(draw) -> Case:
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**63 - 1)))
+    v2p = draw(st.sampled_from([0, 0, 0, 1, 5, 16, 64]))
+    E = 1 if v2p else draw(st.sampled_from([1, 1, 2, 3, 16, 64]))
+    write = draw(st.booleans())
+    bs = draw(st.one_of(st.integers(0, 9), st.sampled_from([17, 300])))
+    width = draw(st.integers(1, 40)) if E > 1 else draw(st.integers(1, 300))
+    c = kv_indices_cases.Case(
+        bs=bs, pool=bs + draw(st.integers(1, 5)), width=width, entry_page_size=E, kv_start=draw(st.booleans()),
+        token_mapping=not v2p and draw(st.booleans()), v2p_page=v2p, write_indptr=write,
+        splits=draw(st.booleans()), index64=draw(st.booleans()), out64=draw(st.booleans()),
+        negatives=draw(st.booleans()), gaps=not write and draw(st.booleans()), zero_lens=draw(st.booleans()))
+    kw = kv_indices_cases.make(c, gen, "cpu")
+    if bs and draw(st.integers(0, 4)) == 0:  # the last row past its req_to_token row: capped, never read past
+        extra_len = draw(st.integers(1, 50))
+        kw["seq_lens"][bs - 1] += extra_len
+        kw["kv_indices"] = torch.cat([kw["kv_indices"], kw["kv_indices"].new_full((extra_len,), -3)])
+        if not write:
+            kw["kv_indptr"][bs] += extra_len
+    args = {}
+    for k, v in kw.items():
+        if isinstance(v, torch.Tensor):
+            if v.dim() == 2:
+                args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), row_pad=draw(st.integers(0, 2)),
+                                  tail=draw(st.integers(0, 3)))
+            else:
+                args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), tail=draw(st.integers(0, 3)))
+        else:
+            args[k] = v
+    outputs = tuple(k for k in kv_indices_cases.OUTPUTS if kw.get(k) is not None)
+    extra = dict(dataclasses.asdict(c))
+    return Case(args, outputs, note=OP, extra=extra)
+
+
+def events(case: Case) -> list[str]:
+    e = case.extra
+    return [
+        "bs=" + ("0" if e["bs"] == 0 else "1" if e["bs"] == 1 else "<=17" if e["bs"] <= 17 else "300"),
+        "source=" + ("v2p" if e["v2p_page"] else "verbatim" if e["entry_page_size"] == 1 else "pages"),
+        f"write_indptr={e['write_indptr']}", f"splits={e['splits']}", f"token_mapping={e['token_mapping']}",
+        f"kv_start={e['kv_start']}", "out=" + ("int64" if e["out64"] else "int32"),
+    ]
+
+
+ENTRIES = [
+    dict(name=OP, op=sgl_meta.build_kv_indices, ref=reference.build_kv_indices, cases=cases, events=events,
+         weight=0.25),
+]
+
+
+# ---- bad-input rows (bad_input_table.py) -----------------------------------------
+def _base(gen, device):
+    i32 = dict(dtype=torch.int32, device=device)
+    return dict(
+        req_to_token=torch.randint(-3, 300, (6, 40), generator=gen, dtype=torch.int32).to(device),
+        req_pool_indices=torch.tensor([0, 5, 2, 2], dtype=torch.int64, device=device),
+        seq_lens=torch.tensor([0, 17, 40, 3], **i32),
+        kv_indptr=torch.zeros(6, **i32),
+        kv_indices=torch.full((70,), -7, dtype=torch.int64, device=device),
+        write_indptr=True,
+        kv_start_idx=torch.tensor([0, 3, 0, 30], **i32),
+        entry_page_size=1,
+        token_mapping=torch.arange(400, device=device),
+        num_kv_splits=torch.zeros(8, **i32),
+        uneven_batch=torch.zeros(1, **i32),
+        num_group=2, num_head=32, num_kv_head=8, max_kv_splits=8, device_core_count=132,
+    )
+
+
+def _v2p_base(gen, device):
+    kw = _base(gen, device)
+    kw.pop("token_mapping")
+    kw.update(v2p=torch.randperm(40, generator=gen).to(device), page_size=8)
+    return kw
+
+
+FLASHINFER, FLASHMLA = "create_flashinfer_kv_indices", "create_flashmla_kv_indices"
+
+
+def _flashinfer_base(gen, device):
+    kw = _base(gen, device)
+    kw["kv_indptr"] = torch.tensor([0, 0, 17, 57, 60], dtype=torch.int32, device=device)
+    return dict(req_to_token=kw["req_to_token"], req_pool_indices=kw["req_pool_indices"],
+                page_kernel_lens=kw["seq_lens"], kv_indptr=kw["kv_indptr"], kv_start_idx=None,
+                kv_indices=kw["kv_indices"], entry_page_size=1, token_mapping=kw["token_mapping"])
+
+
+def _flashmla_base(gen, device):
+    kw = _base(gen, device)
+    return dict(req_to_token=kw["req_to_token"], req_pool_indices=kw["req_pool_indices"],
+                page_kernel_lens=kw["seq_lens"], kv_start_idx=None,
+                kv_indices=torch.full((4, 5), -7, dtype=torch.int32, device=device), page_size=8)
+
+
+V2P = OP + "@v2p"
+BAD_INPUT_BASES = {OP: _base, FLASHINFER: _flashinfer_base, FLASHMLA: _flashmla_base}
+
+
+def _r(op, id, edit, *names, **kw):
+    return Row(id=f"{op}/{id}", op=op, edit=edit, names=names, **kw)
+
+
+BAD_INPUT_ROWS = [
+    _r(OP, "req_to_token 1-D", apply("req_to_token", lambda t: t[0]), "req_to_token must be 2-D"),
+    _r(OP, "req_to_token column step 2", apply("req_to_token", lambda t: torch.cat([t, t], 1)[:, ::2]),
+       "req_to_token must have inner stride 1"),
+    _r(OP, "seq_lens shorter than bs", apply("seq_lens", lambda t: t[:3]),
+       "seq_lens.size(0) must be >= req_pool_indices.numel() = 4, got 3"),
+    _r(OP, "kv_indptr too short", apply("kv_indptr", lambda t: t[:4]),
+       "kv_indptr.size(0) must be >= req_pool_indices.numel() + 1 = 5, got 4"),
+    _r(OP, "kv_indptr 2-D", apply("kv_indptr", lambda t: t[None]), "kv_indptr must be 1-D"),
+    _r(OP, "kv_indices 2-D", apply("kv_indices", lambda t: t.view(7, 10)), "kv_indices must be 1-D"),
+    _r(OP, "kv_indices step 2", apply("kv_indices", lambda t: torch.cat([t, t])[::2]),
+       "kv_indices must have inner stride 1"),
+    _r(OP, "num_kv_splits short for the groups", apply("num_kv_splits", lambda t: t[:7]),
+       "num_kv_splits.size(0) must be >= req_pool_indices.numel() * num_group = 8, got 7"),
+    _r(OP, "uneven_batch empty", apply("uneven_batch", lambda t: t[:0]), "uneven_batch.size(0) must be >= 1"),
+    _r(OP, "uneven_batch without num_kv_splits", set_(num_kv_splits=None), "uneven_batch needs num_kv_splits"),
+    _r(OP, "entry_page_size 0", set_(entry_page_size=0), "entry_page_size must be >= 1, got 0"),
+    _r(OP, "token_mapping with v2p", set_(v2p=torch.arange(40)), "token_mapping and v2p cannot be given together"),
+    _r(OP, "num_kv_head past num_head", set_(num_kv_head=64), "num_kv_head = 64 is outside [1, 32]"),
+    _r(OP, "num_group 0", set_(num_group=0), "num_group = 0 is outside"),
+    _r(OP, "max_kv_splits 0", set_(max_kv_splits=0), "max_kv_splits = 0 is outside"),
+    _r(OP, "device_core_count 0", set_(device_core_count=0), "device_core_count = 0 is outside"),
+    _r(OP, "kv_indptr aliases seq_lens", lambda kw: kw.update(seq_lens=kw["kv_indptr"][:4]),
+       "kv_indptr (written) and seq_lens (read) overlap"),
+    _r(OP, "kv_indices on meta", apply("kv_indices", lambda t: torch.empty_like(t, device="meta")), "kv_indices",
+       "meta"),
+    _r(OP, "token_mapping on cuda, rest on cpu", apply("token_mapping", lambda t: t.to("cuda")),
+       "token_mapping is on cuda", needs="cuda"),
+    _r(OP, "unknown keyword", set_(kv_indptrs=None), "kv_indptrs", raises=(TypeError,), prefixed=False),
+    _r(FLASHINFER, "page_kernel_lens shorter than bs", apply("page_kernel_lens", lambda t: t[:3]),
+       "page_kernel_lens.size(0) must be >= req_pool_indices.numel() = 4, got 3"),
+    _r(FLASHINFER, "kv_indptr too short", apply("kv_indptr", lambda t: t[:4]), "kv_indptr.size(0) must be >="),
+    _r(FLASHINFER, "entry_page_size float", set_(entry_page_size=1.0), "entry_page_size must be an int, got float",
+       raises=(TypeError,)),
+    _r(FLASHINFER, "page_kernel_lens None", set_(page_kernel_lens=None), "page_kernel_lens must be a Tensor",
+       raises=(TypeError,)),
+    _r(FLASHMLA, "kv_indices int64", apply("kv_indices", lambda t: t.long()),
+       "kv_indices must have dtype int32 (torch.int32)"),
+    _r(FLASHMLA, "kv_indices 1-D", apply("kv_indices", lambda t: t.flatten()), "kv_indices must be 2-D"),
+    _r(FLASHMLA, "kv_indices few rows", apply("kv_indices", lambda t: t[:3]),
+       "kv_indices.size(0) must be >= req_pool_indices.numel() = 4, got 3"),
+    _r(FLASHMLA, "page_kernel_lens shorter than bs", apply("page_kernel_lens", lambda t: t[:3]),
+       "page_kernel_lens.size(0) must be >= req_pool_indices.numel() = 4, got 3"),
+    _r(FLASHMLA, "page_size 0", set_(page_size=0), "page_size must be >= 1"),
+    _r(FLASHMLA, "page_size float", set_(page_size=8.0), "page_size must be an int, got float", raises=(TypeError,)),
+    _r(FLASHMLA, "kv_indices None", set_(kv_indices=None), "kv_indices must be a Tensor", raises=(TypeError,)),
+]
+
+
+# ---- hostile rows (hostile_table.py); bases as above ------------------------------
+def _at(name, index, value):
+    def edit(kw):
+        kw[name][index] = value
+    return edit
+
+
+def _h(id, edit, *names, raises=(RuntimeError,)):
+    return Row(id=f"{OP}/{id}", op=OP, edit=edit, names=names, raises=raises)
+
+
+HOSTILE_ROWS = [
+    _h("request index == pool size", _at("req_pool_indices", 1, 6), "req_pool_indices[1] = 6 is outside [0, "),
+    _h("kv_start_idx negative", _at("kv_start_idx", 2, -1), "kv_start_idx[2] = -1 is negative"),
+    _h("seq_lens negative", _at("seq_lens", 3, -1), "seq_lens[3] = -1 is negative"),
+    _h("running sum past int32", _at("seq_lens", 3, 2**31 - 1), "running sum of seq_lens[0..3]"),
+    _h("id past token_mapping", apply("token_mapping", lambda t: t[:10]), "is outside token_mapping"),
+    _h("mapped id past int32", lambda kw: kw.update(kv_indices=kw["kv_indices"].int(),
+                                                    token_mapping=torch.full_like(kw["token_mapping"], 2**40)),
+       "does not fit kv_indices (int32)"),
+    _h("kv_indptr row too short", both(set_(write_indptr=False), apply("kv_indptr", lambda t: t.copy_(
+        t.new_tensor([0, 0, 10, 50, 53, 0])))), "row 1 holds 17 tokens but kv_indptr gives it [0, 10)"),
+    _h("kv_indices too small", apply("kv_indices", lambda t: t[:50]), "row 2 holds 40 tokens at 17"),
+    # must succeed: sentinels, capped windows, values never read
+    _h("negative slots verbatim", apply("req_to_token", lambda t: t.fill_(-5)), raises=()),
+    _h("window past the row", _at("kv_start_idx", 1, 2**30), raises=()),
+    _h("seq_lens past bs hostile", apply("seq_lens", lambda t: torch.cat([t, t.new_tensor([-(2**31)])])), raises=()),
+]
