@@ -138,6 +138,8 @@ def test_create_flashinfer_kv_indices_errors_name_it(device):
         sgl_meta.create_flashinfer_kv_indices(r2t, idx, torch.tensor([1], device=device),
                                               torch.zeros(3, dtype=torch.int32, device=device), None,
                                               torch.zeros(8, dtype=torch.int32, device=device))
+    if device != "cpu":
+        return  # values read on the device: a named device assert there (the hostile rows' child process)
     with pytest.raises(RuntimeError, match=r"create_flashinfer_kv_indices: row 1 holds 5 tokens"):
         sgl_meta.create_flashinfer_kv_indices(r2t, idx, torch.tensor([1, 5], device=device),
                                               torch.tensor([0, 1, 3], dtype=torch.int32, device=device), None,
