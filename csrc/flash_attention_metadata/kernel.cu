@@ -151,6 +151,10 @@ __device__ void scan_block(const Args& a) {
   }
 }
 
+// kPlain: no v2p, no SWA table, no swa_out_cache_loc (a static pool without a
+// sliding window, the usual decode): those paths are compiled out, so a block
+// runs (and, with cold caches, fetches) a short straight-line path.
+template <bool kPlain>
 __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   const FaInputs& in = a.in;
   // Every row scalar is loaded before any is used: one memory latency.
@@ -178,7 +182,7 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   const int64_t vpage = fa_vpage(in, slot);
   int64_t full = 0, swa = 0;
   if (live) {
-    if (in.full_v2p.present()) {
+    if (!kPlain && in.full_v2p.present()) {
       SGL_DEVICE_CHECK_COLD(vpage < in.full_v2p_size,
                             "%s: virtual page %lld (req_to_token slot %d // page_size, row %u, "
                             "page %lld) is outside full_v2p [0, %lld)",
@@ -188,7 +192,7 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
     } else {
       full = in.page.div32(slot);
     }
-    if (in.swa_table) {
+    if (!kPlain && in.swa_table) {
       if (in.swa_v2p.present()) {
         SGL_DEVICE_CHECK_COLD(vpage < in.swa_v2p_size,
                               "%s: virtual page %lld (req_to_token slot %d // page_size, row "
@@ -210,7 +214,7 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
     const bool mine = c < cols[s];
     if (!mine && !in.zero_tail) continue;
     a.page_table[s][row * a.page_table_stride[s] + c] = mine ? static_cast<int32_t>(full) : 0;
-    if (in.swa_table)
+    if (!kPlain && in.swa_table)
       a.swa_page_table[s][row * a.swa_page_table_stride[s] + c] =
           mine ? static_cast<int32_t>(swa) : 0;
   }
@@ -238,6 +242,7 @@ __device__ void swa_out_block(const Args& a, int64_t block) {
   }
 }
 
+template <bool kPlain>
 __global__ void __launch_bounds__(kScanThreads) metadata_kernel(const __grid_constant__ Args a) {
   const uint32_t b = blockIdx.x;
   if (b == 0) {
@@ -246,8 +251,8 @@ __global__ void __launch_bounds__(kScanThreads) metadata_kernel(const __grid_con
   }
   if (b - 1 < a.page_blocks) {
     const uint32_t row = a.chunks.div(b - 1);
-    page_block(a, row, b - 1 - row * a.chunks.divisor);
-  } else {
+    page_block<kPlain>(a, row, b - 1 - row * a.chunks.divisor);
+  } else if (!kPlain) {
     swa_out_block(a, int64_t{b} - 1 - a.page_blocks);
   }
 }
@@ -278,7 +283,10 @@ const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
   a.chunks = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
   a.page_blocks = static_cast<uint32_t>(page_blocks);
   const unsigned grid = static_cast<unsigned>(1 + page_blocks + out_blocks);
-  metadata_kernel<<<grid, kScanThreads, 0, stream>>>(a);
+  if (!in.full_v2p.present() && !in.swa_table && out_blocks == 0)
+    metadata_kernel<true><<<grid, kScanThreads, 0, stream>>>(a);
+  else
+    metadata_kernel<false><<<grid, kScanThreads, 0, stream>>>(a);
   return nullptr;
 }
 
