@@ -42,6 +42,8 @@ log = logging.getLogger("vllm.plugins.sgl_meta")
 
 _installed: dict[str, object] = {}
 """target -> vLLM's original, for what this process replaced (``uninstall``)."""
+_kernels: set[str] = set()
+"""The targets in ``_installed`` that went through ``register_kernels``."""
 
 
 def _switch() -> tuple[str, str]:
@@ -117,6 +119,7 @@ def install(usable: list[tuple[object, Callable]]) -> None:
         register_kernels(kernels)
         for target, (owner, attr, original) in originals.items():
             _installed[target] = original
+            _kernels.add(target)
     for row, ours in usable:
         if row.how == "method":
             owner, attr, original = _owner_and_attr(row.target)
@@ -133,20 +136,22 @@ def _owner_and_attr(target: str) -> tuple[object, str, object]:
 
 
 def uninstall() -> None:
-    """Put vLLM's originals back (tests; a process normally keeps the plugin),
-    with the copies ``register_kernels`` rebound and its registry entries."""
+    """Put vLLM's originals back (tests; a process normally keeps the plugin):
+    the class attributes, and for kernels the copies ``register_kernels``
+    rebound to its wrapper and its registry entries."""
     for target, original in list(_installed.items()):
         owner, attr, current = _owner_and_attr(target)
         setattr(owner, attr, original)
-        for module in list(sys.modules.values()):  # copies register_kernels rebound
-            namespace = getattr(module, "__dict__", None)
-            if namespace and any(v is current for v in list(namespace.values())):
+        if target in _kernels:
+            for module in list(sys.modules.values()):
+                namespace = getattr(module, "__dict__", None) or {}
                 for name, value in list(namespace.items()):
                     if value is current:
                         setattr(module, name, original)
-        dispatcher = sys.modules.get("vllm.triton_utils.dispatcher")
-        if dispatcher is not None:
-            dispatcher._registry.pop(target, None)
+            dispatcher = sys.modules.get("vllm.triton_utils.dispatcher")
+            if dispatcher is not None:
+                dispatcher._registry.pop(target, None)
+            _kernels.discard(target)
         del _installed[target]
 
 
@@ -176,8 +181,8 @@ def register() -> None:
 def announce(line: str) -> None:
     """The plugin's one log line, through vLLM's logging (a child of
     ``vllm.plugins``, so it carries vLLM's format and level) once vLLM has
-    configured it; to stderr otherwise, where an INFO record would be dropped."""
-    if logging.getLogger("vllm").hasHandlers():
+    configured it; to stderr otherwise, where the INFO record would be dropped."""
+    if log.hasHandlers() and log.isEnabledFor(logging.INFO):
         log.info(line)
     else:
         print(line, file=sys.stderr, flush=True)
