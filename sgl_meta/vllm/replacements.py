@@ -1,0 +1,158 @@
+"""What vLLM 0.33 calls once the plugin is installed: its own signatures and
+side effects, our ops underneath.
+
+Methods of ``vllm.v1.worker.gpu.block_table.BlockTables`` (installed on the
+class; ``self`` is vLLM's object, its attributes passed unchanged) and Triton
+kernel stand-ins (installed through ``vllm.triton_utils.dispatcher.register_kernels``,
+which calls them with the kernel's launch arguments and drops the grid; each
+recovers the grid from its arguments as vLLM 0.33's launcher computes it).
+Nothing here imports vLLM: ``PAD_SLOT_ID`` is handed over by the plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from .. import vllm_block_table as _bt
+from .. import vllm_input_batch as _ib
+
+PAD_SLOT_ID = -1
+"""vLLM's ``vllm.v1.attention.backends.utils.PAD_SLOT_ID``; the plugin checks it is still -1."""
+
+
+def _tables(self) -> list[torch.Tensor]:
+    """``[b.gpu for b in self.block_tables]``, rebuilt only when vLLM rebuilds its
+    pointer array (``init_block_table_layout_tensors``), so a step pays no list
+    comprehension."""
+    cached = self.__dict__.get("_sgl_meta_tables")
+    if cached is None or cached[0] is not self.block_table_ptrs:
+        cached = (self.block_table_ptrs, [b.gpu for b in self.block_tables])
+        self.__dict__["_sgl_meta_tables"] = cached
+    return cached[1]
+
+
+def compute_slot_mappings(
+    self,
+    idx_mapping: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    positions: torch.Tensor,
+    num_tokens_padded: int,
+    out: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """``BlockTables.compute_slot_mappings``: every group's slot mapping, the
+    tail past the batch's tokens padded, one launch."""
+    slot_mappings = self.slot_mappings if out is None else out
+    if self.num_kv_cache_groups:
+        _bt.vllm_compute_slot_mappings(
+            idx_mapping=idx_mapping,
+            query_start_loc=query_start_loc,
+            positions=positions,
+            block_tables=_tables(self),
+            block_sizes=self.block_sizes_tensor,
+            slot_mapping_enabled=self.slot_mapping_enabled,
+            dcp_sharded=self.dcp_sharded,
+            slot_mappings=slot_mappings,
+            cp_rank=self.cp_rank,
+            cp_size=self.cp_size,
+            cp_interleave=self.cp_interleave,
+            pad_id=PAD_SLOT_ID,
+        )
+    return slot_mappings[:, :num_tokens_padded]
+
+
+def gather_block_tables(
+    self,
+    idx_mapping: torch.Tensor,
+    num_reqs_padded: int,
+    out: Optional[tuple[torch.Tensor, ...]] = None,
+    out_ptrs: Optional[torch.Tensor] = None,
+    num_computed_tokens: Optional[torch.Tensor] = None,
+) -> tuple[torch.Tensor, ...]:
+    """``BlockTables.gather_block_tables``: the batch's rows into the forward
+    pass's tables (vLLM's shared ``input_block_tables`` unless ``out`` is given),
+    rows a larger earlier batch left there zeroed, sliding-window masking when
+    ``num_computed_tokens`` is given and a group has a window."""
+    if self.num_kv_cache_groups == 0:
+        return ()
+    num_reqs = idx_mapping.shape[0]
+    num_rows = num_reqs_padded
+    if out is None:
+        out = tuple(self.input_block_tables)
+        # The shared tables' dirty-row bookkeeping, as vLLM keeps it.
+        num_rows = max(num_rows, self._num_dirty_rows)
+        self._num_dirty_rows = num_reqs
+    else:
+        # vLLM's own contract for an external output (out_ptrs is its
+        # kernel's view of ``out``; ours takes the tensors).
+        assert out_ptrs is not None
+        assert len(out) == self.num_kv_cache_groups
+    mask = self.has_sliding_window_groups and num_computed_tokens is not None
+    _bt.vllm_gather_block_tables(
+        idx_mapping=idx_mapping,
+        src_block_tables=_tables(self),
+        num_blocks=self.num_blocks.gpu,
+        dst_block_tables=out,
+        num_rows=num_rows,
+        num_computed_tokens=num_computed_tokens if mask else None,
+        sliding_window_reach=self.sliding_window_reach if mask else None,
+        block_sizes=self.block_sizes_tensor if mask else None,
+    )
+    return tuple(bt[:num_reqs_padded] for bt in out)
+
+
+def prepare_pos_seq_lens_kernel(
+    pos_ptr, seq_lens_ptr, idx_mapping_ptr, query_start_loc_ptr, num_computed_tokens_ptr, max_num_reqs, BLOCK_SIZE=None
+) -> None:
+    """Stands in for ``input_batch._prepare_pos_seq_lens_kernel`` launched over
+    ``(idx_mapping.shape[0] + 1,)`` with ``max_num_reqs = seq_lens.shape[0]``
+    (``prepare_pos_seq_lens``); our op covers the same rows from the tensors."""
+    if int(max_num_reqs) != seq_lens_ptr.shape[0]:
+        raise RuntimeError(
+            f"sgl-meta's _prepare_pos_seq_lens_kernel stand-in: max_num_reqs={max_num_reqs} is not "
+            f"seq_lens.shape[0]={seq_lens_ptr.shape[0]} (the launch vLLM 0.33 makes)"
+        )
+    _ib.vllm_prepare_pos_seq_lens(
+        idx_mapping=idx_mapping_ptr,
+        query_start_loc=query_start_loc_ptr,
+        num_computed_tokens=num_computed_tokens_ptr,
+        pos=pos_ptr,
+        seq_lens=seq_lens_ptr,
+    )
+
+
+def combine_sampled_and_draft_tokens_kernel(
+    input_ids_ptr,
+    idx_mapping_ptr,
+    last_sampled_tokens_ptr,
+    query_start_loc_ptr,
+    seq_lens_ptr,
+    prefill_len_ptr,
+    draft_tokens_ptr,
+    draft_tokens_stride,
+    cu_num_logits_ptr,
+    logits_indices_ptr,
+    BLOCK_SIZE=None,
+    NUM_NEW_SAMPLED_TOKENS=1,
+) -> None:
+    """Stands in for ``input_batch._combine_sampled_and_draft_tokens_kernel``
+    launched over ``(idx_mapping.shape[0],)`` (``combine_sampled_and_draft_tokens``,
+    which allocates ``logits_indices`` and returns it)."""
+    if draft_tokens_ptr.dim() != 2 or int(draft_tokens_stride) != draft_tokens_ptr.stride(0):
+        raise RuntimeError(
+            "sgl-meta's _combine_sampled_and_draft_tokens_kernel stand-in: draft_tokens_stride="
+            f"{draft_tokens_stride} is not draft_tokens.stride(0) of a 2-D draft_tokens (the launch vLLM 0.33 makes)"
+        )
+    _ib.vllm_combine_sampled_and_draft_tokens(
+        input_ids=input_ids_ptr,
+        idx_mapping=idx_mapping_ptr,
+        last_sampled_tokens=last_sampled_tokens_ptr,
+        query_start_loc=query_start_loc_ptr,
+        seq_lens=seq_lens_ptr,
+        prefill_len=prefill_len_ptr,
+        draft_tokens=draft_tokens_ptr,
+        cu_num_logits=cu_num_logits_ptr,
+        logits_indices=logits_indices_ptr,
+        num_new_sampled_tokens=int(NUM_NEW_SAMPLED_TOKENS),
+    )

@@ -1,0 +1,128 @@
+"""The plugin's table: one row per vLLM 0.33 object that sgl-meta replaces.
+
+Two kinds of row:
+
+* ``Kernel``: a Triton kernel installed through vLLM's own
+  ``vllm.triton_utils.dispatcher.register_kernels`` (which rebinds every
+  ``from X import kernel`` copy and drops the launch grid). Used only where our
+  stand-in can recover the grid from the launch arguments, so the row also
+  checks the launcher's source still launches over that grid, and the kernel's
+  parameter names are the ones the stand-in takes.
+* ``Method``: a ``BlockTables`` method set on the class, where the grid is not
+  in the arguments (``gather_block_tables`` clears rows past the batch) or the
+  kernel reads the block tables through a pointer array our ops do not take.
+  The row checks vLLM's signature is the one the replacement was written for.
+
+Every check is a metadata read (an import, a signature, a source line);
+nothing runs a kernel.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+from ..sglang.hooks import CudaKernel, Skip, load, resolve, signature_mismatch
+
+_BT = "vllm.v1.worker.gpu.block_table"
+_IB = "vllm.v1.worker.gpu.input_batch"
+_OURS = "sgl_meta.vllm.replacements"
+_NUM_REQS = "num_reqs=idx_mapping.shape[0]"
+
+
+def vllm_object(target: str) -> object:
+    """vLLM's object at ``target``; :class:`Skip` (with why) when it cannot be had."""
+    try:
+        return resolve(target)
+    except AttributeError as err:
+        raise Skip(f"not in this vLLM ({err})") from None
+    except ImportError as err:
+        missing = getattr(err, "name", None) or ""
+        if missing and not missing.startswith("vllm"):
+            raise Skip(f"vLLM's module needs {missing}, which is not installed (docs/vllm.md)") from None
+        raise Skip(f"not in this vLLM ({type(err).__name__}: {err})") from None
+
+
+@dataclass(frozen=True)
+class Method:
+    """``owner.method`` of vLLM replaced by ``replacement`` (``"module:attr"``)."""
+
+    target: str
+    replacement: str
+    op: str
+
+    how = "method"
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.target.split(".")[-2:])
+
+    def check(self, cuda: bool = True) -> Callable:
+        ours = load(self.replacement)
+        why = CudaKernel(self.op).missing(cuda)
+        if why:
+            raise Skip(why)
+        theirs = vllm_object(self.target)
+        if getattr(theirs, "__module__", "") == ours.__module__:
+            raise Skip("already replaced in this process")
+        why = signature_mismatch(theirs, ours)
+        if why:
+            raise Skip(f"vLLM's signature differs from the one ours was written for: {why}")
+        return ours
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A Triton kernel of vLLM, launched by ``launcher`` over ``grid``, replaced
+    by a stand-in (``"module:attr"``) that takes the kernel's parameters."""
+
+    target: str
+    replacement: str
+    op: str
+    launcher: str
+    grid: str
+
+    how = "kernel"
+
+    @property
+    def name(self) -> str:
+        return self.target.rsplit(".", 1)[-1]
+
+    def check(self, cuda: bool = True) -> Callable:
+        ours = load(self.replacement)
+        why = CudaKernel(self.op).missing(cuda)
+        if why:
+            raise Skip(why)
+        kernel = vllm_object(self.target)
+        if getattr(kernel, "func", None) is ours:
+            raise Skip("already replaced in this process")
+        names = getattr(kernel, "arg_names", None)
+        if names is None:
+            # vLLM without a usable Triton hands out plain functions; our
+            # stand-ins are written against the JIT kernels' parameters.
+            names = tuple(inspect.signature(getattr(kernel, "fn", kernel)).parameters)
+        if tuple(names) != tuple(inspect.signature(ours).parameters):
+            raise Skip(f"vLLM's kernel parameters differ from ours: {tuple(names)}")
+        launcher = vllm_object(self.launcher)
+        source = re.sub(r"\s+", "", inspect.getsource(launcher))
+        for fragment in (f"{self.name}[{self.grid}]", _NUM_REQS):
+            if fragment not in source:
+                raise Skip(f"{self.launcher.rsplit('.', 1)[-1]} no longer has `{fragment}`: the launch "
+                           f"grid is not the {self.grid} with num_reqs = idx_mapping.shape[0] the stand-in recovers")
+        return ours
+
+
+TARGETS: tuple = (
+    # prepare_attn, every step (and the speculators): one launch over all KV-cache groups.
+    Method(f"{_BT}.BlockTables.compute_slot_mappings", f"{_OURS}:compute_slot_mappings", "vllm_compute_slot_mappings"),
+    Method(f"{_BT}.BlockTables.gather_block_tables", f"{_OURS}:gather_block_tables", "vllm_gather_block_tables"),
+    # prepare_inputs, every step: the kernels under prepare_pos_seq_lens and
+    # combine_sampled_and_draft_tokens (vLLM's functions stay: their host work
+    # is a few lines, and combine allocates and returns logits_indices).
+    Kernel(f"{_IB}._prepare_pos_seq_lens_kernel", f"{_OURS}:prepare_pos_seq_lens_kernel",
+           "vllm_prepare_pos_seq_lens", f"{_IB}.prepare_pos_seq_lens", "(num_reqs+1,)"),
+    Kernel(f"{_IB}._combine_sampled_and_draft_tokens_kernel", f"{_OURS}:combine_sampled_and_draft_tokens_kernel",
+           "vllm_combine_sampled_and_draft_tokens", f"{_IB}.combine_sampled_and_draft_tokens", "(num_reqs,)"),
+)

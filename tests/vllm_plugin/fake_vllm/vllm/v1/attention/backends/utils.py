@@ -1,0 +1,1 @@
+PAD_SLOT_ID = -1

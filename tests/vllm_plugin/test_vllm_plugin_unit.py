@@ -1,0 +1,313 @@
+"""The vLLM plugin's logic on CPU, without vLLM: switches, the version check,
+each row's checks against a stand-in of vLLM 0.33's layout (fake_vllm/, whose
+functions fail if the plugin lets vLLM's own code run), installing and putting
+back, and what the replacement methods pass to our ops and leave in vLLM's
+object. The same replacements against vLLM's real package and Triton kernels:
+test_load_general_plugins.py (children in the overlay venv)."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+import sgl_meta
+from sgl_meta.reference import vllm_block_table as ref
+from sgl_meta.vllm import plugin, replacements, targets
+
+FAKE = Path(__file__).with_name("fake_vllm")
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """vLLM 0.33's layout from fake_vllm/ in place of any installed vLLM."""
+    saved = {k: v for k, v in sys.modules.items() if k == "vllm" or k.startswith("vllm.")}
+    for name in saved:
+        del sys.modules[name]
+    monkeypatch.syspath_prepend(str(FAKE))
+    monkeypatch.setattr(plugin, "vllm_version", lambda: "0.33.0")
+    monkeypatch.delenv("SGLMETA_VLLM_PLUGIN", raising=False)
+    yield
+    plugin.uninstall()
+    for name in [k for k in sys.modules if k == "vllm" or k.startswith("vllm.")]:
+        del sys.modules[name]
+    sys.modules.update(saved)
+
+
+def test_import_sgl_meta_does_not_import_the_plugin():
+    import subprocess
+
+    code = "import sys, sgl_meta; print(any(m.split('.')[:2] == ['sgl_meta', 'vllm'] or m.split('.')[0] == 'vllm' for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(sgl_meta.__file__).parents[1])
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("value", ["0", "off", "False", "no"])
+def test_switch_off(fake_vllm, monkeypatch, value):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", value)
+    assert plugin.inactive_reason() == f"SGLMETA_VLLM_PLUGIN={value}"
+
+
+def test_switch_typo_is_off(fake_vllm, monkeypatch):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "forced")
+    assert "is not one of" in plugin.inactive_reason()
+
+
+def test_default_needs_cuda_kernels_and_a_gpu(fake_vllm, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "no CUDA device is visible" in plugin.inactive_reason()
+    assert plugin.inactive_reason(device=False) is None or "without CUDA kernels" in plugin.inactive_reason(False)
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    assert plugin.inactive_reason() is None
+
+
+@pytest.mark.parametrize("version", ["0.32.1", "0.34.0", "1.0.0", None])
+def test_other_vllm_versions_are_left_alone_even_forced(fake_vllm, monkeypatch, version):
+    monkeypatch.setattr(plugin, "vllm_version", lambda: version)
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    why = plugin.inactive_reason()
+    assert why == "vllm is not installed" if version is None else f"vllm {version} is installed" in why
+
+
+def test_patch_releases_and_local_versions_are_accepted(fake_vllm, monkeypatch):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    for version in ("0.33.1", "0.33.0+cu130"):
+        monkeypatch.setattr(plugin, "vllm_version", lambda v=version: v)
+        assert plugin.inactive_reason() is None
+
+
+def test_every_row_checks_out_against_0_33s_layout(fake_vllm, monkeypatch):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    usable, skipped = plugin.plan()
+    assert skipped == []
+    assert [r.name for r, _ in usable] == [
+        "BlockTables.compute_slot_mappings", "BlockTables.gather_block_tables",
+        "_prepare_pos_seq_lens_kernel", "_combine_sampled_and_draft_tokens_kernel",
+    ]
+
+
+def _skipped(name):
+    usable, skipped = plugin.plan()
+    return dict((r.name, why) for r, why in skipped).get(name)
+
+
+def test_a_changed_method_signature_is_left_alone(fake_vllm, monkeypatch):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    from vllm.v1.worker.gpu.block_table import BlockTables
+
+    def compute_slot_mappings(self, idx_mapping, query_start_loc, positions, num_tokens_padded, out=None, extra=0):
+        pass
+
+    monkeypatch.setattr(BlockTables, "compute_slot_mappings", compute_slot_mappings)
+    assert "signature differs" in _skipped("BlockTables.compute_slot_mappings")
+    assert _skipped("BlockTables.gather_block_tables") is None
+
+
+def test_a_changed_kernel_parameter_list_is_left_alone(fake_vllm, monkeypatch):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    from vllm.v1.worker.gpu import input_batch
+
+    kernel = input_batch._prepare_pos_seq_lens_kernel
+    monkeypatch.setattr(kernel, "arg_names", kernel.arg_names[:-1] + ("STRIDE", "BLOCK_SIZE"))
+    assert "kernel parameters differ" in _skipped("_prepare_pos_seq_lens_kernel")
+
+
+def test_a_changed_launch_grid_is_left_alone(fake_vllm, monkeypatch, tmp_path):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    from vllm.v1.worker.gpu import input_batch
+
+    source = (FAKE / "vllm/v1/worker/gpu/input_batch.py").read_text().replace("[(num_reqs,)]", "[(num_reqs, 2)]")
+    changed = tmp_path / "changed.py"
+    changed.write_text(source)
+    namespace: dict = {}
+    exec(compile(source, str(changed), "exec"), namespace)
+    monkeypatch.setattr(input_batch, "combine_sampled_and_draft_tokens", namespace["combine_sampled_and_draft_tokens"])
+    assert "no longer has" in _skipped("_combine_sampled_and_draft_tokens_kernel")
+    assert _skipped("_prepare_pos_seq_lens_kernel") is None
+
+
+def test_a_missing_target_or_op_is_left_alone(fake_vllm, monkeypatch):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    from vllm.v1.worker.gpu.block_table import BlockTables
+
+    monkeypatch.delattr(BlockTables, "gather_block_tables")
+    assert "not in this vLLM" in _skipped("BlockTables.gather_block_tables")
+    row = targets.Method("vllm.v1.worker.gpu.block_table.BlockTables.compute_slot_mappings",
+                         "sgl_meta.vllm.replacements:compute_slot_mappings", "vllm_no_such_op")
+    usable, skipped = plugin.plan((row,))
+    assert "torch.ops.sgl_meta.vllm_no_such_op is not in this sgl-meta" in skipped[0][1]
+
+
+def test_register_installs_logs_one_line_and_is_idempotent(fake_vllm, monkeypatch, capsys):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    from vllm.triton_utils import dispatcher
+    from vllm.v1.worker.gpu import input_batch
+    from vllm.v1.worker.gpu.block_table import BlockTables
+
+    dispatcher.calls.clear()
+    plugin.register()
+    line = capsys.readouterr().err.strip().splitlines()
+    assert len(line) == 1 and "replaces vLLM's BlockTables.compute_slot_mappings" in line[0], line
+    assert BlockTables.compute_slot_mappings is replacements.compute_slot_mappings
+    assert BlockTables.gather_block_tables is replacements.gather_block_tables
+    assert len(dispatcher.calls) == 1
+    assert input_batch._prepare_pos_seq_lens_kernel.func is replacements.prepare_pos_seq_lens_kernel
+    assert input_batch._combine_sampled_and_draft_tokens_kernel.func is replacements.combine_sampled_and_draft_tokens_kernel
+
+    plugin.register()  # a second load in the same process changes nothing
+    again = capsys.readouterr().err
+    assert "replaces nothing" in again and again.count("already replaced in this process") == 4
+    assert len(dispatcher.calls) == 1
+
+    plugin.uninstall()
+    assert BlockTables.compute_slot_mappings.__module__ == "vllm.v1.worker.gpu.block_table"
+    assert not hasattr(input_batch._prepare_pos_seq_lens_kernel, "func")
+
+
+def test_register_off_installs_nothing(fake_vllm, monkeypatch, capsys):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "0")
+    plugin.register()
+    err = capsys.readouterr().err
+    assert "inactive, vLLM keeps its own kernels (SGLMETA_VLLM_PLUGIN=0)" in err
+    from vllm.v1.worker.gpu.block_table import BlockTables
+
+    assert BlockTables.compute_slot_mappings.__module__ == "vllm.v1.worker.gpu.block_table"
+
+
+def test_cli_prints_each_row(fake_vllm, monkeypatch, capsys):
+    from sgl_meta.vllm.__main__ import main
+
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    main()
+    out = capsys.readouterr().out
+    assert out.count("replaces vllm.") == 4 and "via register_kernels" in out
+    monkeypatch.setenv("VLLM_PLUGINS", "someone_else")
+    main()
+    assert "does not name sgl_meta" in capsys.readouterr().out
+
+
+# What the replacement methods do with vLLM's object: a BlockTables-shaped
+# namespace on CPU tensors (our ops' CPU kernels), checked against the reference.
+
+
+def _block_tables(G=2, max_reqs=6, width=5, tokens=24, reach=(0, 9), seed=0):
+    g = torch.Generator().manual_seed(seed)
+    tables = [torch.randint(1, 100, (max_reqs, width), dtype=torch.int32, generator=g) for _ in range(G)]
+    return types.SimpleNamespace(
+        num_kv_cache_groups=G,
+        block_tables=[types.SimpleNamespace(gpu=t) for t in tables],
+        block_table_ptrs=object(),
+        block_sizes_tensor=torch.tensor([4, 8][:G], dtype=torch.int32),
+        slot_mapping_enabled=torch.ones(G, dtype=torch.bool),
+        dcp_sharded=torch.ones(G, dtype=torch.bool),
+        sliding_window_reach=torch.tensor(reach[:G], dtype=torch.int32),
+        has_sliding_window_groups=any(r > 0 for r in reach[:G]),
+        num_blocks=types.SimpleNamespace(gpu=torch.randint(0, width + 1, (G, max_reqs), dtype=torch.int32, generator=g)),
+        input_block_tables=[torch.full((max_reqs, width), 7, dtype=torch.int32) for _ in range(G)],
+        _num_dirty_rows=0,
+        slot_mappings=torch.full((G, tokens), 5, dtype=torch.int64),
+        cp_rank=0, cp_size=1, cp_interleave=1,
+    )
+
+
+def test_gather_keeps_vllms_dirty_row_bookkeeping():
+    bt = _block_tables()
+    idx = torch.tensor([4, 0, 2])
+    views = replacements.gather_block_tables(bt, idx, num_reqs_padded=4)
+    assert bt._num_dirty_rows == 3
+    assert all(v.shape == (4, 5) and v.data_ptr() == t.data_ptr() for v, t in zip(views, bt.input_block_tables))
+    expected = [t.clone() for t in bt.input_block_tables]
+    bt._num_dirty_rows = 6  # a larger batch ran before: its rows must be cleared too
+    replacements.gather_block_tables(bt, idx[:1], num_reqs_padded=2)
+    assert bt._num_dirty_rows == 1
+    for got in bt.input_block_tables:
+        assert torch.count_nonzero(got[1:]).item() == 0
+    want = [t.clone() for t in expected]
+    ref.vllm_gather_block_tables(idx_mapping=idx[:1], src_block_tables=[b.gpu for b in bt.block_tables],
+                                 num_blocks=bt.num_blocks.gpu, dst_block_tables=want, num_rows=6)
+    for got, w in zip(bt.input_block_tables, want):
+        assert torch.equal(got, w)
+
+
+def test_gather_masks_only_with_num_computed_tokens_and_a_window():
+    bt = _block_tables(reach=(0, 9))
+    idx = torch.tensor([1, 3])
+    computed = torch.tensor([0, 40, 0, 17, 0, 0], dtype=torch.int32)
+    replacements.gather_block_tables(bt, idx, 2, num_computed_tokens=computed)
+    want = [torch.full((6, 5), 7, dtype=torch.int32) for _ in range(2)]
+    ref.vllm_gather_block_tables(idx_mapping=idx, src_block_tables=[b.gpu for b in bt.block_tables],
+                                 num_blocks=bt.num_blocks.gpu, dst_block_tables=want, num_rows=2,
+                                 num_computed_tokens=computed, sliding_window_reach=bt.sliding_window_reach,
+                                 block_sizes=bt.block_sizes_tensor)
+    assert all(torch.equal(a, b) for a, b in zip(bt.input_block_tables, want))
+    no_window = _block_tables(reach=(0, 0))
+    replacements.gather_block_tables(no_window, idx, 2, num_computed_tokens=computed)
+    want = [torch.full((6, 5), 7, dtype=torch.int32) for _ in range(2)]
+    ref.vllm_gather_block_tables(idx_mapping=idx, src_block_tables=[b.gpu for b in no_window.block_tables],
+                                 num_blocks=no_window.num_blocks.gpu, dst_block_tables=want, num_rows=2)
+    assert all(torch.equal(a, b) for a, b in zip(no_window.input_block_tables, want))
+
+
+def test_gather_into_an_external_output_leaves_the_shared_rows():
+    bt = _block_tables()
+    bt._num_dirty_rows = 5
+    out = tuple(torch.full((3, 5), -1, dtype=torch.int32) for _ in range(2))
+    views = replacements.gather_block_tables(bt, torch.tensor([2, 5]), 3, out=out, out_ptrs=torch.zeros(2))
+    assert bt._num_dirty_rows == 5
+    assert all(torch.equal(t, torch.full((6, 5), 7, dtype=torch.int32)) for t in bt.input_block_tables)
+    assert [v.data_ptr() for v in views] == [o.data_ptr() for o in out]
+    assert all(torch.count_nonzero(o[2]).item() == 0 for o in out)
+    with pytest.raises(AssertionError):
+        replacements.gather_block_tables(bt, torch.tensor([2]), 1, out=out)  # vLLM asserts out_ptrs too
+
+
+def test_no_kv_cache_groups():
+    bt = _block_tables()
+    bt.num_kv_cache_groups = 0
+    assert replacements.gather_block_tables(bt, torch.tensor([0]), 1) == ()
+    before = bt.slot_mappings.clone()
+    view = replacements.compute_slot_mappings(bt, torch.tensor([0]), torch.tensor([0, 1], dtype=torch.int32),
+                                              torch.tensor([0]), 3)
+    assert view.shape == (2, 3) and torch.equal(bt.slot_mappings, before)
+
+
+@pytest.mark.parametrize("use_out", [False, True])
+def test_slot_mappings_equal_the_reference_and_return_vllms_view(use_out):
+    bt = _block_tables()
+    idx = torch.tensor([3, -1, 0])
+    qsl = torch.tensor([0, 4, 6, 9], dtype=torch.int32)
+    pos = torch.randint(0, 20, (9,))
+    out = torch.full((2, 24), 3, dtype=torch.int64) if use_out else None
+    view = replacements.compute_slot_mappings(bt, idx, qsl, pos, 12, out=out)
+    target = out if use_out else bt.slot_mappings
+    assert view.shape == (2, 12) and view.data_ptr() == target.data_ptr()
+    want = torch.full((2, 24), 3 if use_out else 5, dtype=torch.int64)
+    ref.vllm_compute_slot_mappings(idx_mapping=idx, query_start_loc=qsl, positions=pos,
+                                   block_tables=[b.gpu for b in bt.block_tables], block_sizes=bt.block_sizes_tensor,
+                                   slot_mapping_enabled=bt.slot_mapping_enabled, dcp_sharded=bt.dcp_sharded,
+                                   slot_mappings=want)
+    assert torch.equal(target, want)
+
+
+def test_the_table_list_follows_vllms_layout_rebuild():
+    bt = _block_tables()
+    first = replacements._tables(bt)
+    assert replacements._tables(bt) is first
+    bt.block_tables = bt.block_tables[::-1]
+    bt.block_table_ptrs = object()  # what init_block_table_layout_tensors does
+    assert replacements._tables(bt) == [b.gpu for b in bt.block_tables]
+
+
+def test_kernel_stand_ins_refuse_a_launch_they_were_not_written_for():
+    seq_lens = torch.zeros(4, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="max_num_reqs=3 is not seq_lens.shape"):
+        replacements.prepare_pos_seq_lens_kernel(torch.zeros(4, dtype=torch.int64), seq_lens, torch.tensor([0]),
+                                                 torch.tensor([0, 1], dtype=torch.int32),
+                                                 torch.zeros(4, dtype=torch.int32), 3, BLOCK_SIZE=1024)
+    draft = torch.zeros(4, 2, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="draft_tokens_stride=3"):
+        replacements.combine_sampled_and_draft_tokens_kernel(*([None] * 6), draft, 3, None, None)

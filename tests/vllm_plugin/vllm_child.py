@@ -1,0 +1,178 @@
+"""Run in a fresh interpreter (the overlay venv) by test_load_general_plugins.py:
+vLLM 0.33's own ``load_general_plugins()`` with sgl-meta's entry point visible,
+then a JSON report on stdout's last line.
+
+argv[1] = "before": import vLLM's model runner (and so BlockTables and the
+input-batch functions) before the plugins load; "after": after.
+argv[2] = "diff" (optional): then run the same random steps through vLLM's
+BlockTables and input-batch functions twice on CPU tensors, first with vLLM's
+own Triton kernels (interpreted: the parent sets TRITON_INTERPRET=1 and an empty
+CUDA_VISIBLE_DEVICES, under which vLLM keeps Triton on a machine without a
+GPU), then with the plugin's replacements, and report every difference in what
+they return and in every buffer and attribute they leave.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import random
+import sys
+
+MODEL_RUNNER = "vllm.v1.worker.gpu.model_runner"
+
+
+def where(obj) -> str:
+    func = getattr(obj, "func", obj)  # register_kernels' wrapper holds ours as func
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__name__', '?')}"
+
+
+def resolved() -> dict:
+    from vllm.v1.worker.gpu import block_table, input_batch
+
+    out = {
+        "BlockTables.compute_slot_mappings": where(block_table.BlockTables.compute_slot_mappings),
+        "BlockTables.gather_block_tables": where(block_table.BlockTables.gather_block_tables),
+        "_prepare_pos_seq_lens_kernel": where(input_batch._prepare_pos_seq_lens_kernel),
+        "_combine_sampled_and_draft_tokens_kernel": where(input_batch._combine_sampled_and_draft_tokens_kernel),
+    }
+    runner = sys.modules.get(MODEL_RUNNER)
+    if runner is not None:
+        out["model_runner.BlockTables.compute_slot_mappings"] = where(runner.BlockTables.compute_slot_mappings)
+    return out
+
+
+# ---- the differential run -------------------------------------------------
+
+
+def cpu_buffers() -> None:
+    """vLLM's staging buffers on a machine without pinned memory or a GPU:
+    its own fallbacks (NonUvaBuffer on the platform's device, pageable copies)."""
+    import vllm.utils.torch_utils as torch_utils
+    from vllm.platforms import current_platform
+    from vllm.v1.worker.gpu import buffer_utils
+
+    current_platform.device_type = "cpu"
+    buffer_utils.is_uva_available = lambda: False
+    torch_utils.PIN_MEMORY = False
+
+
+def scenario(seed: int) -> list:
+    """One random engine's worth of steps; returns every output and buffer."""
+    import torch
+    from vllm.v1.worker.gpu import input_batch
+    from vllm.v1.worker.gpu.block_table import BlockTables
+
+    rng = random.Random(seed)
+    G = rng.choice([1, 2, 3])
+    max_reqs, max_tokens, max_len, S = 6, 48, 40, rng.choice([1, 2, 3])
+    cp_size = rng.choice([1, 1, 2, 4])
+    sizes = [rng.choice([1, 2, 4, 16]) for _ in range(G)]
+    widths = [max_len // b + 2 for b in sizes]
+    bt = BlockTables(
+        block_sizes=sizes, max_num_reqs=max_reqs, max_num_batched_tokens=max_tokens,
+        max_num_blocks_per_group=widths, device=torch.device("cpu"),
+        cp_size=cp_size, cp_rank=rng.randrange(cp_size), cp_interleave=rng.choice([1, sizes[0]]),
+        slot_mapping_enabled=[rng.random() < 0.8 for _ in range(G)],
+        dcp_sharded=[rng.random() < 0.6 for _ in range(G)],
+        sliding_window_reach=[rng.choice([0, 0, 5, 17]) for _ in range(G)],
+    )
+    computed = torch.zeros(max_reqs, dtype=torch.int32)
+    prefill_len = torch.tensor([rng.randrange(1, max_len) for _ in range(max_reqs)], dtype=torch.int32)
+    last_sampled = torch.tensor([[rng.randrange(1000)] for _ in range(max_reqs)], dtype=torch.int64)
+    draft = torch.tensor([[rng.randrange(1000) for _ in range(S)] for _ in range(max_reqs)], dtype=torch.int64)
+    input_ids = torch.full((max_tokens,), -3, dtype=torch.int32)
+    positions = torch.full((max_tokens,), -3, dtype=torch.int64)
+    seq_lens = torch.full((max_reqs,), -3, dtype=torch.int32)
+    record = []
+    for step in range(5):
+        for req in range(max_reqs):
+            if rng.random() < 0.5:
+                blocks = tuple([rng.randrange(1, 500) for _ in range(rng.randrange(0, 4))] for _ in range(G))
+                if all(int(bt.num_blocks.np[g, req]) + len(blocks[g]) <= widths[g] for g in range(G)):
+                    bt.append_block_ids(req, blocks, overwrite=rng.random() < 0.3)
+        bt.apply_staged_writes()
+        n = rng.randrange(1, max_reqs + 1)
+        idx = torch.tensor(rng.sample(range(max_reqs), n), dtype=rng.choice([torch.int32, torch.int64]))
+        qlens = [rng.randrange(1, 6) for _ in range(n)]
+        for i, r in enumerate(idx.tolist()):  # keep every position inside the tables
+            computed[r] = min(int(computed[r]), max_len - qlens[i])
+        qsl = torch.zeros(max_reqs + 1, dtype=torch.int32)
+        qsl[1: n + 1] = torch.tensor(qlens).cumsum(0)
+        qsl[n + 1:] = qsl[n]
+        qsl_view = qsl[: n + 1]
+        k = rng.choice([0, 1])  # new sampled tokens per request besides the drafts
+        num_logits = [rng.randrange(1, min(S + k, q) + 1) for q in qlens]
+        cu = torch.zeros(n + 1, dtype=torch.int32)
+        cu[1:] = torch.tensor(num_logits).cumsum(0)
+
+        input_batch.prepare_pos_seq_lens(idx, qsl_view, computed, positions, seq_lens)
+        logits = input_batch.combine_sampled_and_draft_tokens(
+            input_ids, idx, last_sampled, qsl_view, seq_lens[:n], prefill_len, draft, cu, int(cu[-1]),
+            k,
+        )
+        padded = min(n + rng.randrange(0, 2), max_reqs)
+        tables = bt.gather_block_tables(idx, padded, num_computed_tokens=computed if rng.random() < 0.7 else None)
+        padded_tokens = int(qsl[n]) + rng.randrange(0, 4)
+        slots = bt.compute_slot_mappings(idx, qsl_view, positions, padded_tokens)
+        dummy = bt.compute_slot_mappings(torch.tensor([-1] * n), qsl_view, positions, padded_tokens,
+                                         out=torch.full_like(bt.slot_mappings, 9))
+        record.append({
+            "logits_indices": logits, "input_ids": input_ids.clone(), "positions": positions.clone(),
+            "seq_lens": seq_lens.clone(), "tables": [t.clone() for t in tables],
+            "input_block_tables": [t.clone() for t in bt.input_block_tables], "dirty": bt._num_dirty_rows,
+            "slots": slots.clone(), "slot_mappings": bt.slot_mappings.clone(), "dummy": dummy.clone(),
+            "shapes": [tuple(t.shape) for t in tables] + [tuple(slots.shape)],
+        })
+        for i, r in enumerate(idx.tolist()):
+            computed[r] += qlens[i]
+    return record
+
+
+def differences(a, b, path="") -> list[str]:
+    import torch
+
+    if isinstance(a, dict):
+        return [d for k in a for d in differences(a[k], b[k], f"{path}.{k}")]
+    if isinstance(a, list) and a and not isinstance(a[0], int):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{path}[{i}]")]
+    if isinstance(a, torch.Tensor):
+        same = a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        return [] if same else [f"{path}: vLLM {a.tolist()} ours {b.tolist()}"]
+    return [] if a == b else [f"{path}: vLLM {a} ours {b}"]
+
+
+def differential(seeds: list[int]) -> dict:
+    from sgl_meta.vllm import plugin
+
+    cpu_buffers()
+    plugin.uninstall()
+    theirs_resolved = resolved()
+    theirs = {s: scenario(s) for s in seeds}
+    usable, skipped = plugin.plan()
+    plugin.install(usable)
+    ours_resolved = resolved()
+    ours = {s: scenario(s) for s in seeds}
+    diffs = [f"seed {s} step {i}{d}" for s in seeds for i, (x, y) in enumerate(zip(theirs[s], ours[s]))
+             for d in differences(x, y)]
+    return {"installed": [r.name for r, _ in usable], "skipped": [f"{r.name}: {w}" for r, w in skipped],
+            "steps": sum(len(v) for v in theirs.values()), "differences": diffs[:20],
+            "theirs_resolved": theirs_resolved, "ours_resolved": ours_resolved}
+
+
+def main(when: str, diff: bool, seed: int) -> None:
+    if when == "before":
+        importlib.import_module(MODEL_RUNNER)
+    from vllm.plugins import load_general_plugins
+
+    load_general_plugins()
+    report = {"resolved": resolved()}
+    if diff:
+        rng = random.Random(seed)
+        report["diff"] = differential([rng.randrange(2**31) for _ in range(12)])
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], len(sys.argv) > 2 and sys.argv[2] == "diff", int(sys.argv[3]) if len(sys.argv) > 3 else 0)
