@@ -14,6 +14,7 @@ constexpr); here it is a run-time value.
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, Optional
 
 import torch
@@ -264,7 +265,26 @@ def draft_extend_dropin(op: Callable[..., None]) -> Callable[..., None]:
     return draft_extend_set_metadata
 
 
-normal_decode_set_metadata = _op.dropin(_DECODE, _UPSTREAM)(decode_dropin(update_flash_attention_metadata))
+class _Deferred(threading.local):
+    calls: Optional[list] = None
+
+
+deferred_decode = _Deferred()
+"""While ``deferred_decode.calls`` is a list (this thread only), the decode drop-in
+appends its op call's keyword arguments to it instead of launching: the multi-step
+draft hook (:mod:`sgl_meta.sglang.flash_attention_spec`) then writes every step's
+set in one launch."""
+
+
+def _decode_op(**kwargs) -> None:
+    calls = deferred_decode.calls
+    if calls is None:
+        update_flash_attention_metadata(**kwargs)
+    else:
+        calls.append(kwargs)
+
+
+normal_decode_set_metadata = _op.dropin(_DECODE, _UPSTREAM)(decode_dropin(_decode_op))
 draft_extend_set_metadata = _op.dropin(_DRAFT_EXTEND, _UPSTREAM)(draft_extend_dropin(update_flash_attention_metadata))
 
 prepare_swa_spec_page_table_triton = _op.adapt(

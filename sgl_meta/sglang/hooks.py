@@ -308,6 +308,15 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.flash_attention_metadata:prepare_swa_spec_page_table_triton",
         (CudaKernel("flash_attention_swa_spec_page_table"),),
     ),
+    # FlashAttention multi-step EAGLE draft decode (docs/sglang.md, "FlashAttention multi-step draft decode"):
+    # SGLang's loop over the step backends runs with the decode drop-in's calls collected, then one launch
+    # writes every step's set. Without the normal_decode_set_metadata row nothing is collected.
+    Hook(
+        "sglang.srt.layers.attention.flashattention_backend.FlashAttentionMultiStepBackend.init_forward_metadata_out_graph",
+        "sgl_meta.sglang.flash_attention_spec:multi_step_init_forward_metadata_out_graph",
+        (CudaKernel("update_flash_attention_metadata"),),
+        kind="AROUND",
+    ),
     # KV index streams (docs/operators/kv_indices.md): the Triton backend's kv_indptr cumsum + kv_indices gather
     # (+ the decode split counts) in one launch. create_flashinfer_kv_indices_triton and get_num_kv_splits_triton
     # are raw Triton kernels launched as kernel[grid](...): the backend methods that launch them are hooked.

@@ -1,0 +1,160 @@
+"""SGLang 0.5.23 FlashAttention (FA3/FA4) multi-step EAGLE draft decode in one launch.
+
+On every draft-decode replay prep, 0.5.23's
+``FlashAttentionMultiStepBackend.init_forward_metadata_out_graph`` (in
+``sglang/srt/layers/attention/flashattention_backend.py``) builds a DECODE view
+of the batch and calls each of its ``speculative_num_steps - 1`` step backends'
+``init_forward_metadata_out_graph``. With top-k 1, step ``i``'s path
+(``_init_full_cg_decode_metadata`` -> ``_apply_cuda_graph_metadata`` ->
+``_set_decode_page_metadata``) refills that backend's SWA write ids (SWA pool
+only: torch ops), then makes one ``normal_decode_set_metadata`` launch with
+``seq_len_delta = i + 1`` into its ``decode_cuda_graph_metadata[bs]``
+(``cache_seqlens_int32``, ``cu_seqlens_k``, the draft-decode ``page_table``,
+the ``swa_page_table`` through the pool's token mapping when bound), and sets
+its ``forward_metadata`` / ``forward_metadata_spec_decode_expand``.
+
+:func:`multi_step_init_forward_metadata_out_graph` (an AROUND hook) runs that
+same method, SGLang's loop and every step's own code, with the decode drop-in
+collecting its calls instead of launching (``deferred_decode`` in
+:mod:`sgl_meta.flash_attention_metadata`), then writes all K - 1 sets with one
+:func:`sgl_meta.update_flash_attention_metadata`: each page read once. Nothing in
+those paths reads what the deferred calls write before the loop ends (checked
+for the cases it covers: plain 0.5.23 step backends, top-k 1, no translating
+pool, no encoder lengths, not at capture). Everything else calls ``original``
+untouched. Where the decode drop-in is not what SGLang calls (its row not
+hooked), nothing is collected and the hook costs one Python frame.
+
+No module here imports ``sglang``: the backends are used through the attributes
+0.5.23 gives them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .. import flash_attention_metadata as _fam
+
+BACKEND = "sglang.srt.layers.attention.flashattention_backend"
+MULTI_STEP_TARGET = f"{BACKEND}.FlashAttentionMultiStepBackend.init_forward_metadata_out_graph"
+
+_STEP_CLASS = "FlashAttentionBackend"
+# The step methods between the loop and the decode drop-in's call, and the rest of
+# those paths: run as 0.5.23 wrote them, they read nothing the deferred calls write.
+# Another plugin's wrapper (functools.wraps sets __wrapped__) or a subclass might.
+_STEP_PATH = ("init_forward_metadata_out_graph", "_init_full_cg_decode_metadata", "_apply_cuda_graph_metadata",
+              "_set_decode_page_metadata")
+_LISTS = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "seq_len_delta")
+
+
+def _plain_step(backend: Any) -> bool:
+    cls = type(backend)
+    if cls.__name__ != _STEP_CLASS:
+        return False
+    for name in _STEP_PATH:
+        fn = getattr(cls, name, None)
+        if fn is None or getattr(fn, "__wrapped__", None) is not None:
+            return False
+        if getattr(fn, "__qualname__", "") != f"{_STEP_CLASS}.{name}":
+            return False
+    translator = getattr(backend, "kv_index_translator", None)
+    # A translating pool (unified, DCP) copies the plan's tables after the lengths-only call.
+    return (translator is not None and getattr(translator, "is_translating", True) is False
+            and getattr(backend, "topk", 2) <= 1)
+
+
+def covered(self: Any, forward_batch: Any, in_capture: bool) -> bool:
+    """The replay preps whose deferred decode calls no step path reads before the loop ends."""
+    if in_capture:
+        return False  # once per captured size: not worth a second path
+    spec_info = getattr(forward_batch, "spec_info", None)
+    if spec_info is None or not spec_info.is_draft_input():
+        return False  # the original asserts
+    if getattr(forward_batch, "encoder_lens", None) is not None:
+        return False  # 0.5.23 rewrites the page table after the decode call
+    steps = getattr(self, "speculative_num_steps", None)
+    backends = getattr(self, "attn_backends", None)
+    if not isinstance(steps, int) or steps < 3 or backends is None or len(backends) < steps - 1:
+        return False  # one step (K = 1): nothing to merge
+    return all(_plain_step(b) for b in backends[: steps - 1])
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same input: one object, an equal int / bool, or the same view of one
+    tensor (each step slices ``req_pool_indices[:bs]`` / ``seq_lens[:bs]`` anew)."""
+    if a is b:
+        return True
+    if type(a) in (int, bool):
+        return type(a) is type(b) and a == b
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return False
+    return (a.data_ptr() == b.data_ptr() and a.device == b.device and a.dtype == b.dtype
+            and a.shape == b.shape and a.stride() == b.stride())
+
+
+def _storages(kw: dict) -> list:
+    return [t.untyped_storage().data_ptr() for name in _LISTS[:4] for t in (kw[name] or ())]
+
+
+def _merged(calls: list) -> dict | None:
+    """One call writing every collected set, or None when they do not share every
+    input, or two outputs may share memory (then each call runs as it was made)."""
+    first = calls[0]
+    for kw in calls[1:]:
+        if kw.keys() != first.keys():
+            return None
+        for name, value in kw.items():
+            if name in _LISTS:
+                if (value is None) != (first[name] is None) or (value is not None and len(value) != len(first[name])):
+                    return None
+            elif not _same(value, first[name]):
+                return None
+    storages = [p for kw in calls for p in _storages(kw)]
+    if len(set(storages)) != len(storages):
+        return None
+    merged = dict(first)
+    for name in _LISTS:
+        if first[name] is not None:
+            merged[name] = [t for kw in calls for t in kw[name]]
+    return merged
+
+
+def _launch(calls: list) -> None:
+    merged = _merged(calls) if len(calls) > 1 else None
+    for kw in [merged] if merged is not None else calls:
+        _fam.update_flash_attention_metadata(**kw)
+
+
+def multi_step_init_forward_metadata_out_graph(
+    original: Callable, self: Any, forward_batch: Any, in_capture: bool = False
+) -> None:
+    """AROUND hook for ``FlashAttentionMultiStepBackend.init_forward_metadata_out_graph``.
+
+    Runs ``original`` (0.5.23's loop over the step backends, every step's own
+    code) with the decode drop-in's calls collected, then one
+    :func:`sgl_meta.update_flash_attention_metadata` writing every step's
+    ``decode_cuda_graph_metadata[bs]`` (K - 1 sets, ``seq_len_delta = i + 1``,
+    the SWA tables when bound): what the K - 1 calls would have written. Calls
+    that do not share their inputs run one by one, in order; so do those already
+    collected when a step raises (0.5.23 had launched them), and the error
+    propagates. Capture, top-k > 1, translating pools (unified, DCP), encoder
+    lengths, a single step and step backends that are not plain 0.5.23
+    ``FlashAttentionBackend`` objects call ``original`` alone.
+    """
+    deferred = _fam.deferred_decode
+    if deferred.calls is not None or not covered(self, forward_batch, in_capture):
+        return original(self, forward_batch, in_capture=in_capture)
+    calls: list = []
+    deferred.calls = calls
+    try:
+        result = original(self, forward_batch, in_capture=in_capture)
+    except BaseException:
+        deferred.calls = None
+        for kw in calls:
+            _fam.update_flash_attention_metadata(**kw)
+        raise
+    deferred.calls = None
+    if calls:
+        _launch(calls)
+    return result
