@@ -6,6 +6,8 @@
 # less what the image has: /work/.library/device/KINDS.md), this checkout's sgl_meta
 # (with the built _C.abi3.so) and its vLLM entry point, the plugin tests, and the two
 # test files of vLLM's sdist that the GPU test runs.
+# The same folder runs `python -m sgl_meta.bench --upstream --preset none` there (the vLLM
+# rows; docs/vllm.md): it needs nothing more. SGLang's carry does not fit beside it (60 MB).
 #
 #   scripts/pack_vllm.sh [DEST]     default DEST: /work/main/.carry-vllm
 #   PYTHON=...                      an interpreter whose site-packages hold vllm 0.33.0

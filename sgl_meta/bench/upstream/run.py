@@ -21,13 +21,15 @@ from ..timing import DeviceTimer
 from . import loader, rows_dsa, rows_kv, rows_mha
 from . import rows_flash_attention_metadata
 from . import rows_kv_indices
-from .coldstart import run_cold_start
+from . import rows_vllm
+from .coldstart import fresh_caches, run_cold_start
 from .fixtures import Context, RowSpec
-from .measure import DEVICE_REPLAYS, measure_row
+from .measure import DEVICE_REPLAYS, first_call_seconds, measure_row
 
 ROW_SPECS = rows_mha.ROWS + rows_dsa.ROWS + rows_dsa.GEN_ROWS + rows_kv.ROWS
 ROW_SPECS += rows_flash_attention_metadata.ROWS
 ROW_SPECS += rows_kv_indices.ROWS
+ROW_SPECS += rows_vllm.ROWS  # vLLM 0.33's own functions: run whenever vllm imports, with or without sglang
 ROW_SIZE = 256  # the largest batch a row uses
 
 
@@ -98,16 +100,21 @@ def run_upstream(
         for fam, errors in kernels.errors.items():
             probe.missing[fam].extend(errors)
     log("upstream: " + probe.summary())
-    if not probe.any_runnable:
-        doc["message"] = "Upstream comparison not run: " + probe.summary()
+    vllm_reason = rows_vllm.why_unavailable()
+    probe.missing[rows_vllm.FAMILY] = [vllm_reason] if vllm_reason else []
+    log("upstream: vLLM rows: " + (vllm_reason or f"vllm {rows_vllm.VLLM_VERSION}"))
+    if not probe.any_runnable and vllm_reason:
+        doc["message"] = "Upstream comparison not run: " + probe.summary() + " | vLLM rows: " + vllm_reason
         doc["skipped_rows"] = [{"case": s.name, "reason": why_skipped(s, probe, None)} for s in ROW_SPECS]
         return doc
 
     doc["available"] = True
     ctx = Context(device=device, seed=seed, max_bs=max([ROW_SIZE] + list(buckets or [])))
     with tempfile.TemporaryDirectory(prefix="sgl_meta_upstream_") as root:
-        if cold_start and buckets:
+        if cold_start and buckets and kernels is not None:
             doc["cold_start"] = run_cold_start(probe, ctx, buckets, kernels, root=root, log=log)
+        if cold_start and not vllm_reason:
+            doc["cold_start"].append(rows_vllm.cold_start(ctx, root, log, first_call_seconds, fresh_caches))
         timer = DeviceTimer(device, flush_l2)
         pool = torch.cuda.graph_pool_handle()
         group = None
