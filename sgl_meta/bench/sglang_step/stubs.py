@@ -29,6 +29,8 @@ ANSWERS = {
     # Sizing queries for the TRT-LLM MLA/MHA multi-CTA counter workspace the backends allocate.
     "flashinfer.utils.get_device_sm_count": lambda device: _sm_count(device),
     "flashinfer.utils.get_trtllm_gen_multi_ctas_kv_counter_bytes": lambda bs, heads, sms: 4 * bs * heads,
+    # The Triton backend asks whether to launch its kernels with programmatic dependent launch.
+    "sgl_kernel.utils.is_arch_support_pdl": lambda *_args, **_kwargs: False,
     # DSA asks DeepGEMM for the SM count it plans its paged-MQA schedule over.
     "deep_gemm.get_num_sms": lambda: _sm_count(None),
 }
