@@ -296,6 +296,11 @@ def test_cuda_vs_cpu(name, gen):
 def test_cuda_graph_replays_with_new_lengths(name, gen):
     case = CASES[name]
     kw = make(case, gen, TEST_CUDA)
+    # kv_indices sized for any lengths a fresh case may draw (each case sizes its own to its lengths).
+    positions = case.width if case.v2p_page else case.width * case.entry_page_size
+    big = torch.full((case.bs * (positions + 7) + 11,), -7, dtype=kw["kv_indices"].dtype, device=TEST_CUDA)
+    big[: kw["kv_indices"].numel()].copy_(kw["kv_indices"])
+    kw["kv_indices"] = big
     live = clone_outputs(kw)
     graph = capture_cuda_graph(lambda: sgl_meta.build_kv_indices(**live))
     for _ in range(3):
@@ -303,9 +308,9 @@ def test_cuda_graph_replays_with_new_lengths(name, gen):
         for k in ("seq_lens", "req_pool_indices", "req_to_token", "kv_start_idx", "kv_indptr"):
             if live.get(k) is not None and (k != "kv_indptr" or not case.write_indptr):
                 live[k].copy_(fresh[k])
-        for k in OUTPUTS:
-            if live.get(k) is not None:
-                live[k].copy_(fresh[k])
+        for k in OUTPUTS:  # poisoned again (the captured scalars, e.g. num_group, stay)
+            if live.get(k) is not None and (k != "kv_indptr" or case.write_indptr):
+                live[k].fill_(-7)
         want = run(reference.build_kv_indices, {k: (v.cpu() if isinstance(v, torch.Tensor) else v)
                                                 for k, v in live.items()})
         graph.replay()
