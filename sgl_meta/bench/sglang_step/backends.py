@@ -42,6 +42,12 @@ LEFT_OUT = [
     "DSA: the top-k v2 plan (SGLANG_OPT_USE_TOPK_V2=0; it serves sgl_kernel's top-k)",
 ]
 """What the measured path leaves out of both sides (the module docstring says why)."""
+NOT_MEASURED = {
+    ("triton", "draft_decode"): "Triton draft decode: SGLang's own generate_draft_decode_kv_indices does not "
+                                "compile for the multi-step Triton draft backend built through the kit "
+                                "(page_size reaches the kernel as None), so neither side runs",
+}
+"""Points left out of the grid, and why."""
 
 
 @dataclass

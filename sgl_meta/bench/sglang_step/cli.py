@@ -100,7 +100,8 @@ def main(argv=None) -> int:
         # Rewritten after every point, so a run stopped early keeps what it measured.
         rows = [_row(p, results[p]) for p in grid if p in results]
         state["failed"] = any(r["equal"] is False for r in rows)
-        doc = {"environment": env, "stubbed": stubbed, "plugin": hooks, "left_out": backends.LEFT_OUT,
+        left_out = backends.LEFT_OUT + list(backends.NOT_MEASURED.values())
+        doc = {"environment": env, "stubbed": stubbed, "plugin": hooks, "left_out": left_out,
                "plan": vars(plan), "rows": rows}
         text = table.markdown(doc)
         if args.json:
