@@ -27,7 +27,8 @@ def _launch(m) -> str:
 def row(r: dict) -> list:
     off, on = r["off"], r["on"]
     if r["error"]:
-        return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]), f"failed: {r['error'][:120]}",
+        first_line = r["error"].strip().splitlines()[0] if r["error"].strip() else r["error"]
+        return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]), f"failed: {first_line[:120]}",
                 "", "", "", ""]
     return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]),
             _pair(_med(off, "out_host_us"), _med(on, "out_host_us")),
