@@ -12,7 +12,7 @@
 #   SGLMETA_VLLM_VENV=path   the overlay venv (default .venv-vllm)
 #   PYTHON=path              the base interpreter (default .venv/bin/python)
 #   SGLMETA_VLLM_WHEEL=spec  where vLLM comes from (default vllm==0.33.0 from the
-#                            registry; a local wheel path installs in ~20 s)
+#                            registry or a local wheel path: ~45-50 s either way)
 #
 # Then: $SGLMETA_VLLM_VENV/bin/python -m pytest tests/vllm_plugin
 set -euo pipefail

@@ -84,6 +84,15 @@ def why_unavailable() -> Optional[str]:
     return None
 
 
+def why_not_on(device) -> Optional[str]:
+    """Why these rows cannot run on ``device`` in this process, or None: vLLM's
+    ``BlockTables`` pins host memory, which needs a CUDA driver."""
+    reason = why_unavailable()
+    if reason is None and torch.device(device).type != "cuda":
+        reason = "vLLM's BlockTables pins host memory: the vLLM rows need a CUDA device"
+    return reason
+
+
 @functools.lru_cache(maxsize=1)
 def vllm():
     from vllm.v1.attention.backends.utils import PAD_SLOT_ID

@@ -100,7 +100,7 @@ def run_upstream(
         for fam, errors in kernels.errors.items():
             probe.missing[fam].extend(errors)
     log("upstream: " + probe.summary())
-    vllm_reason = rows_vllm.why_unavailable()
+    vllm_reason = rows_vllm.why_not_on(device)
     probe.missing[rows_vllm.FAMILY] = [vllm_reason] if vllm_reason else []
     log("upstream: vLLM rows: " + (vllm_reason or f"vllm {rows_vllm.VLLM_VERSION}"))
     if not probe.any_runnable and vllm_reason:
