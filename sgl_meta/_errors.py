@@ -33,14 +33,26 @@ def integer(fn: str, name: str, value, *, tensors: bool = False) -> int:
     integers; with ``tensors``, one-element integer tensors too, as upstream's
     Python drop-in targets accept them) as an int, a SymInt under tracing as it
     is; never a bool or a float, and no tensor unless asked (no implicit sync)."""
-    if type(value) is int or isinstance(value, torch.SymInt):  # the common case first: host time per call
+    if type(value) is int:  # the common case first: host time per call
+        return value if _INT64_MIN <= value <= _INT64_MAX else _int64_overflow(fn, name, value)
+    if isinstance(value, torch.SymInt):
         return value
     if not isinstance(value, bool) and (tensors or not isinstance(value, torch.Tensor)):
         try:
-            return operator.index(value)
+            index = operator.index(value)
         except TypeError:
             pass
+        else:
+            return index if _INT64_MIN <= index <= _INT64_MAX else _int64_overflow(fn, name, index)
     raise TypeError(f"sgl_meta.{fn}: {name} must be an int, got {_type_name(value)}")
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int64_overflow(fn: str, name: str, value: int):
+    # The schema's int is int64: the dispatcher would reject it as "expected int, found int".
+    raise RuntimeError(f"sgl_meta.{fn}: {name} = {value} is outside the int64 range")
 
 
 def _tensor(fn: str, name: str, value) -> torch.Tensor:

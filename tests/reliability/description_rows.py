@@ -1,7 +1,7 @@
 """Bad-input rows derived from the op descriptions (sgl_meta._op.OPS).
 
 For every argument of every op, from its kind and dtype set alone: a value of
-the wrong type (an int for a tensor, a float or bool for an int, an int for a
+the wrong type (an int for a tensor, a float or bool for an int or one past int64, an int for a
 bool, a tensor for a tensor list, None inside a list) is a TypeError naming
 the op and the argument, and a tensor of a dtype outside its set is a
 RuntimeError naming the argument and the dtypes it takes. The dtype rows also
@@ -57,8 +57,12 @@ def _rows_of(op: _op.Op, base: dict) -> list[Row]:
             row(f"{name} = 4.0", set_(**{name: 4.0}), f"{name} must be an int, got float", TypeError)
             row(f"{name} = True", set_(**{name: True}), f"{name} must be an int, got bool", TypeError)
             row(f"{name} = '4'", set_(**{name: "4"}), f"{name} must be an int, got str", TypeError)
+            row(f"{name} = 2**64", set_(**{name: 2**64}), f"{name} = {2**64} is outside the int64 range",
+                RuntimeError)
         elif a.kind == "int[]" and given:
             row(f"{name}[0] float", _list_element(name, 1.5), f"{name}[0] must be an int, got float", TypeError)
+            row(f"{name}[0] = -2**63 - 1", _list_element(name, -(2**63) - 1),
+                f"{name}[0] = {-(2**63) - 1} is outside the int64 range", RuntimeError)
         elif a.kind == "bool":
             row(f"{name} = 1", set_(**{name: 1}), f"{name} must be a bool, got int", TypeError)
     return rows
