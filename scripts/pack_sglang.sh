@@ -10,6 +10,7 @@
 #   PYTHON=...                        the interpreter whose site-packages hold sglang
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/pack_common.sh
 DEST=${1:-/work/main/.carry}
 PY=${PYTHON:-/work/main/.venv/bin/python}
 SITE=$("$PY" -c "import sglang, pathlib; print(pathlib.Path(sglang.__file__).parents[1])")
@@ -28,25 +29,10 @@ WHEELS=(
 )
 
 rm -rf "$DEST"
-mkdir -p "$DEST/whl" "$DEST/src"
-"$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$DEST/whl" "${WHEELS[@]}"
-
-tar -C "$SITE" --exclude='*.so' --exclude='__pycache__' -cJf "$DEST/sglang.tar.xz" sglang sglang-0.5.23.dist-info
-
-# Our package as the GPU run imports it, and its SGLang entry point (the metadata
-# SGLang's load_plugins() reads; a pip install would write the same).
-cp -r sgl_meta "$DEST/src/"
-find "$DEST/src" -name __pycache__ -prune -exec rm -rf {} +
-VERSION=$(cat sgl_meta/VERSION)
-INFO="$DEST/src/sgl_meta-$VERSION.dist-info"
-mkdir -p "$INFO"
-printf 'Metadata-Version: 2.1\nName: sgl-meta\nVersion: %s\n' "$VERSION" >"$INFO/METADATA"
-printf '[sglang.srt.plugins]\nsgl_meta = sgl_meta.sglang.plugin:register\n' >"$INFO/entry_points.txt"
-mkdir -p "$DEST/tests/sglang_plugin"
-cp tests/conftest.py tests/helpers.py "$DEST/tests/"
+mkdir -p "$DEST/whl" "$DEST/src" "$DEST/tests/sglang_plugin"
+pack_wheels "$PY" "$DEST" -- "${WHEELS[@]}"
+pack_host "$SITE" "$DEST" sglang sglang-0.5.23.dist-info
+pack_sgl_meta "$DEST" sglang.srt.plugins sgl_meta.sglang.plugin:register
 cp tests/sglang_plugin/{sglang_source.py,gpu_step_child.py,test_gpu_load_plugins.py} "$DEST/tests/sglang_plugin/"
-printf '[pytest]\nmarkers =\n    gpu: needs a CUDA device\n' >"$DEST/pytest.ini"
 
 du -sh "$DEST"

@@ -14,6 +14,7 @@
 #   SGLMETA_VLLM_SDIST=...          vLLM 0.33.0's unpacked sdist (default /work/up/vllm-0.33.0)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/pack_common.sh
 DEST=${1:-/work/main/.carry-vllm}
 PY=${PYTHON:-/work/main/.venv-vllm/bin/python}
 SDIST=${SGLMETA_VLLM_SDIST:-/work/up/vllm-0.33.0}
@@ -29,26 +30,11 @@ WHEELS=(
 
 rm -rf "$DEST"
 mkdir -p "$DEST/whl" "$DEST/src" "$DEST/tests/vllm_plugin" "$DEST/vllm-sdist/tests/v1/worker"
-"$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-  --platform manylinux_2_39_x86_64 --platform manylinux_2_34_x86_64 --platform manylinux_2_31_x86_64 --platform manylinux_2_28_x86_64 \
-  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-  -d "$DEST/whl" "${WHEELS[@]}"
-
-tar -C "$SITE" --exclude='*.so' --exclude='__pycache__' -cJf "$DEST/vllm.tar.xz" vllm vllm-0.33.0.dist-info
-
-# Our package as the GPU run imports it, and its vLLM entry point (the metadata
-# vLLM's load_general_plugins() reads; a pip install would write the same).
-cp -r sgl_meta "$DEST/src/"
-find "$DEST/src" -name __pycache__ -prune -exec rm -rf {} +
-VERSION=$(cat sgl_meta/VERSION)
-INFO="$DEST/src/sgl_meta-$VERSION.dist-info"
-mkdir -p "$INFO"
-printf 'Metadata-Version: 2.1\nName: sgl-meta\nVersion: %s\n' "$VERSION" >"$INFO/METADATA"
-printf '[vllm.general_plugins]\nsgl_meta = sgl_meta.vllm.plugin:register\n' >"$INFO/entry_points.txt"
-cp tests/conftest.py tests/helpers.py "$DEST/tests/"
+pack_wheels "$PY" "$DEST" manylinux_2_39_x86_64 manylinux_2_34_x86_64 manylinux_2_31_x86_64 -- "${WHEELS[@]}"
+pack_host "$SITE" "$DEST" vllm vllm-0.33.0.dist-info
+pack_sgl_meta "$DEST" vllm.general_plugins sgl_meta.vllm.plugin:register
 cp -r tests/vllm_plugin/. "$DEST/tests/vllm_plugin/"
 find "$DEST/tests" -name __pycache__ -prune -exec rm -rf {} +
 cp "$SDIST"/tests/v1/worker/{test_gpu_block_table.py,test_gpu_input_batch_v2.py} "$DEST/vllm-sdist/tests/v1/worker/"
-printf '[pytest]\nmarkers =\n    gpu: needs a CUDA device\n' >"$DEST/pytest.ini"
 
 du -sh "$DEST"

@@ -15,7 +15,7 @@ from sgl_meta import reference
 from flash_attention_metadata_cases import (OUTPUTS, POISON, FaCase, clone_call, decode_call, draft_extend_call,
                                             swa_spec_call)
 from flash_attention_metadata_upstream import upstream
-from helpers import TEST_CUDA, capture_cuda_graph
+from helpers import TEST_CUDA, assert_same, capture_cuda_graph
 
 UP = upstream()
 needs_upstream = pytest.mark.skipif(UP is None, reason="sglang 0.5.23 / triton not installed")
@@ -34,13 +34,7 @@ def run(fn, kw: dict) -> dict:
 
 def assert_equal(got: dict, want: dict, context: str) -> None:
     assert got.keys() == want.keys()
-    for name in want:
-        g, w = got[name].cpu(), want[name].cpu()
-        if not torch.equal(g, w):
-            diff = (g != w).nonzero()
-            first = tuple(diff[0].tolist())
-            raise AssertionError(f"{context}: {name} differs at {diff.shape[0]} of {w.numel()} elements; first "
-                                 f"at {first}: got {g[first].item()}, want {w[first].item()}")
+    assert_same(got, want, context)
 
 
 def all_three(name: str, kw: dict, context: str) -> dict:
@@ -322,33 +316,33 @@ def test_opcheck_and_compile(gen):
 
 
 # --- GPU: CUDA vs CPU, CUDA-graph replays with new values ---------------------------
+def on_cuda(kw: dict) -> dict:
+    return {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+
+
+def assert_cuda_equals_cpu(fn, kw: dict, context: str) -> None:
+    assert_equal(run(fn, on_cuda(kw)), run(fn, kw), context)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", DECODE_CASES, ids=str)
 def test_decode_cuda_equals_cpu(case, gen):
     kw = decode_call(case, gen)
-    assert_equal(run(sgl_meta.normal_decode_set_metadata, {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v
-                                                           for k, v in kw.items()}),
-                 run(sgl_meta.normal_decode_set_metadata, kw), str(case))
+    assert_cuda_equals_cpu(sgl_meta.normal_decode_set_metadata, kw, str(case))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", DRAFT_EXTEND_CASES, ids=str)
 def test_draft_extend_cuda_equals_cpu(case, gen):
     kw = draft_extend_call(case, gen)
-    assert_equal(run(sgl_meta.draft_extend_set_metadata, {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v
-                                                          for k, v in kw.items()}),
-                 run(sgl_meta.draft_extend_set_metadata, kw), str(case))
+    assert_cuda_equals_cpu(sgl_meta.draft_extend_set_metadata, kw, str(case))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", SPEC_CASES + [dict(consistent=False, dst_width=60)], ids=str)
 def test_swa_spec_cuda_equals_cpu(shape, gen):
     kw = swa_spec_call(gen, **shape)
-    assert_equal(run(sgl_meta.prepare_swa_spec_page_table_triton,
-                     {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}),
-                 run(sgl_meta.prepare_swa_spec_page_table_triton, kw), str(shape))
+    assert_cuda_equals_cpu(sgl_meta.prepare_swa_spec_page_table_triton, kw, str(shape))
 
 
 def _refill(dst: dict, src: dict) -> None:
@@ -367,7 +361,7 @@ def test_graph_replay_sees_new_values(name, make, case, gen):
     """Capture once, then replay after rewriting every input and poisoning the outputs:
     each replay equals a fresh CPU call on the same values."""
     fn = getattr(sgl_meta, name)
-    static = {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v for k, v in make(case, gen).items()}
+    static = on_cuda(make(case, gen))
     graph = capture_cuda_graph(lambda: fn(**static))
     for _ in range(3):
         fresh = make(case, gen)
@@ -382,8 +376,7 @@ def test_graph_replay_multi_step_draft(gen):
     """The K draft steps in one recorded launch: replays see new lengths and tables."""
     case = FaCase(swa="mapping", page_size=16)
     kw = decode_call(case, gen)
-    static, _ = _multi_kwargs({k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v for k, v in kw.items()},
-                              [1, 2, 3])
+    static, _ = _multi_kwargs(on_cuda(kw), [1, 2, 3])
     graph = capture_cuda_graph(lambda: sgl_meta.update_flash_attention_metadata(**static))
     for _ in range(3):
         fresh = decode_call(case, gen)

@@ -18,7 +18,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from helpers import TEST_CUDA, capture_cuda_graph
+from helpers import TEST_CUDA, assert_same, capture_cuda_graph
 from kv_indices_cases import OUTPUTS, Case, clone_outputs, formula, make
 
 HERE = Path(__file__).resolve().parent
@@ -53,15 +53,7 @@ def run(fn, kw: dict) -> dict:
 
 
 def assert_outputs_equal(got: dict, want: dict, context: str) -> None:
-    for k in OUTPUTS:
-        if want.get(k) is None:
-            continue
-        g, w = got[k].cpu(), want[k].cpu()
-        if not torch.equal(g, w):
-            diff = (g != w).nonzero()
-            first = tuple(diff[0].tolist())
-            raise AssertionError(f"{context}: {k} differs at {diff.shape[0]} of {w.numel()}; first at {first}: "
-                                 f"got {g[first].item()}, want {w[first].item()}")
+    assert_same(got, {k: want[k] for k in OUTPUTS if want.get(k) is not None}, context)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

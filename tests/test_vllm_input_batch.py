@@ -12,7 +12,7 @@ import sgl_meta
 import vllm_upstream
 from helpers import TEST_CUDA, assert_same, capture_cuda_graph
 from sgl_meta import reference
-from test_vllm_block_table import _flat, _set, run_all
+from test_vllm_block_table import _flat, _set, check_cuda_equals_cpu, run_all
 from vllm_cases import (CombineCase, StepCase, clone_outputs, first_error, make_combine, make_step, pos_args,
                         prepare_step_args, refresh_step, to_device)
 
@@ -236,13 +236,8 @@ def test_outputs_must_not_alias_inputs():
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", STEP_CASES)
 def test_cuda_equals_cpu(case):
-    for seed in range(3):
-        step = make_step(case, torch.Generator().manual_seed(seed))
-        for fn, make, names in ((sgl_meta.vllm_prepare_step, prepare_step_args, STEP_OUT),
-                                (sgl_meta.vllm_prepare_pos_seq_lens, pos_args, POS_OUT)):
-            want = run_all(make(step), names, fn, None)[0]
-            got = run_all(make(to_device(step, TEST_CUDA)), names, fn, None)[0]
-            assert_same(got, want, f"{fn.__name__} {case} seed {seed}")
+    check_cuda_equals_cpu(case, ((sgl_meta.vllm_prepare_step, prepare_step_args, STEP_OUT),
+                                 (sgl_meta.vllm_prepare_pos_seq_lens, pos_args, POS_OUT)))
 
 
 @pytest.mark.gpu

@@ -9,32 +9,20 @@ installs nothing. Exit status 0 whatever it finds.
 
 from __future__ import annotations
 
-from .plugin import ENTRY_POINT, inactive_reason, package_dir, plan, vllm_version
+from .. import _plugin
+from .plugin import inactive_reason, plan, vllm_version
 
 
 def main() -> None:
     import os
 
-    from .. import __version__
+    _plugin.report("vLLM", os.environ.get("VLLM_PLUGINS"), "VLLM_PLUGINS", inactive_reason, plan, _describe, "rows",
+                   versions=f"; vllm {vllm_version() or 'not installed'}")
 
-    print(f"sgl-meta {__version__} at {package_dir()}; vllm {vllm_version() or 'not installed'}")
-    allowed = os.environ.get("VLLM_PLUGINS")
-    if allowed is not None and ENTRY_POINT not in {x.strip() for x in allowed.split(",")}:
-        print(f"inactive: VLLM_PLUGINS={allowed} does not name {ENTRY_POINT} (vLLM will not call the plugin)")
-        return
-    why = inactive_reason(device=False)
-    if why:
-        print(f"inactive: {why}")
-        return
-    here = inactive_reason()  # only the GPU check is left: say so, and report the rows anyway
-    if here:
-        print(f"note: inactive here, {here}; the rows below take effect where vLLM runs on a GPU")
-    usable, skipped = plan()
-    for row, ours in usable:
-        via = "register_kernels" if row.how == "kernel" else "the class attribute"
-        print(f"replaces {row.target} with {ours.__module__}.{ours.__name__} (via {via})")
-    for row, reason in skipped:
-        print(f"keeps    {row.target}: {reason}")
+
+def _describe(row, ours) -> str:
+    via = "register_kernels" if row.how == "kernel" else "the class attribute"
+    return f"replaces {row.target} with {ours.__module__}.{ours.__name__} (via {via})"
 
 
 if __name__ == "__main__":

@@ -22,17 +22,13 @@ import sys
 from importlib import metadata
 from typing import Callable, Optional
 
-from .. import _env
-from ..sglang.plugin import _FORCE, _OFF, _ON, package_dir
-from ..sglang.hooks import Skip
+from .. import _env, _plugin
+from .._plugin import ENTRY_POINT, package_dir  # noqa: F401  (this module's public names)
 from .targets import TARGETS
 
 SWITCH = "VLLM_PLUGIN"
 ENV = _env.PREFIX + SWITCH
 """Our switch: ``0``/``off`` disables the plugin, ``force`` skips the CUDA checks."""
-
-ENTRY_POINT = "sgl_meta"
-"""The plugin's name in vLLM's ``VLLM_PLUGINS`` allow-list."""
 
 VLLM_SERIES = "0.33"
 """The vLLM release series the replacements were written for (its signatures,
@@ -46,14 +42,6 @@ _kernels: set[str] = set()
 """The targets in ``_installed`` that went through ``register_kernels``."""
 
 
-def _switch() -> tuple[str, str]:
-    return _env.lookup(SWITCH) or (ENV, "auto")
-
-
-def _mode() -> str:
-    return _switch()[1].strip().lower() or "auto"
-
-
 def vllm_version() -> Optional[str]:
     try:
         return metadata.version("vllm")
@@ -64,43 +52,22 @@ def vllm_version() -> Optional[str]:
 def inactive_reason(device: bool = True) -> Optional[str]:
     """Why the plugin must do nothing in this process, or None. ``device=False``
     leaves out the GPU check (``python -m sgl_meta.vllm`` on a machine without one)."""
-    import torch
+    return _plugin.switch_reason(SWITCH) or _version_reason() or _plugin.build_reason(SWITCH, "installs", device)
 
-    from .. import _build
 
-    name, value = _switch()
-    mode = _mode()
-    if mode in _OFF:
-        return f"{name}={value}"
-    if mode not in _ON and mode != _FORCE:
-        return f"{name}={value!r} is not one of 0/off/false/no (off), 1/on/true/auto (on) or force"
+def _version_reason() -> Optional[str]:
     version = vllm_version()
     if version is None:
         return "vllm is not installed"
     if version.split("+")[0].split(".")[:2] != VLLM_SERIES.split("."):
         return f"vllm {version} is installed; this sgl-meta was written for vllm {VLLM_SERIES}.x"
-    if mode == _FORCE:
-        return None
-    if not _build.cuda_kernels():
-        return f"sgl-meta was built without CUDA kernels; {ENV}=force installs anyway"
-    if device and not torch.cuda.is_available():
-        return f"no CUDA device is visible (torch.cuda.is_available() is False); {ENV}=force installs anyway"
     return None
 
 
 def plan(targets: Optional[tuple] = None) -> tuple[list[tuple[object, Callable]], list[tuple[object, str]]]:
     """Split ``targets`` (default :data:`TARGETS`) into ``(row, replacement)``
     to install and ``(row, why)`` to leave alone."""
-    cuda = _mode() != _FORCE
-    usable, skipped = [], []
-    for row in TARGETS if targets is None else targets:
-        try:
-            usable.append((row, row.check(cuda)))
-        except Skip as why:
-            skipped.append((row, str(why)))
-        except Exception as err:  # one broken row must not cost the others
-            skipped.append((row, f"{type(err).__name__}: {err}"))
-    return usable, skipped
+    return _plugin.plan(SWITCH, TARGETS if targets is None else targets)
 
 
 def install(usable: list[tuple[object, Callable]]) -> None:
@@ -157,25 +124,20 @@ def uninstall() -> None:
 
 def register() -> None:
     """Entry point of the ``vllm.general_plugins`` group (called by vLLM)."""
-    from .. import __version__
+    _plugin.register("vLLM", inactive_reason(), _install, announce)
 
-    head = f"sgl-meta {__version__} vLLM plugin"
-    where = f" [sgl_meta from {package_dir()}]"
-    why = inactive_reason()
-    if why:
-        announce(f"{head}: inactive, vLLM keeps its own kernels ({why}){where}")
-        return
+
+def _install() -> str:
     usable, skipped = plan()
     try:
         install(usable)
     except Exception as err:  # vLLM must start with its own kernels rather than not at all
         uninstall()
-        announce(f"{head}: inactive, installing failed ({type(err).__name__}: {err}){where}")
-        return
-    line = f"{head}: " + ("replaces vLLM's " + ", ".join(r.name for r, _ in usable) if usable else "replaces nothing")
+        return f"inactive, installing failed ({type(err).__name__}: {err})"
+    line = "replaces vLLM's " + ", ".join(r.name for r, _ in usable) if usable else "replaces nothing"
     if skipped:
         line += "; leaves alone " + "; ".join(f"{r.name} ({w})" for r, w in skipped)
-    announce(line + where)
+    return line
 
 
 def announce(line: str) -> None:

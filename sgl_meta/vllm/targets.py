@@ -45,6 +45,15 @@ def vllm_object(target: str) -> object:
         raise Skip(f"not in this vLLM ({type(err).__name__}: {err})") from None
 
 
+def _ours(replacement: str, op: str, cuda: bool) -> Callable:
+    """Our replacement, once its op's kernels are there (CUDA ones with ``cuda``)."""
+    ours = load(replacement)
+    why = CudaKernel(op).missing(cuda)
+    if why:
+        raise Skip(why)
+    return ours
+
+
 @dataclass(frozen=True)
 class Method:
     """``owner.method`` of vLLM replaced by ``replacement`` (``"module:attr"``)."""
@@ -60,10 +69,7 @@ class Method:
         return ".".join(self.target.split(".")[-2:])
 
     def check(self, cuda: bool = True) -> Callable:
-        ours = load(self.replacement)
-        why = CudaKernel(self.op).missing(cuda)
-        if why:
-            raise Skip(why)
+        ours = _ours(self.replacement, self.op, cuda)
         theirs = vllm_object(self.target)
         if getattr(theirs, "__module__", "") == ours.__module__:
             raise Skip("already replaced in this process")
@@ -91,10 +97,7 @@ class Kernel:
         return self.target.rsplit(".", 1)[-1]
 
     def check(self, cuda: bool = True) -> Callable:
-        ours = load(self.replacement)
-        why = CudaKernel(self.op).missing(cuda)
-        if why:
-            raise Skip(why)
+        ours = _ours(self.replacement, self.op, cuda)
         kernel = vllm_object(self.target)
         if getattr(kernel, "func", None) is ours:
             raise Skip("already replaced in this process")

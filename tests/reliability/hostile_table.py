@@ -18,18 +18,11 @@ from __future__ import annotations
 import torch
 
 from bad_input_table import BASES  # noqa: F401  (the worker looks up BASES here)
-from row_kit import Row, apply, both, derive, set_
+from row_kit import Row, apply, at, both, derive, set_
 
 M = "update_trtllm_mha_graph_metadata"
 POOL, SWA_M = 11, 11 * 136 + 5
 I32_MAX, I32_MIN = 2**31 - 1, -(2**31)
-
-
-def at(name, index, value):
-    """kw[name][index] = value (value first cast to the tensor's dtype)."""
-    def edit(kw):
-        kw[name][index] = value
-    return edit
 
 
 def r(id, edit, *names, raises=(RuntimeError,)):

@@ -35,6 +35,18 @@ def apply(name, fn):
     return lambda kw: kw.update({name: fn(kw[name])})
 
 
+def at(name, index, value):
+    """kw[name][index] = value (value first cast to the tensor's dtype)."""
+    def edit(kw):
+        kw[name][index] = value
+    return edit
+
+
+def hostile(op, id, edit, *names, raises=(RuntimeError,)):
+    """A hostile-value row of ``op`` (id ``op/id``) whose message names ``names``."""
+    return Row(id=f"{op}/{id}", op=op, edit=edit, names=names, raises=raises)
+
+
 def derive(name, src, fn):
     """Adds argument `name` = fn(kw[src]) (a new optional input made from an
     existing one, so it lives on the base call's device)."""

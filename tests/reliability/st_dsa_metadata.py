@@ -22,7 +22,7 @@ from hypothesis import assume, strategies as st
 
 import sgl_meta
 from sgl_meta import reference
-from row_kit import Row, apply, set_, to_device
+from row_kit import Row, apply, at, set_, to_device
 from st_trtllm_mha_metadata import I32_MAX, I32_MIN, _index_input, _out_1d, _out_2d, _randint, _req_to_token
 from tensor_case import Case, length_contract_error, outside_views_unchanged
 
@@ -345,16 +345,10 @@ BAD_INPUT_ROWS = [
 ]
 
 # ---- hostile rows (hostile_table.py; CUDA: a device assert naming the op) -----------------
-
-
-def _at(name, i, value):
-    return lambda kw: kw[name].__setitem__(i, value)
-
-
 HOSTILE_ROWS = [
-    Row(f"{NAME}/request index == pool size", NAME, _at("req_pool_indices", 1, 4),
+    Row(f"{NAME}/request index == pool size", NAME, at("req_pool_indices", 1, 4),
         ("req_pool_indices[1] = 4 is outside [0, req_to_token.size(0) = 4)",)),
-    Row(f"{NAME}/request index -1 in the last row", NAME, _at("req_pool_indices", 2, -1),
+    Row(f"{NAME}/request index -1 in the last row", NAME, at("req_pool_indices", 2, -1),
         ("req_pool_indices[2] = -1 is outside",)),
     Row(f"{NAME}/negative extend length", NAME,
         lambda kw: kw.update(forward_mode=2, total_len=5, paged_mqa_ctx_lens_2d=None,

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import sgl_meta
 from sgl_meta import reference
-from row_kit import Row, apply, set_, to_device
+from row_kit import Row, apply, at, hostile, set_, to_device
 from st_trtllm_mha_metadata import I32_MAX, _index_input, _out_1d, _out_2d, _randint, _req_to_token, _sprinkle
 from tensor_case import Case, garbage, strided
 
@@ -277,32 +277,22 @@ BAD_INPUT_ROWS = [
 
 
 # ---- hostile rows (hostile_table.py); bases as above ------------------------------
-def _at(name, index, value):
-    def edit(kw):
-        kw[name][index] = value
-    return edit
-
-
-def _h(op, id, edit, *names, raises=(RuntimeError,)):
-    return Row(id=f"{op}/{id}", op=op, edit=edit, names=names, raises=raises)
-
-
 # The ops themselves (not the drop-ins): on CUDA the device message names the op.
 HOSTILE_ROWS = [
-    _h(OP, "request index == pool size", _at("req_pool_indices", 1, 6), "req_pool_indices[1] = 6 is outside [0, 6)"),
-    _h(OP, "request index -1", _at("req_pool_indices", 3, -1), "req_pool_indices[3] = -1 is outside"),
-    _h(OP, "slot past the SWA mapping", lambda kw: kw["req_to_token"].fill_(2**31 - 1),
+    hostile(OP, "request index == pool size", at("req_pool_indices", 1, 6), "req_pool_indices[1] = 6 is outside [0, 6)"),
+    hostile(OP, "request index -1", at("req_pool_indices", 3, -1), "req_pool_indices[3] = -1 is outside"),
+    hostile(OP, "slot past the SWA mapping", lambda kw: kw["req_to_token"].fill_(2**31 - 1),
        "= 2147483647 is outside", "full_to_swa_index_mapping"),
-    _h(OP, "negative slots are sentinels", lambda kw: kw["req_to_token"].fill_(-1), raises=()),
-    _h(OP, "length past int32", _at("seq_lens", 2, 2**31 - 1), "seq_lens[2] + seq_len_delta[0] = 2147483648",
+    hostile(OP, "negative slots are sentinels", lambda kw: kw["req_to_token"].fill_(-1), raises=()),
+    hostile(OP, "length past int32", at("seq_lens", 2, 2**31 - 1), "seq_lens[2] + seq_len_delta[0] = 2147483648",
        "does not fit int32 cache_seqlens[0]"),
-    _h(OP, "request indices past bs", lambda kw: kw.update(
+    hostile(OP, "request indices past bs", lambda kw: kw.update(
         req_pool_indices=torch.cat([kw["req_pool_indices"], kw["req_pool_indices"].new_tensor([10**6])])), raises=()),
-    _h(OP, "out_cache_loc past the mapping", lambda kw: kw["out_cache_loc"].__setitem__(
+    hostile(OP, "out_cache_loc past the mapping", lambda kw: kw["out_cache_loc"].__setitem__(
         5, kw["full_to_swa_index_mapping"].numel()), "out_cache_loc[5] =", "is outside"),
-    _h(OP, "negative out_cache_loc is a sentinel", _at("out_cache_loc", 2, -1), raises=()),
-    _h(OP, "negative extend length", _at("extend_seq_lens", 1, -1), "extend_seq_lens[1] = -1 is negative"),
-    _h(OP, "virtual page past full_v2p", lambda kw: kw.update(full_v2p=kw["seq_lens"].new_zeros(1).long()),
+    hostile(OP, "negative out_cache_loc is a sentinel", at("out_cache_loc", 2, -1), raises=()),
+    hostile(OP, "negative extend length", at("extend_seq_lens", 1, -1), "extend_seq_lens[1] = -1 is negative"),
+    hostile(OP, "virtual page past full_v2p", lambda kw: kw.update(full_v2p=kw["seq_lens"].new_zeros(1).long()),
        "outside [0, 1) (full_v2p.numel())"),
-    _h(SPEC, "negative length", _at("seq_len_b", 4, -2), "seq_len_b[4] = -2 is negative"),
+    hostile(SPEC, "negative length", at("seq_len_b", 4, -2), "seq_len_b[4] = -2 is negative"),
 ]

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import sgl_meta
 from sgl_meta import reference
-from row_kit import Row, apply, both, set_
+from row_kit import Row, apply, at, both, hostile, set_
 from tensor_case import Case, strided
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -184,30 +184,20 @@ BAD_INPUT_ROWS = [
 
 
 # ---- hostile rows (hostile_table.py); bases as above ------------------------------
-def _at(name, index, value):
-    def edit(kw):
-        kw[name][index] = value
-    return edit
-
-
-def _h(id, edit, *names, raises=(RuntimeError,)):
-    return Row(id=f"{OP}/{id}", op=OP, edit=edit, names=names, raises=raises)
-
-
 HOSTILE_ROWS = [
-    _h("request index == pool size", _at("req_pool_indices", 1, 6), "req_pool_indices[1] = 6 is outside [0, "),
-    _h("kv_start_idx negative", _at("kv_start_idx", 2, -1), "kv_start_idx[2] = -1 is negative"),
-    _h("seq_lens negative", _at("seq_lens", 3, -1), "seq_lens[3] = -1 is negative"),
-    _h("running sum past int32", _at("seq_lens", 3, 2**31 - 1), "running sum of seq_lens[0..3]"),
-    _h("id past token_mapping", apply("token_mapping", lambda t: t[:10]), "is outside token_mapping"),
-    _h("mapped id past int32", lambda kw: kw.update(kv_indices=kw["kv_indices"].int(),
+    hostile(OP, "request index == pool size", at("req_pool_indices", 1, 6), "req_pool_indices[1] = 6 is outside [0, "),
+    hostile(OP, "kv_start_idx negative", at("kv_start_idx", 2, -1), "kv_start_idx[2] = -1 is negative"),
+    hostile(OP, "seq_lens negative", at("seq_lens", 3, -1), "seq_lens[3] = -1 is negative"),
+    hostile(OP, "running sum past int32", at("seq_lens", 3, 2**31 - 1), "running sum of seq_lens[0..3]"),
+    hostile(OP, "id past token_mapping", apply("token_mapping", lambda t: t[:10]), "is outside token_mapping"),
+    hostile(OP, "mapped id past int32", lambda kw: kw.update(kv_indices=kw["kv_indices"].int(),
                                                     token_mapping=torch.full_like(kw["token_mapping"], 2**40)),
        "does not fit kv_indices (int32)"),
-    _h("kv_indptr row too short", both(set_(write_indptr=False), apply("kv_indptr", lambda t: t.copy_(
+    hostile(OP, "kv_indptr row too short", both(set_(write_indptr=False), apply("kv_indptr", lambda t: t.copy_(
         t.new_tensor([0, 0, 10, 50, 53, 0])))), "row 1 holds 17 tokens but kv_indptr gives it [0, 10)"),
-    _h("kv_indices too small", apply("kv_indices", lambda t: t[:50]), "row 2 holds 40 tokens at 17"),
+    hostile(OP, "kv_indices too small", apply("kv_indices", lambda t: t[:50]), "row 2 holds 40 tokens at 17"),
     # must succeed: sentinels, capped windows, values never read
-    _h("negative slots verbatim", apply("req_to_token", lambda t: t.fill_(-5)), raises=()),
-    _h("window past the row", _at("kv_start_idx", 1, 2**30), raises=()),
-    _h("seq_lens past bs hostile", apply("seq_lens", lambda t: torch.cat([t, t.new_tensor([-(2**31)])])), raises=()),
+    hostile(OP, "negative slots verbatim", apply("req_to_token", lambda t: t.fill_(-5)), raises=()),
+    hostile(OP, "window past the row", at("kv_start_idx", 1, 2**30), raises=()),
+    hostile(OP, "seq_lens past bs hostile", apply("seq_lens", lambda t: torch.cat([t, t.new_tensor([-(2**31)])])), raises=()),
 ]

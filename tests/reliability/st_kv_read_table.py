@@ -21,7 +21,7 @@ from hypothesis import assume, strategies as st
 
 import sgl_meta
 from sgl_meta import reference
-from row_kit import Row, apply, both, overlapping_rows, set_, to_device
+from row_kit import Row, apply, at, both, hostile, overlapping_rows, set_, to_device
 from st_trtllm_mha_metadata import I32_MAX, _index_input, _out_1d, _out_2d, _randint, _req_to_token, _sprinkle
 from tensor_case import Case, Strided, length_contract_error, strided
 
@@ -384,46 +384,36 @@ BAD_INPUT_ROWS = (_rows(TABLE, _SHARED + _TABLE_ONLY) + _rows(STREAM, _SHARED + 
 
 
 # ---- hostile rows (hostile_table.py); bases as above ------------------------------
-def _at(name, index, value):
-    def edit(kw):
-        kw[name][index] = value
-    return edit
-
-
-def _h(op, id, edit, *names, raises=(RuntimeError,)):
-    return Row(id=f"{op}/{id}", op=op, edit=edit, names=names, raises=raises)
-
-
 HOSTILE_ROWS = []
 for _op in (TABLE, STREAM):
     HOSTILE_ROWS += [
-        _h(_op, "request index == pool size", _at("req_pool_indices", 1, 6), "req_pool_indices[1] = 6 is outside [0, "),
-        _h(_op, "request index -1", _at("req_pool_indices", 0, -1), "req_pool_indices[0] = -1 is outside"),
-        _h(_op, "kv_start_idx negative", _at("kv_start_idx", 2, -1), "kv_start_idx[2] = -1 is negative"),
-        _h(_op, "v2p shorter than the pages read", apply("v2p", lambda t: t[:3]), "outside v2p (v2p.numel() = 3)"),
-        _h(_op, "v2p empty", apply("v2p", lambda t: t[:0]), "outside v2p (v2p.numel() = 0)"),
-        _h(_op, "slot far past v2p", apply("req_to_token", lambda t: t.fill_(2**31 - 1)), "outside v2p"),
+        hostile(_op, "request index == pool size", at("req_pool_indices", 1, 6), "req_pool_indices[1] = 6 is outside [0, "),
+        hostile(_op, "request index -1", at("req_pool_indices", 0, -1), "req_pool_indices[0] = -1 is outside"),
+        hostile(_op, "kv_start_idx negative", at("kv_start_idx", 2, -1), "kv_start_idx[2] = -1 is negative"),
+        hostile(_op, "v2p shorter than the pages read", apply("v2p", lambda t: t[:3]), "outside v2p (v2p.numel() = 3)"),
+        hostile(_op, "v2p empty", apply("v2p", lambda t: t[:0]), "outside v2p (v2p.numel() = 0)"),
+        hostile(_op, "slot far past v2p", apply("req_to_token", lambda t: t.fill_(2**31 - 1)), "outside v2p"),
         # must succeed: sentinels, capped lengths, values never read
-        _h(_op, "v2p -1 everywhere", apply("v2p", lambda t: t.fill_(-1)), raises=()),
-        _h(_op, "v2p int64 min everywhere", apply("v2p", lambda t: t.fill_(-(2**63))), raises=()),
-        _h(_op, "negative slots are the sink", apply("req_to_token", lambda t: t.fill_(-(2**31))), raises=()),
-        _h(_op, "window past the row", both(apply("kv_start_idx", lambda t: t.long()), _at("kv_start_idx", 1, 2**40)),
+        hostile(_op, "v2p -1 everywhere", apply("v2p", lambda t: t.fill_(-1)), raises=()),
+        hostile(_op, "v2p int64 min everywhere", apply("v2p", lambda t: t.fill_(-(2**63))), raises=()),
+        hostile(_op, "negative slots are the sink", apply("req_to_token", lambda t: t.fill_(-(2**31))), raises=()),
+        hostile(_op, "window past the row", both(apply("kv_start_idx", lambda t: t.long()), at("kv_start_idx", 1, 2**40)),
            raises=()),
-        _h(_op, "seq_lens past bs hostile", apply("seq_lens", lambda t: torch.cat([t, t.new_tensor([-(2**31)])])),
+        hostile(_op, "seq_lens past bs hostile", apply("seq_lens", lambda t: torch.cat([t, t.new_tensor([-(2**31)])])),
            raises=()),
-        _h(_op, "slots past v2p in dead rows", both(set_(seq_len_delta=0), apply("seq_lens", lambda t: t.fill_(0)),
+        hostile(_op, "slots past v2p in dead rows", both(set_(seq_len_delta=0), apply("seq_lens", lambda t: t.fill_(0)),
                                                     apply("req_to_token", lambda t: t.fill_(2**31 - 1))), raises=()),
     ]
 HOSTILE_ROWS += [
-    _h(TABLE, "v2p entry past int32", apply("v2p", lambda t: t.fill_(2**31)), "does not fit the int32 out"),
+    hostile(TABLE, "v2p entry past int32", apply("v2p", lambda t: t.fill_(2**31)), "does not fit the int32 out"),
     # (the base's seq_len_delta is 2: windows of exactly 2**31 - 1 tokens)
-    _h(TABLE, "lengths far past the table and the row", apply("seq_lens", lambda t: t.fill_(2**31 - 3)), raises=()),
-    _h(STREAM, "token id past int32", both(apply("out", lambda t: t.int()), apply("v2p", lambda t: t.fill_(2**28))),
+    hostile(TABLE, "lengths far past the table and the row", apply("seq_lens", lambda t: t.fill_(2**31 - 3)), raises=()),
+    hostile(STREAM, "token id past int32", both(apply("out", lambda t: t.int()), apply("v2p", lambda t: t.fill_(2**28))),
        "does not fit out (int32)"),
-    _h(STREAM, "token id past int64", apply("v2p", lambda t: t.fill_(2**61)), "does not fit out (int64)"),
-    _h(STREAM, "indptr row too short", _at("indptr", 2, 10), "row 1 holds 17 tokens but indptr gives it [1, 10)"),
-    _h(STREAM, "indptr decreasing", _at("indptr", 3, 10), "indptr must be non-negative and non-decreasing"),
-    _h(STREAM, "indptr negative", _at("indptr", 0, -4), "indptr must be non-negative"),
-    _h(STREAM, "row past out", apply("out", lambda t: t[:62]), "row 3 holds 3 tokens but indptr gives it [60, 64) in out of 62"),
-    _h(STREAM, "indptr past bs + 1 hostile", apply("indptr", lambda t: torch.cat([t, t.new_tensor([-9])])), raises=()),
+    hostile(STREAM, "token id past int64", apply("v2p", lambda t: t.fill_(2**61)), "does not fit out (int64)"),
+    hostile(STREAM, "indptr row too short", at("indptr", 2, 10), "row 1 holds 17 tokens but indptr gives it [1, 10)"),
+    hostile(STREAM, "indptr decreasing", at("indptr", 3, 10), "indptr must be non-negative and non-decreasing"),
+    hostile(STREAM, "indptr negative", at("indptr", 0, -4), "indptr must be non-negative"),
+    hostile(STREAM, "row past out", apply("out", lambda t: t[:62]), "row 3 holds 3 tokens but indptr gives it [60, 64) in out of 62"),
+    hostile(STREAM, "indptr past bs + 1 hostile", apply("indptr", lambda t: torch.cat([t, t.new_tensor([-9])])), raises=()),
 ]

@@ -17,7 +17,7 @@ import torch
 from hypothesis import strategies as st
 
 import sgl_meta
-from row_kit import Row, apply, set_
+from row_kit import Row, apply, at, hostile, set_
 from sgl_meta import reference
 from tensor_case import Case, strided
 from vllm_cases import StepCase, gather_args, make_step, slot_args
@@ -185,30 +185,20 @@ BAD_INPUT_ROWS = [
 
 
 # ---- hostile rows (hostile_table.py) --------------------------------------------
-def _at(name, index, value):
-    def edit(kw):
-        kw[name][index] = value
-    return edit
-
-
-def _h(op, id, edit, *names, raises=(RuntimeError,)):
-    return Row(id=f"{op}/{id}", op=op, edit=edit, names=names, raises=raises)
-
-
 HOSTILE_ROWS = [
-    _h(SLOTS, "request index past the tables", _at("idx_mapping", 1, 7), "idx_mapping[1] = 7 is outside [-1, 7)"),
-    _h(SLOTS, "request index -2", _at("idx_mapping", 0, -2), "idx_mapping[0] = -2 is outside"),
-    _h(SLOTS, "query_start_loc decreasing", _at("query_start_loc", 2, 0), "query_start_loc[2] = 0"),
-    _h(SLOTS, "query_start_loc past the buffers", _at("query_start_loc", 4, 10**6), "query_start_loc[4] = 1000000"),
-    _h(SLOTS, "negative position", _at("positions", 0, -1), "positions[0] = -1 is negative"),
-    _h(SLOTS, "position past the table", _at("positions", 0, 2**40), "reads block column"),
-    _h(SLOTS, "block size 0", apply("block_sizes", lambda t: t.fill_(0)), "block_sizes[0] = 0 is < 1"),
-    _h(SLOTS, "-1 rows read nothing", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
-    _h(SLOTS, "positions past the tokens not read", lambda kw: kw["positions"][-1:].fill_(-(2**40)), raises=()),
-    _h(GATHER, "request index past the tables", _at("idx_mapping", 3, 7), "idx_mapping[3] = 7 is outside"),
-    _h(GATHER, "num_blocks past the width", apply("num_blocks", lambda t: t.fill_(10**6)), "num_blocks[0, "),
-    _h(GATHER, "num_blocks negative", apply("num_blocks", lambda t: t.fill_(-1)), "num_blocks[0, "),
-    _h(GATHER, "negative computed tokens", apply("num_computed_tokens", lambda t: t.fill_(-3)),
+    hostile(SLOTS, "request index past the tables", at("idx_mapping", 1, 7), "idx_mapping[1] = 7 is outside [-1, 7)"),
+    hostile(SLOTS, "request index -2", at("idx_mapping", 0, -2), "idx_mapping[0] = -2 is outside"),
+    hostile(SLOTS, "query_start_loc decreasing", at("query_start_loc", 2, 0), "query_start_loc[2] = 0"),
+    hostile(SLOTS, "query_start_loc past the buffers", at("query_start_loc", 4, 10**6), "query_start_loc[4] = 1000000"),
+    hostile(SLOTS, "negative position", at("positions", 0, -1), "positions[0] = -1 is negative"),
+    hostile(SLOTS, "position past the table", at("positions", 0, 2**40), "reads block column"),
+    hostile(SLOTS, "block size 0", apply("block_sizes", lambda t: t.fill_(0)), "block_sizes[0] = 0 is < 1"),
+    hostile(SLOTS, "-1 rows read nothing", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
+    hostile(SLOTS, "positions past the tokens not read", lambda kw: kw["positions"][-1:].fill_(-(2**40)), raises=()),
+    hostile(GATHER, "request index past the tables", at("idx_mapping", 3, 7), "idx_mapping[3] = 7 is outside"),
+    hostile(GATHER, "num_blocks past the width", apply("num_blocks", lambda t: t.fill_(10**6)), "num_blocks[0, "),
+    hostile(GATHER, "num_blocks negative", apply("num_blocks", lambda t: t.fill_(-1)), "num_blocks[0, "),
+    hostile(GATHER, "negative computed tokens", apply("num_computed_tokens", lambda t: t.fill_(-3)),
        "num_computed_tokens["),
-    _h(GATHER, "-1 rows read nothing", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
+    hostile(GATHER, "-1 rows read nothing", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
 ]

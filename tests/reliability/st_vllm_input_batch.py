@@ -15,9 +15,9 @@ import torch
 from hypothesis import strategies as st
 
 import sgl_meta
-from row_kit import apply, set_
+from row_kit import apply, at, hostile, set_
 from sgl_meta import reference
-from st_vllm_block_table import _at, _h, _r, base_step, events as step_events, step_cases, to_case
+from st_vllm_block_table import _r, base_step, events as step_events, step_cases, to_case
 from vllm_cases import CombineCase, make_combine, make_step, pos_args, prepare_step_args
 
 POS, COMBINE, STEP = "vllm_prepare_pos_seq_lens", "vllm_combine_sampled_and_draft_tokens", "vllm_prepare_step"
@@ -124,21 +124,21 @@ BAD_INPUT_ROWS = [
 
 # ---- hostile rows ------------------------------------------------------------------
 HOSTILE_ROWS = [
-    _h(POS, "request index past num_computed_tokens", _at("idx_mapping", 0, 7), "idx_mapping[0] = 7 is outside"),
-    _h(POS, "query_start_loc decreasing", _at("query_start_loc", 3, 0), "query_start_loc[3] = 0"),
-    _h(POS, "negative computed tokens", apply("num_computed_tokens", lambda t: t.fill_(-1)), "num_computed_tokens["),
-    _h(POS, "seq_lens past int32", apply("num_computed_tokens", lambda t: t.fill_(2**31 - 1)),
+    hostile(POS, "request index past num_computed_tokens", at("idx_mapping", 0, 7), "idx_mapping[0] = 7 is outside"),
+    hostile(POS, "query_start_loc decreasing", at("query_start_loc", 3, 0), "query_start_loc[3] = 0"),
+    hostile(POS, "negative computed tokens", apply("num_computed_tokens", lambda t: t.fill_(-1)), "num_computed_tokens["),
+    hostile(POS, "seq_lens past int32", apply("num_computed_tokens", lambda t: t.fill_(2**31 - 1)),
        "does not fit int32 seq_lens"),
-    _h(POS, "-1 rows", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
-    _h(STEP, "request index past the tables", _at("idx_mapping", 2, 7), "idx_mapping[2] = 7 is outside"),
-    _h(STEP, "num_blocks past the width", apply("num_blocks", lambda t: t.fill_(10**6)), "num_blocks[0, "),
-    _h(STEP, "position past the table", apply("num_computed_tokens", lambda t: t.fill_(2**30)), "reads block column"),
-    _h(STEP, "block size 0", apply("block_sizes", lambda t: t.fill_(0)), "block_sizes[0] = 0 is < 1"),
-    _h(STEP, "-1 rows", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
-    _h(COMBINE, "request index past the tables", _at("idx_mapping", 0, 7), "idx_mapping[0] = 7 is outside [-1, 7)"),
-    _h(COMBINE, "cu_num_logits decreasing", _at("cu_num_logits", 2, 0), "must be non-negative, non-decreasing"),
-    _h(COMBINE, "more logits than draft steps",
+    hostile(POS, "-1 rows", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
+    hostile(STEP, "request index past the tables", at("idx_mapping", 2, 7), "idx_mapping[2] = 7 is outside"),
+    hostile(STEP, "num_blocks past the width", apply("num_blocks", lambda t: t.fill_(10**6)), "num_blocks[0, "),
+    hostile(STEP, "position past the table", apply("num_computed_tokens", lambda t: t.fill_(2**30)), "reads block column"),
+    hostile(STEP, "block size 0", apply("block_sizes", lambda t: t.fill_(0)), "block_sizes[0] = 0 is < 1"),
+    hostile(STEP, "-1 rows", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
+    hostile(COMBINE, "request index past the tables", at("idx_mapping", 0, 7), "idx_mapping[0] = 7 is outside [-1, 7)"),
+    hostile(COMBINE, "cu_num_logits decreasing", at("cu_num_logits", 2, 0), "must be non-negative, non-decreasing"),
+    hostile(COMBINE, "more logits than draft steps",
        lambda kw: (kw["cu_num_logits"].mul_(5), kw.update(logits_indices=kw["logits_indices"].new_zeros(1000))),
        "more than draft_tokens.size(1)"),
-    _h(COMBINE, "-1 rows", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
+    hostile(COMBINE, "-1 rows", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
 ]
