@@ -10,6 +10,8 @@ import sgl_meta  # noqa: F401  (registers the ops)
 # Fresh random inputs every run; the seed is printed so a failure can be replayed
 # with SGLMETA_TEST_SEED=<seed>.
 BASE_SEED = int(os.environ.get("SGLMETA_TEST_SEED", random.randrange(2**31)))
+# Child processes and tests collected beside another conftest read it from here.
+os.environ["SGLMETA_TEST_SEED"] = str(BASE_SEED)
 
 HAS_CUDA = torch.cuda.is_available()
 # SGLMETA_REQUIRE_GPU=1 (set by scripts/gpu_tests.sh, device_check.sh, sanitize.sh):

@@ -12,6 +12,7 @@ the overlay venv of scripts/setup_vllm_env.sh.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,8 @@ import pytest
 
 import vllm_env
 
-from conftest import BASE_SEED
+BASE_SEED = int(os.environ["SGLMETA_TEST_SEED"])  # tests/conftest.py sets it
+
 
 CHILD = Path(__file__).with_name("vllm_child.py")
 SWITCH = "SGLMETA_VLLM_PLUGIN"
