@@ -91,17 +91,30 @@ def register(host: str, why: Optional[str], act: Callable[[], str], announce: Ca
     announce(f"{head}: {act()}{where}")
 
 
+def entry_point_visible(group: str) -> bool:
+    """Whether the installed metadata declares our entry point in ``group``
+    (what the host's plugin loader reads)."""
+    from importlib.metadata import entry_points
+
+    return any(ep.name == ENTRY_POINT and ep.value.startswith("sgl_meta.") for ep in entry_points(group=group))
+
+
 def report(host: str, allowed: Optional[str], allowed_variable: str, inactive_reason: Callable[..., Optional[str]],
            plan: Callable[[], tuple[list, list]], describe: Callable[[object, object], str], noun: str,
-           versions: str = "") -> None:
+           versions: str = "", group: Optional[str] = None) -> None:
     """``python -m sgl_meta.<host>``: the header, then why the plugin is
     inactive or one line per row (``describe(row, replacement)`` for the usable
-    ones). ``allowed`` is the host's allow-list, None where it allows every plugin."""
+    ones). ``allowed`` is the host's allow-list, None where it allows every plugin;
+    ``group`` the entry-point group the host loads plugins from."""
     from . import __version__
 
     print(f"sgl-meta {__version__} at {package_dir()}{versions}")
     if allowed is not None and ENTRY_POINT not in {x.strip() for x in allowed.split(",")}:
         print(f"inactive: {allowed_variable}={allowed} does not name {ENTRY_POINT} ({host} will not call the plugin)")
+        return
+    if group is not None and not entry_point_visible(group):
+        print(f"inactive: {host} finds plugins through the entry-point group {group}, and this environment's "
+              f"sgl-meta metadata declares none there (an install older than the plugin): reinstall sgl-meta")
         return
     why = inactive_reason(device=False)
     if why:

@@ -17,7 +17,8 @@ def main() -> None:
     import os
 
     allowed = os.environ.get("SGLANG_PLUGINS", "").strip() or None  # unset or empty: SGLang loads every plugin
-    _plugin.report("SGLang", allowed, "SGLANG_PLUGINS", inactive_reason, plan, _describe, "hooks")
+    _plugin.report("SGLang", allowed, "SGLANG_PLUGINS", inactive_reason, plan, _describe, "hooks",
+                   group="sglang.srt.plugins")
 
 
 def _describe(hook, _) -> str:

@@ -146,6 +146,10 @@ def resolve(target: str) -> object:
     return obj
 
 
+GPU_LIBRARIES = ("sgl_kernel", "flashinfer", "deep_gemm", "flash_mla")
+"""SGLang's compiled attention libraries: installed with SGLang on a GPU machine, never by the CPU-only set."""
+
+
 def import_failure(err: Exception, package: str = "sglang") -> str:
     """Why SGLang's function (in ``package``) could not be had: it is not in
     this SGLang (a module or attribute of the package's own is missing), a
@@ -156,6 +160,9 @@ def import_failure(err: Exception, package: str = "sglang") -> str:
     if isinstance(err, AttributeError) or missing == package:
         return f"not in this SGLang {detail}"
     importer = next((m for m in reversed(_module_names(err.__traceback__)) if m.split(".")[0] == package), package)
+    if missing in GPU_LIBRARIES:
+        return (f"SGLang's module {importer} needs {missing}, which is not installed (a GPU library of SGLang's, "
+                "not in docs/sglang.md's CPU-only set: this row takes effect where SGLang runs with it)")
     if missing:
         return f"SGLang's module {importer} needs {missing}, which is not installed ({install_hint()})"
     return f"SGLang's module {importer} does not import here {detail}"

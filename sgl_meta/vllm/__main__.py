@@ -17,7 +17,7 @@ def main() -> None:
     import os
 
     _plugin.report("vLLM", os.environ.get("VLLM_PLUGINS"), "VLLM_PLUGINS", inactive_reason, plan, _describe, "rows",
-                   versions=f"; vllm {vllm_version() or 'not installed'}")
+                   versions=f"; vllm {vllm_version() or 'not installed'}", group="vllm.general_plugins")
 
 
 def _describe(row, ours) -> str:

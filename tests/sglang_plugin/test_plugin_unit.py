@@ -355,3 +355,13 @@ def _child_env():
     root = str(__import__("pathlib").Path(sgl_meta.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
     return env
+
+
+def test_a_missing_gpu_library_is_not_sent_to_the_cpu_only_set():
+    """sgl_kernel & co. are not in the CPU-only set: the hint must not promise them."""
+    from sgl_meta.sglang.hooks import import_failure
+
+    err = ModuleNotFoundError("No module named 'sgl_kernel'", name="sgl_kernel")
+    why = import_failure(err)
+    assert "needs sgl_kernel, which is not installed (a GPU library of SGLang's" in why, why
+    assert 'pip install "sglang' not in why, why

@@ -190,6 +190,21 @@ def test_cli_prints_each_row(fake_vllm, monkeypatch, capsys):
     assert "does not name sgl_meta" in capsys.readouterr().out
 
 
+def test_cli_says_when_vllm_cannot_see_the_entry_point(fake_vllm, monkeypatch, capsys):
+    """An sgl-meta install whose metadata predates the vLLM plugin: vLLM's loader
+    never finds it, so the report must not claim replacements."""
+    from importlib import metadata
+
+    from sgl_meta.vllm.__main__ import main
+
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    monkeypatch.setattr(metadata, "entry_points", lambda group=None: [])
+    main()
+    out = capsys.readouterr().out
+    assert "inactive: vLLM finds plugins through the entry-point group vllm.general_plugins" in out
+    assert "replaces" not in out
+
+
 # What the replacement methods do with vLLM's object: a BlockTables-shaped
 # namespace on CPU tensors (our ops' CPU kernels), checked against the reference.
 
