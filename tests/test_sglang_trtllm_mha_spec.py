@@ -359,17 +359,17 @@ def test_ragged_verify_falls_back_when_not_covered(gen):
 
 def test_hook_table():
     """The plugin's table registers both functions (and the unified pool's two)
-    as AROUND hooks on these targets."""
+    as AROUND hooks on these targets (other backends' rows besides)."""
     from sgl_meta.sglang import trtllm_mha_unified as unified
     from sgl_meta.sglang.hooks import HOOKS, load
 
     targets = {h.target: (load(h.replacement), h.kind) for h in HOOKS if h.kind == "AROUND"}
-    assert targets == {
+    assert targets.items() >= {
         spec.MULTI_STEP_TARGET: (spec.multi_step_draft_init_forward_metadata_in_graph, "AROUND"),
         spec.RAGGED_VERIFY_TARGET: (spec.ragged_verify_write_graph_metadata, "AROUND"),
         unified.APPLY_TARGET: (unified.apply_cuda_graph_metadata, "AROUND"),
         unified.OUT_GRAPH_TARGET: (unified.init_forward_metadata_out_graph, "AROUND"),
-    }
+    }.items()
 
 
 def test_module_does_not_import_sglang():
