@@ -41,5 +41,10 @@ for name in ("vllm.plugins", "vllm.triton_utils.dispatcher", "vllm.platforms",
     importlib.import_module(name)
 import vllm
 print(f"vllm {vllm.__version__} importable in the overlay")
+from sgl_meta import _plugin
+if not _plugin.entry_point_visible("vllm.general_plugins"):
+    # An sgl-meta install older than the vLLM plugin: vLLM's loader would not find it.
+    print("warning: sgl-meta's metadata has no vllm.general_plugins entry point; reinstall sgl-meta "
+          "(pip install --no-build-isolation -e . in the base venv) for vLLM to load the plugin")
 EOF
 echo "vLLM overlay at $OVERLAY in $((SECONDS - start)) s: $OVERLAY/bin/python -m pytest tests/vllm_plugin"
