@@ -25,6 +25,7 @@
 // scan (over the extend lengths), in every block that needs it: no second
 // launch and no host sync.
 
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
 #include "common/cuda_utils.cuh"
@@ -35,8 +36,8 @@ namespace sgl_meta {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItems = 4;                      // requests / rows per thread per tile
-constexpr int kTile = kThreads * kItems;       // 1024
+constexpr int kItems = 1;                      // requests / rows per thread per tile
+constexpr int kTile = kThreads * kItems;       // 256
 constexpr int kVecs = 2;                       // 16-byte vectors per thread per unit
 constexpr int64_t kUnitTokens = kThreads * 4 * kVecs;  // 2048 columns
 constexpr int kPagesPerThread = 4;             // real-table entries per thread per unit
@@ -45,6 +46,7 @@ constexpr int kFallbackSms = 132;
 
 using ScanU32 = cub::BlockScan<uint32_t, kThreads>;
 using ScanI64 = cub::BlockScan<int64_t, kThreads>;
+using ReduceI64 = cub::BlockReduce<int64_t, kThreads>;
 
 struct ScanSmem {
   typename ScanU32::TempStorage u32;
@@ -55,6 +57,7 @@ struct ScanSmem {
 struct PageSmem {
   typename ScanU32::TempStorage u32;
   typename ScanI64::TempStorage i64;
+  typename ReduceI64::TempStorage reduce;
   uint32_t unit_begin[kTile];  // exclusive prefix of units over the tile
   int32_t len[kTile];          // live columns
   int32_t row_begin[kTile];
@@ -67,13 +70,26 @@ union Smem {
   PageSmem page;
 };
 
-__device__ __forceinline__ void check_request(const DsaGenParams& p, int64_t r, int64_t req) {
+SGL_FAILURE_PATH void fail_request(const DsaGenParams& p, int64_t r, int64_t req) {
   // The named flag puts the argument in the assert text itself.
-  const bool req_pool_indices_in_range = req >= 0 && req < p.pool_size;
+  const bool req_pool_indices_in_range = false;
   SGL_DEVICE_CHECK(req_pool_indices_in_range,
                    "fused_dsa_metadata: req_pool_indices[%lld] = %lld is outside "
                    "[0, req_to_token.size(0) = %lld)",
                    (long long)r, (long long)req, (long long)p.pool_size);
+  __trap();
+}
+
+__device__ __forceinline__ void check_request(const DsaGenParams& p, int64_t r, int64_t req) {
+  if (__builtin_expect(!(req >= 0 && req < p.pool_size), 0)) fail_request(p, r, req);
+}
+
+SGL_FAILURE_PATH void fail_extend(int64_t r, int64_t e) {
+  const bool extend_seq_lens_non_negative = false;
+  SGL_DEVICE_CHECK(extend_seq_lens_non_negative,
+                   "fused_dsa_metadata: extend_seq_lens[%lld] = %lld is negative", (long long)r,
+                   (long long)e);
+  __trap();
 }
 
 // A length check that failed (params.h; SGL_FAILURE_PATH): kind kSeqLen re-reads request i's length to name the argument;
@@ -134,8 +150,9 @@ __device__ void write_expanded(const DsaGenParams& p, int64_t e, int32_t len, in
 // checks add no round trip. (The scans themselves never index with these
 // values: page blocks check the index again before they read, and extend
 // lengths enter every sum clamped at 0.)
+template <int M>
 __device__ __forceinline__ void check_tile(const DsaGenParams& p, int64_t base) {
-  const bool check_extend = p.mode == kDsaGenDraftExtend && p.n > 0;
+  const bool check_extend = M == kDsaGenDraftExtend && p.n > 0;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     const int64_t r = base + threadIdx.x * kItems + i;
@@ -143,16 +160,14 @@ __device__ __forceinline__ void check_tile(const DsaGenParams& p, int64_t base) 
     if (p.writes_pages()) check_request(p, r, p.req_pool_indices[r]);
     if (check_extend && (!p.static_extend || r == 0)) {
       const int64_t e = p.extend_seq_lens[r];
-      const bool extend_seq_lens_non_negative = e >= 0;
-      SGL_DEVICE_CHECK(extend_seq_lens_non_negative,
-                       "fused_dsa_metadata: extend_seq_lens[%lld] = %lld is negative",
-                       (long long)r, (long long)e);
+      if (__builtin_expect(e < 0, 0)) fail_extend(r, e);
     }
   }
 }
 
 // Requests: cache_seqlens, cu_seqlens_k, paged_mqa_ctx_lens; DECODE also its
 // expanded rows (one per request, the same lengths).
+template <int M>
 __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
   uint32_t carry = 0, dsa_carry = 0;
   for (int64_t base = 0; base < p.bs; base += kTile) {
@@ -163,15 +178,15 @@ __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
     for (int i = 0; i < kItems; ++i) {
       const int64_t r = base + threadIdx.x * kItems + i;
       const int64_t seq = r < p.bs ? p.seq_lens[r] : 0;
-      fits[i] = cache_len_fits(p, seq);
-      c[i] = cache_len(p, to_i32(seq));
+      fits[i] = cache_len_fits<M>(p, seq);
+      c[i] = cache_len<M>(p, to_i32(seq));
       v[i] = static_cast<uint32_t>(c[i]);
       dv[i] = static_cast<uint32_t>(min_i32(c[i], p.topk));
     }
-    check_tile(p, base);
+    check_tile<M>(p, base);
     uint32_t total, dsa_total;
     ScanU32(sm.u32).InclusiveSum(v, v, total);
-    if (p.mode == kDsaGenDecode) {
+    if (M == kDsaGenDecode) {
       __syncthreads();
       ScanU32(sm.u32).InclusiveSum(dv, dv, dsa_total);
     }
@@ -181,7 +196,7 @@ __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
       if (r >= p.bs) break;
       check_length(p, fits[i], kSeqLen, r);
       check_length(p, running_sum_fits(carry + v[i]), kCuSeqlensK, r);
-      if (p.mode == kDsaGenDecode)
+      if (M == kDsaGenDecode)
         check_length(p, running_sum_fits(dsa_carry + dv[i]), kDsaCuSeqlensK, r);
       for (int s = 0; s < p.num_sets; ++s) {
         const DsaGenSet& d = p.set[s];
@@ -192,11 +207,11 @@ __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
           for (int64_t j = 0; j < p.next_n; ++j) row[j] = c[i];
         }
       }
-      if (p.mode == kDsaGenDecode)
+      if (M == kDsaGenDecode)
         write_expanded(p, r, c[i], min_i32(c[i], p.topk), dsa_carry + dv[i]);
     }
     carry += total;
-    if (p.mode == kDsaGenDecode) dsa_carry += dsa_total;
+    if (M == kDsaGenDecode) dsa_carry += dsa_total;
     __syncthreads();  // the scan storage is reused by the next tile
   }
 }
@@ -293,15 +308,16 @@ __device__ void scan_draft_rows(const DsaGenParams& p, ScanSmem& sm) {
   }
 }
 
+template <int M>
 __device__ void scan_block(const DsaGenParams& p, ScanSmem& sm) {
   if (threadIdx.x < p.num_sets) {
     p.set[threadIdx.x].cu_seqlens_k[0] = 0;
     p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
   }
   if (p.bs == 0) return;
-  scan_requests(p, sm);
-  if (p.mode == kDsaGenTargetVerify) scan_verify_rows(p, sm);
-  if (p.mode == kDsaGenDraftExtend) scan_draft_rows(p, sm);
+  scan_requests<M>(p, sm);
+  if (M == kDsaGenTargetVerify) scan_verify_rows(p, sm);
+  if (M == kDsaGenDraftExtend) scan_draft_rows(p, sm);
 }
 
 // ---- page blocks ---------------------------------------------------------------
@@ -375,6 +391,7 @@ __device__ void copy_unit(const DsaGenParams& p, const int32_t* src, int64_t beg
   }
 }
 
+template <int M>
 __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tokens,
                            int64_t block, int64_t blocks) {
   int64_t unit_carry = 0;   // units of the tiles before this one
@@ -388,12 +405,12 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
       const int64_t r = base + threadIdx.x * kItems + i;
       const int t = threadIdx.x * kItems + i;
       const bool in = r < p.bs;
-      start[i] = (p.mode == kDsaGenDraftExtend && in && p.n > 0) ? extend_len(p, r) : 0;
-      sm.len[t] = in ? static_cast<int32_t>(live_len(p, cache_len(p, to_i32(p.seq_lens[r])))) : 0;
+      start[i] = (M == kDsaGenDraftExtend && in && p.n > 0) ? extend_len(p, r) : 0;
+      sm.len[t] = in ? static_cast<int32_t>(live_len(p, cache_len<M>(p, to_i32(p.seq_lens[r])))) : 0;
       sm.req[t] = in ? p.req_pool_indices[r] : 0;
     }
     int64_t start_total = 0;
-    if (p.mode == kDsaGenDraftExtend) ScanI64(sm.i64).ExclusiveSum(start, start, start_total);
+    if (M == kDsaGenDraftExtend) ScanI64(sm.i64).ExclusiveSum(start, start, start_total);
     uint32_t units[kItems];
 #pragma unroll
     for (int i = 0; i < kItems; ++i) {
@@ -401,9 +418,9 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
       const int t = threadIdx.x * kItems + i;
       int64_t row_begin = 0, row_count = 0;
       if (r < p.bs) {
-        if (p.mode == kDsaGenDecode) {
+        if (M == kDsaGenDecode) {
           row_begin = r, row_count = 1;
-        } else if (p.mode == kDsaGenTargetVerify) {
+        } else if (M == kDsaGenTargetVerify) {
           row_begin = r * p.next_n, row_count = p.next_n;
         } else {
           row_begin = start_carry + start[i];
@@ -443,14 +460,67 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
   }
 }
 
+// One page block per unit when every potential unit has a block of its own
+// (bs * units-per-row <= the grid cap): block b is column unit b % chunks of
+// request b / chunks, found without the tile scans. A block past its
+// request's live prefix exits after one round of loads.
+template <int M>
+__device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tokens,
+                                  int64_t block, int64_t chunks) {
+  const int64_t r = block / chunks;
+  const int64_t begin = (block - r * chunks) * unit_tokens;
+  const int64_t seq = p.seq_lens[r];
+  const int64_t req = p.req_pool_indices[r];
+  int64_t row_begin = r, row_count = 1;
+  if (M == kDsaGenTargetVerify) {
+    row_begin = r * p.next_n, row_count = p.next_n;
+  } else if (M == kDsaGenDraftExtend) {
+    if (p.n == 0) return;
+    int64_t start = 0;  // rows of the requests before r: the scan block's prefix
+    if (p.static_extend) {
+      start = r * extend_len(p, 0);
+    } else {
+      int64_t part = 0;
+      for (int64_t i = threadIdx.x; i < r; i += kThreads) part += extend_len(p, i);
+      start = ReduceI64(sm.reduce).Sum(part);  // valid in thread 0
+      if (threadIdx.x == 0) sm.row_begin[0] = static_cast<int32_t>(min_i64(start, p.n));
+      __syncthreads();
+      start = sm.row_begin[0];
+    }
+    row_begin = start;
+    row_count = draft_rows(p, r, start);
+  }
+  const int64_t len = live_len(p, cache_len<M>(p, to_i32(seq)));
+  if (begin >= len || row_count <= 0) return;
+  check_request(p, r, req);
+  copy_unit(p, p.req_to_token + req * p.req_to_token_stride, begin, min_i64(begin + unit_tokens, len),
+            row_begin, row_count);
+}
+
+// One instantiation per mode and page-block kind: each holds only its own
+// code, which keeps a launch's instruction footprint (fetched by every block
+// before it can issue) small.
+template <int M, bool kDirect>
 __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
-    fused_dsa_metadata_kernel(const __grid_constant__ DsaGenParams p, int64_t unit_tokens) {
+    fused_dsa_metadata_kernel(const __grid_constant__ DsaGenParams p, int64_t unit_tokens,
+                              int64_t chunks) {
   __shared__ Smem smem;
   if (blockIdx.x == 0) {
-    scan_block(p, smem.scan);
+    scan_block<M>(p, smem.scan);
+  } else if (kDirect) {
+    direct_page_block<M>(p, smem.page, unit_tokens, blockIdx.x - 1, chunks);
   } else {
-    page_block(p, smem.page, unit_tokens, blockIdx.x - 1, gridDim.x - 1);
+    page_block<M>(p, smem.page, unit_tokens, blockIdx.x - 1, gridDim.x - 1);
   }
+}
+
+template <int M>
+void launch(const DsaGenParams& p, dim3 grid, bool direct, int64_t unit_tokens, int64_t chunks,
+            cudaStream_t s) {
+  if (direct)
+    fused_dsa_metadata_kernel<M, true><<<grid, kThreads, 0, s>>>(p, unit_tokens, chunks);
+  else
+    fused_dsa_metadata_kernel<M, false><<<grid, kThreads, 0, s>>>(p, unit_tokens, chunks);
 }
 
 int sm_count() { return current_device_sm_count(kFallbackSms); }
@@ -463,14 +533,23 @@ const char* fused_dsa_metadata_cuda(const DsaGenParams& p, void* stream) {
   // spans 1024 pages (4 per thread) instead of 2048 tokens.
   const int64_t unit_tokens =
       p.page_table_1 ? kUnitTokens : kThreads * kPagesPerThread * p.page.page_size;
-  int64_t page_blocks = 0;
+  int64_t page_blocks = 0, chunks = 0;
+  bool direct = false;
   if (p.writes_pages() && p.bs > 0 && p.n > 0 && p.max_cols > 0) {
-    const int64_t max_units = p.bs * ((p.max_cols - 1) / unit_tokens + 1);
+    chunks = (p.max_cols - 1) / unit_tokens + 1;
+    const int64_t max_units = p.bs * chunks;
     const int64_t cap = static_cast<int64_t>(sm_count()) * kPageBlocksPerSm;
-    page_blocks = max_units < cap ? max_units : cap;
+    direct = max_units <= cap;
+    page_blocks = direct ? max_units : cap;
   }
-  fused_dsa_metadata_kernel<<<static_cast<unsigned>(1 + page_blocks), kThreads, 0,
-                              static_cast<cudaStream_t>(stream)>>>(p, unit_tokens);
+  const dim3 grid(static_cast<unsigned>(1 + page_blocks));
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (p.mode == kDsaGenDecode)
+    launch<kDsaGenDecode>(p, grid, direct, unit_tokens, chunks, s);
+  else if (p.mode == kDsaGenTargetVerify)
+    launch<kDsaGenTargetVerify>(p, grid, direct, unit_tokens, chunks, s);
+  else
+    launch<kDsaGenDraftExtend>(p, grid, direct, unit_tokens, chunks, s);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }

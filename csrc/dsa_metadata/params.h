@@ -83,9 +83,17 @@ SGL_HD int32_t add_i32(int32_t a, int64_t b) {  // wrapping int32 sum
   return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b));
 }
 
+// kMode: the mode where the caller knows it at compile time (a CUDA kernel
+// instantiated per mode); -1: p.mode.
+template <int kMode = -1>
+SGL_HD int mode_of(const DsaGenParams& p) {
+  return kMode >= 0 ? kMode : p.mode;
+}
+
 // cache_seqlens[r]: seq_lens[r] (+ next_n in TARGET_VERIFY), int32.
+template <int kMode = -1>
 SGL_HD int32_t cache_len(const DsaGenParams& p, int32_t seq) {
-  return p.mode == kDsaGenTargetVerify ? add_i32(seq, p.next_n) : seq;
+  return mode_of<kMode>(p) == kDsaGenTargetVerify ? add_i32(seq, p.next_n) : seq;
 }
 
 // Lengths (common/index_array.h): seq_lens[r] and cache_seqlens[r] (+ next_n
@@ -94,8 +102,9 @@ SGL_HD int32_t cache_len(const DsaGenParams& p, int32_t seq) {
 // most its request's cache length (seq + j + 1 <= seq + next_n in verify,
 // seq - ext + j + 1 <= seq in draft-extend). Draft-extend's clamp at 0 (a
 // padded request shorter than its extend length) is upstream's, not an error.
+template <int kMode = -1>
 SGL_HD bool cache_len_fits(const DsaGenParams& p, int64_t seq) {
-  return length_fits(seq) && length_fits(seq + (p.mode == kDsaGenTargetVerify ? p.next_n : 0));
+  return length_fits(seq) && length_fits(seq + (mode_of<kMode>(p) == kDsaGenTargetVerify ? p.next_n : 0));
 }
 
 // Columns of request r's page rows: its cache length clamped to [0, max_cols].
