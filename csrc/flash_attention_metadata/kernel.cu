@@ -164,12 +164,14 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
                         "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) "
                         "= %lld)",
                         op_name(), row, (long long)req, (long long)in.pool_size);
-  int64_t cols[kFaMaxSetsPerLaunch];
+  // Each set's column count is recomputed where it is used (a few integer
+  // ops) rather than kept in an array indexed by the run-time set number,
+  // which would live in local memory.
+  const auto set_cols = [&](int s) {
+    return fa_columns(in, static_cast<int32_t>(fa_len(seq, a.delta[s])));
+  };
   int64_t cols_max = 0;
-  for (int s = 0; s < a.num_sets; ++s) {
-    cols[s] = fa_columns(in, static_cast<int32_t>(fa_len(seq, a.delta[s])));
-    cols_max = max_i64(cols_max, cols[s]);
-  }
+  for (int s = 0; s < a.num_sets; ++s) cols_max = max_i64(cols_max, set_cols(s));
   const int64_t first = int64_t{chunk} * kPagesPerBlock;
   if (first >= (in.zero_tail ? in.max_seq_pages : cols_max)) return;
   const int64_t c = first + threadIdx.x;
@@ -211,7 +213,7 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
     }
   }
   for (int s = 0; s < a.num_sets; ++s) {
-    const bool mine = c < cols[s];
+    const bool mine = c < set_cols(s);
     if (!mine && !in.zero_tail) continue;
     a.page_table[s][row * a.page_table_stride[s] + c] = mine ? static_cast<int32_t>(full) : 0;
     if (!kPlain && in.swa_table)
