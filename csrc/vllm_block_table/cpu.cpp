@@ -60,9 +60,10 @@ void check_all(const VllmStepParams& p) {
     for (int g = 0; g < p.groups; ++g) {
       int64_t value = 0;
       if (p.slots) {
+        const VllmGroupScalars gs = vllm_group_scalars(p, g);
         for (int64_t t = r.start; t < r.end; ++t) {
           int64_t slot;
-          const VllmFault f = vllm_slot(p, r, g, t, &slot, &value);
+          const VllmFault f = vllm_slot(p, r, g, gs, t, &slot, &value);
           if (f != kVllmOk) fail_group(p, f, g, b, t, value);
         }
       }
@@ -100,7 +101,8 @@ void vllm_step_cpu(const VllmStepParams& p) {
       int64_t value = 0;
       if (p.slots) {
         int64_t* out = p.slot_mappings + g * p.slot_stride;
-        for (int64_t t = r.start; t < r.end; ++t) vllm_slot(p, r, g, t, &out[t], &value);
+        const VllmGroupScalars gs = vllm_group_scalars(p, g);
+        for (int64_t t = r.start; t < r.end; ++t) vllm_slot(p, r, g, gs, t, &out[t], &value);
       }
       if (p.gather && b < p.num_rows) {
         int32_t* dst = grp.dst + b * grp.dst_stride;

@@ -19,6 +19,7 @@ namespace sgl_meta {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int kUnroll = 4;
 
 SGL_FAILURE_PATH void fail_row(const VllmStepParams& p, VllmRow r) {
   const char* op = vllm_step_op_name(p.op);
@@ -95,6 +96,8 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
     return;
   }
 
+  // The group's scalars are loaded beside the row's (no load waits for another).
+  const VllmGroupScalars gs = vllm_group_scalars(p, g);
   const VllmRow r = vllm_read_row(p, b);
   if (r.fault != kVllmOk) fail_row(p, r);
 
@@ -111,12 +114,24 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   if (!has_group) return;
 
   if (p.slots) {
+    // kUnroll tokens per thread per pass: their table loads are all in flight
+    // before the first store (a long prefill row is one block's work).
     int64_t* out = p.slot_mappings + g * p.slot_stride;
-    for (int64_t t = r.start + threadIdx.x; t < r.end; t += kThreads) {
-      int64_t slot, value = 0;
-      const VllmFault f = vllm_slot(p, r, g, t, &slot, &value);
-      if (f != kVllmOk) fail_group(p, f, g, b, t, value);
-      out[t] = slot;
+    for (int64_t t0 = r.start + threadIdx.x; t0 < r.end; t0 += kThreads * kUnroll) {
+      int64_t slot[kUnroll], value[kUnroll];
+      VllmFault f[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t t = t0 + k * kThreads;
+        value[k] = 0;
+        f[k] = t < r.end ? vllm_slot(p, r, g, gs, t, &slot[k], &value[k]) : kVllmOk;
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t t = t0 + k * kThreads;
+        if (f[k] != kVllmOk) fail_group(p, f[k], g, b, t, value[k]);
+        if (t < r.end) out[t] = slot[k];
+      }
     }
   }
 
@@ -131,7 +146,17 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
     const VllmFault f = vllm_gather_span(p, r, g, &count, &null, &value);
     if (f != kVllmOk) fail_group(p, f, g, b, 0, value);
     const int32_t* src = grp.src + r.req * grp.src_stride;
-    for (int64_t j = threadIdx.x; j < count; j += kThreads) dst[j] = j < null ? 0 : load_ro(src + j);
+    for (int64_t j0 = threadIdx.x; j0 < count; j0 += kThreads * kUnroll) {
+      int32_t v[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const int64_t j = j0 + k * kThreads;
+        v[k] = j < count && j >= null ? load_ro(src + j) : 0;
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        if (j0 + k * kThreads < count) dst[j0 + k * kThreads] = v[k];
+    }
   }
 }
 

@@ -119,9 +119,11 @@ enum VllmFault : int {
 // Division by a block size read on the device (>= 1): a shift for powers of two.
 SGL_HD int64_t vllm_div(int64_t v, int64_t d) {
   if ((d & (d - 1)) == 0) {
-    int s = 0;
-    while ((int64_t{1} << s) < d) ++s;
-    return v >> s;
+#ifdef __CUDA_ARCH__
+    return v >> (__ffsll(d) - 1);
+#else
+    return v >> __builtin_ctzll(static_cast<unsigned long long>(d));
+#endif
   }
   return v / d;
 }
@@ -151,19 +153,21 @@ struct VllmRow {
 };
 
 SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b) {
+  // Every load that does not depend on another first, so that a GPU thread
+  // waits for them once.
   VllmRow r;
   r.req = p.idx_mapping[b];
+  const int64_t start = p.reads_tokens() ? p.query_start_loc[b] : 0;
+  const int64_t end = p.reads_tokens() ? p.query_start_loc[b + 1] : 0;
   if (r.req != kVllmNoRequest && (r.req < 0 || r.req >= p.req_limit)) {
     r.fault = kVllmBadRequest, r.value = r.req, r.at = b;
     return r;
   }
-  if (p.reads_tokens()) {
-    r.start = p.query_start_loc[b];
-    r.end = p.query_start_loc[b + 1];
-    if (r.start < 0 || r.end < r.start || r.end > p.token_cap) {
-      r.fault = kVllmBadQueryStart, r.value = r.start < 0 ? r.start : r.end, r.at = r.start < 0 ? b : b + 1;
-      return r;
-    }
+  r.start = start;
+  r.end = end;
+  if (r.start < 0 || r.end < r.start || r.end > p.token_cap) {
+    r.fault = kVllmBadQueryStart, r.value = r.start < 0 ? r.start : r.end, r.at = r.start < 0 ? b : b + 1;
+    return r;
   }
   if (p.reads_computed() && r.req != kVllmNoRequest) {
     r.computed = p.num_computed_tokens[r.req];
@@ -180,23 +184,40 @@ SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b) {
   return r;
 }
 
+// Group g's per-group values the slot formula reads, read once per row.
+struct VllmGroupScalars {
+  int64_t block_size = 1;
+  bool enabled = false;  // slot_mapping_enabled[g]
+  bool sharded = false;  // dcp_sharded[g] (cp_size > 1)
+};
+
+SGL_HD VllmGroupScalars vllm_group_scalars(const VllmStepParams& p, int g) {
+  VllmGroupScalars s;
+  if (!p.slots || g >= p.groups) return s;
+  s.block_size = p.block_sizes[g];
+  s.enabled = p.slot_mapping_enabled[g];
+  s.sharded = p.cp_size > 1 && p.dcp_sharded[g];
+  return s;
+}
+
 // query_start_loc[n], where the padded token tail starts.
 SGL_HD VllmFault vllm_check_tail(const VllmStepParams& p, int64_t* tail_start) {
   *tail_start = p.query_start_loc[p.n];
   return (*tail_start < 0 || *tail_start > p.token_cap) ? kVllmBadQueryStart : kVllmOk;
 }
 
-// Slot of token t of row r in group g, or a fault (value: the offending value).
-SGL_HD VllmFault vllm_slot(const VllmStepParams& p, const VllmRow& r, int g, int64_t t, int64_t* slot,
-                           int64_t* value) {
+// Slot of token t of row r in group g (gs: vllm_group_scalars(p, g)), or a
+// fault (value: the offending value).
+SGL_HD VllmFault vllm_slot(const VllmStepParams& p, const VllmRow& r, int g, const VllmGroupScalars& gs,
+                           int64_t t, int64_t* slot, int64_t* value) {
   *slot = p.pad_id;
-  if (r.req == kVllmNoRequest || !p.slot_mapping_enabled[g]) return kVllmOk;
+  if (r.req == kVllmNoRequest || !gs.enabled) return kVllmOk;
   const int64_t pos = p.positions_given ? p.positions[t] : r.computed + (t - r.start);
   if (pos < 0) return *value = pos, kVllmBadPosition;
-  const int64_t bs = p.block_sizes[g];
+  const int64_t bs = gs.block_size;
   if (bs < 1) return *value = bs, kVllmBadBlockSize;
   bool local = true;
-  const int64_t lp = vllm_local_position(p, p.cp_size > 1 && p.dcp_sharded[g], pos, bs, &local);
+  const int64_t lp = vllm_local_position(p, gs.sharded, pos, bs, &local);
   if (!local) return kVllmOk;
   const VllmGroup& grp = p.group[g];
   const int64_t col = vllm_div(lp, bs);

@@ -58,19 +58,23 @@ struct VllmCombineRow {
 };
 
 SGL_HD VllmCombineRow vllm_combine_row(const VllmCombineParams& p, int64_t b) {
+  // The row's own entries are loaded together first (on a GPU one wait for
+  // all of them), then what the request index selects.
   VllmCombineRow r;
   r.req = p.idx_mapping[b];
+  const int64_t lo = p.cu_num_logits[b], hi = p.cu_num_logits[b + 1];
+  const int64_t start = p.query_start_loc[b], end = p.query_start_loc[b + 1];
+  const int64_t seq = p.seq_lens[b];
   if (r.req != -1 && (r.req < 0 || r.req >= p.req_limit)) return r.fault = kCombineBadRequest, r;
-  r.lo = p.cu_num_logits[b];
-  const int64_t hi = p.cu_num_logits[b + 1];
+  r.lo = lo;
   if (r.lo < 0 || hi < r.lo || hi > p.logits_size) return r.fault = kCombineBadLogits, r;
   r.nl = hi - r.lo;
   if (r.nl > p.steps + p.num_new_sampled) return r.fault = kCombineTooManyLogits, r;
-  r.start = p.query_start_loc[b];
-  r.end = p.query_start_loc[b + 1];
+  r.start = start;
+  r.end = end;
   r.first = r.end - r.nl;
   if (r.req == -1) return r;
-  const int64_t seq = p.seq_lens[b], prefill = p.prefill_len[r.req];
+  const int64_t prefill = p.prefill_len[r.req];
   r.generating = seq > prefill;
   if (!r.generating) return r;
   r.write_last = p.num_new_sampled > 0 && seq - r.nl >= prefill;
