@@ -32,6 +32,8 @@ rm -rf "$DEST"
 mkdir -p "$DEST/whl" "$DEST/src" "$DEST/tests/vllm_plugin" "$DEST/vllm-sdist/tests/v1/worker"
 pack_wheels "$PY" "$DEST" manylinux_2_39_x86_64 manylinux_2_34_x86_64 manylinux_2_31_x86_64 -- "${WHEELS[@]}"
 pack_host "$SITE" "$DEST" vllm vllm-0.33.0.dist-info
+# vLLM's compiled ops module does not fit a carry: scripts/vllm_import_stubs says what stands in.
+cp -r scripts/vllm_import_stubs "$DEST/import_stubs"
 pack_sgl_meta "$DEST" vllm.general_plugins sgl_meta.vllm.plugin:register
 cp -r tests/vllm_plugin/. "$DEST/tests/vllm_plugin/"
 find "$DEST/tests" -name __pycache__ -prune -exec rm -rf {} +

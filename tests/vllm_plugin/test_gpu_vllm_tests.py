@@ -26,11 +26,12 @@ def test_vllms_own_unit_tests_pass_with_the_plugin(tmp_path):
     sdist = vllm_env.sdist_tests()
     if sdist is None:
         pytest.skip("vLLM 0.33.0's sdist is not unpacked at $SGLMETA_VLLM_SDIST (default /work/up/vllm-0.33.0)")
-    # vLLM's MoE routing test calls its compiled _moe_C ops, which a carried
-    # vLLM without its .so files lacks; everything the plugin touches is Triton.
+    # vLLM's MoE routing test calls its compiled MoE ops (torch.ops._moe_C, from
+    # vllm/_moe_C_stable_libtorch.abi3.so), which a carried vLLM without its .so
+    # files lacks; everything the plugin touches is Triton.
     import importlib.util
 
-    deselect = [] if importlib.util.find_spec("vllm._moe_C") else [
+    deselect = [] if importlib.util.find_spec("vllm._moe_C_stable_libtorch") else [
         "--deselect", f"{sdist / FILES[1]}::test_make_dummy_padding_controls_moe_routing"]
     env = vllm_env.child_env()
     env["PYTHONPATH"] = str(Path(__file__).parent) + ":" + env["PYTHONPATH"]
