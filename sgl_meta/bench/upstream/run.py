@@ -130,6 +130,8 @@ def run_upstream(
                 res = measure_row(spec_.build(ctx, kernels), timer, pool, replays)
             except Exception as e:  # one broken row must not hide the others
                 res = {"case": spec_.name, "group": spec_.group, "ok": False, "error": f"{type(e).__name__}: {e}"}
+            if "capture_errors" in res or "error" in res:  # that pool may be left recording (measure_row)
+                pool = torch.cuda.graph_pool_handle()
             doc["rows"].append(res)
             log("  " + _row_line(res))
         ctx.drop()
