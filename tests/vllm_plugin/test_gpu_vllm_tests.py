@@ -31,8 +31,10 @@ def test_vllms_own_unit_tests_pass_with_the_plugin(tmp_path):
     # files lacks; everything the plugin touches is Triton.
     import importlib.util
 
-    deselect = [] if importlib.util.find_spec("vllm._moe_C_stable_libtorch") else [
-        "--deselect", f"{sdist / FILES[1]}::test_make_dummy_padding_controls_moe_routing"]
+    vllm_dir = Path(importlib.util.find_spec("vllm").submodule_search_locations[0])
+    # (-k: the files lie outside the child's rootdir, where node ids lose their path)
+    deselect = [] if any(vllm_dir.glob("_moe_C_stable_libtorch*.so")) else [
+        "-k", "not test_make_dummy_padding_controls_moe_routing"]
     env = vllm_env.child_env()
     env["PYTHONPATH"] = str(Path(__file__).parent) + ":" + env["PYTHONPATH"]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "vllm_pytest_plugin", "--noconftest", "-p", "no:cacheprovider",
