@@ -28,7 +28,9 @@ def environment(device: torch.device) -> dict:
         "numpy": np.__version__,
         "sgl_meta": sgl_meta.__version__,
         "sgl_meta_path": str(Path(sgl_meta.__file__).parent),
-        "sgl_meta_commit": _run(["git", "-C", str(Path(sgl_meta.__file__).parent), "rev-parse", "--short", "HEAD"]),
+        # "-dirty" when tracked files differ from the commit: the numbers are then not that commit's
+        "sgl_meta_commit": _run(["git", "-C", str(Path(sgl_meta.__file__).parent), "describe", "--always", "--dirty",
+                                 "--abbrev=7"]),
     }
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
