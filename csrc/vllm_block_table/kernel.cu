@@ -18,7 +18,7 @@
 namespace sgl_meta {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
 
 SGL_FAILURE_PATH void fail_row(const VllmStepParams& p, VllmRow r) {
@@ -73,26 +73,31 @@ __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
   for (int64_t j = threadIdx.x; j < cols; j += kThreads) dst[j] = 0;
 }
 
+// One instantiation per set of parts the op writes (kPos: positions and
+// seq_lens, kSlots: slot mappings, kGather: block tables; kCp: cp_size > 1;
+// the launcher picks them from the params): a launch carries only the code of
+// what it writes.
+template <bool kPos, bool kSlots, bool kGather, bool kCp>
 __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
   const int64_t b = blockIdx.x;
   const int g = static_cast<int>(blockIdx.y);
   const bool has_group = g < p.groups;
 
   if (b == gridDim.x - 1) {  // the tail block
-    if (!p.reads_tokens()) return;
+    if (!kPos && !kSlots) return;
     int64_t tail = 0;
     if (vllm_check_tail(p, &tail) != kVllmOk) fail_tail(p, tail);
-    if (p.slots && has_group) {
+    if (kSlots && has_group) {
       int64_t* out = p.slot_mappings + g * p.slot_stride;
       for (int64_t t = tail + threadIdx.x; t < p.slot_cols; t += kThreads) out[t] = p.pad_id;
     }
-    if (p.write_pos && g == 0)
+    if (kPos && g == 0)
       for (int64_t i = p.n + threadIdx.x; i < p.seq_lens_size; i += kThreads) p.seq_lens[i] = 0;
     return;
   }
 
   if (b >= p.n) {  // a padded row: only the gather writes it
-    if (p.gather && has_group) zero_row(p.group[g].dst + b * p.group[g].dst_stride, p.group[g].dst_cols);
+    if (kGather && has_group) zero_row(p.group[g].dst + b * p.group[g].dst_stride, p.group[g].dst_cols);
     return;
   }
 
@@ -101,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   const VllmRow r = vllm_read_row(p, b);
   if (r.fault != kVllmOk) fail_row(p, r);
 
-  if (p.write_pos && g == 0) {
+  if (kPos && g == 0) {
     if (threadIdx.x == 0) p.seq_lens[b] = static_cast<int32_t>(r.computed + (r.end - r.start));
     for (int64_t t = r.start + threadIdx.x; t < r.end; t += kThreads) {
       const int64_t v = r.computed + (t - r.start);
@@ -113,8 +118,9 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   }
   if (!has_group) return;
 
-  if (p.slots) {
-    // kUnroll tokens per thread per pass: their table loads are all in flight
+  if (kSlots) {
+    // kUnroll tokens per thread per pass (a 2048-token prefill row in two);
+    // their table loads are all in flight
     // before the first store (a long prefill row is one block's work).
     int64_t* out = p.slot_mappings + g * p.slot_stride;
     for (int64_t t0 = r.start + threadIdx.x; t0 < r.end; t0 += kThreads * kUnroll) {
@@ -124,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
       for (int k = 0; k < kUnroll; ++k) {
         const int64_t t = t0 + k * kThreads;
         value[k] = 0;
-        f[k] = t < r.end ? vllm_slot(p, r, g, gs, t, &slot[k], &value[k]) : kVllmOk;
+        f[k] = t < r.end ? vllm_slot<kCp>(p, r, g, gs, t, &slot[k], &value[k]) : kVllmOk;
       }
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
@@ -135,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
     }
   }
 
-  if (p.gather && b < p.num_rows) {
+  if (kGather && b < p.num_rows) {
     const VllmGroup& grp = p.group[g];
     int32_t* dst = grp.dst + b * grp.dst_stride;
     if (r.req == kVllmNoRequest) {
@@ -160,13 +166,35 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   }
 }
 
+template <bool kPos, bool kSlots, bool kGather>
+void launch_parts(const VllmStepParams& p, dim3 grid, cudaStream_t s) {
+  if constexpr (kSlots) {  // context parallelism only matters to the slot mappings
+    if (p.cp_size > 1) {
+      vllm_step_kernel<kPos, kSlots, kGather, true><<<grid, kThreads, 0, s>>>(p);
+      return;
+    }
+  }
+  vllm_step_kernel<kPos, kSlots, kGather, false><<<grid, kThreads, 0, s>>>(p);
+}
+
 }  // namespace
 
 const char* vllm_step_cuda(const VllmStepParams& p, void* stream) {
   const int64_t rows = p.gather && p.num_rows > p.n ? p.num_rows : p.n;
   if (rows + 1 > INT32_MAX) return "too many rows for one launch";
   const dim3 grid(static_cast<unsigned>(rows + 1), p.groups > 0 ? p.groups : 1);
-  vllm_step_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const int parts = (p.write_pos ? 4 : 0) | (p.slots ? 2 : 0) | (p.gather ? 1 : 0);
+  switch (parts) {
+    case 0: launch_parts<false, false, false>(p, grid, s); break;
+    case 1: launch_parts<false, false, true>(p, grid, s); break;
+    case 2: launch_parts<false, true, false>(p, grid, s); break;
+    case 3: launch_parts<false, true, true>(p, grid, s); break;
+    case 4: launch_parts<true, false, false>(p, grid, s); break;
+    case 5: launch_parts<true, false, true>(p, grid, s); break;
+    case 6: launch_parts<true, true, false>(p, grid, s); break;
+    default: launch_parts<true, true, true>(p, grid, s); break;
+  }
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }

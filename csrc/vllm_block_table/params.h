@@ -208,6 +208,9 @@ SGL_HD VllmFault vllm_check_tail(const VllmStepParams& p, int64_t* tail_start) {
 
 // Slot of token t of row r in group g (gs: vllm_group_scalars(p, g)), or a
 // fault (value: the offending value).
+// kMayShard false: the caller knows no group is context-parallel sharded
+// (cp_size == 1), and the CUDA kernel then carries no rank arithmetic.
+template <bool kMayShard = true>
 SGL_HD VllmFault vllm_slot(const VllmStepParams& p, const VllmRow& r, int g, const VllmGroupScalars& gs,
                            int64_t t, int64_t* slot, int64_t* value) {
   *slot = p.pad_id;
@@ -217,7 +220,7 @@ SGL_HD VllmFault vllm_slot(const VllmStepParams& p, const VllmRow& r, int g, con
   const int64_t bs = gs.block_size;
   if (bs < 1) return *value = bs, kVllmBadBlockSize;
   bool local = true;
-  const int64_t lp = vllm_local_position(p, gs.sharded, pos, bs, &local);
+  const int64_t lp = kMayShard ? vllm_local_position(p, gs.sharded, pos, bs, &local) : pos;
   if (!local) return kVllmOk;
   const VllmGroup& grp = p.group[g];
   const int64_t col = vllm_div(lp, bs);
