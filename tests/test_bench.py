@@ -89,9 +89,13 @@ def test_emulated_graphs_all_workloads(tmp_path):
         "llama-3.1-8b-p16": mha,
         "llama-3.1-8b-p64": mha,
         "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"] + ["fused_dsa_metadata"] * 9,
+        "llama-3.1-8b-fa3": ["update_flash_attention_metadata"] * 2,
     }
     eagle = doc["presets"][0]["workloads"][1]  # the draft steps in one launch
     assert eagle["refreshes"] == ["draft_decode_0..1", "target_verify", "draft_extend"]
+    fa3 = doc["presets"][5]["workloads"]
+    assert [w["refreshes"] for w in fa3] == [["draft_decode_0", "draft_decode_1", "target_verify", "draft_extend"],
+                                            ["draft_decode_0..1", "target_verify", "draft_extend"]]
     dsa = doc["presets"][4]["workloads"]
     assert dsa[0]["refreshes"] == ["target_verify", "draft_extend"]
     for p in doc["presets"]:
@@ -107,6 +111,14 @@ def test_dsa_without_spec_and_corruption(tmp_path):
     assert [w["refreshes"] for w in doc["presets"][0]["workloads"]] == [["decode"]]  # no multi
     code, doc = run_json(tmp_path, "--preset", "deepseek-v3.2", "--emulate-graphs", "--corrupt-fused", "0")
     assert code == 1 and "fused_metadata_copy" in doc["error"]
+
+
+def test_fa3_without_spec_and_corruption(tmp_path):
+    code, doc = run_json(tmp_path, "--preset", "llama-3.1-8b-fa3", "--no-spec", "--emulate-graphs")
+    assert code == 0
+    assert [w["refreshes"] for w in doc["presets"][0]["workloads"]] == [["decode"]]  # no one-launch variant
+    code, doc = run_json(tmp_path, "--preset", "llama-3.1-8b-fa3", "--emulate-graphs", "--corrupt-fused", "0")
+    assert code == 1 and "update_flash_attention_metadata" in doc["error"]
 
 
 @pytest.mark.gpu

@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bs", type=int, help=f"largest batch / graph bucket (default {GPU_DEFAULTS['max_bs']} GPU, {CPU_DEFAULTS['max_bs']} CPU)")
     p.add_argument("--buckets", type=_int_list, help="explicit bucket list, e.g. 1,2,4,8 (default: SGLang's list up to --max-bs)")
     p.add_argument("--spec", action=argparse.BooleanOptionalAction, default=None,
-                   help="speculative decoding on/off (default: per preset: gpt-oss and DeepSeek on, Llama off)")
+                   help="speculative decoding on/off (default: per preset: gpt-oss, DeepSeek and Llama on FA3 on, Llama on TRT-LLM MHA off)")
     p.add_argument("--check-every", type=int, default=1, metavar="N", help="compare fused vs reference every N steps (default 1: every step)")
     p.add_argument("--context-len", type=int, help="override the presets' context length (smaller tables, for quick "
                    f"runs; default: the model's on GPU, {CPU_DEFAULTS['context_len']} on CPU)")

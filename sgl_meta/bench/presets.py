@@ -14,6 +14,7 @@ from typing import Optional
 
 BACKEND_TRTLLM_MHA = "trtllm_mha"
 BACKEND_DSA = "dsa"
+BACKEND_FA3 = "fa3"
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Preset:
     Attributes:
         name: CLI name (``--preset``).
         model: Hugging Face model id.
-        backend: ``"trtllm_mha"`` or ``"dsa"``; selects the workloads.
+        backend: ``"trtllm_mha"``, ``"dsa"`` or ``"fa3"``; selects the workloads.
         page_size: tokens per KV page.
         context_len: max tokens per request (``max_position_embeddings``); the
             page-table width is ``ceil(context_len / page_size)``.
@@ -133,6 +134,21 @@ PRESETS = {
             "SGLang DSA backend: page 64, MTP --speculative-num-steps 3 "
             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4; "
             "FlashMLA get_mla_metadata: tile_scheduler_metadata int32 [num_sm_parts, 8]",
+        ),
+        Preset(
+            name="llama-3.1-8b-fa3",
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            backend=BACKEND_FA3,
+            page_size=1,
+            context_len=131072,
+            kv_pool_tokens=800_000,  # ~105 GB of bf16 KV (128 KiB per token) on one H200
+            spec=True,
+            spec_steps=3,
+            spec_draft_tokens=4,
+            sources="config.json: max_position_embeddings=131072, no sliding window; SGLang 0.5.23 "
+            "get_default_attn_backend: fa3 on Hopper for MHA models without speculative decoding or "
+            "with EAGLE top-k 1, page size 1 (the default); EAGLE --speculative-num-steps 3 "
+            "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
         ),
     )
 }

@@ -4,10 +4,11 @@
 from .base import IMPLS, BenchContext, Workload
 from .dsa_metadata_copy import DsaMetadataCopy, DsaMetadataCopyMulti
 from .dsa_metadata import WORKLOADS as DSA_GEN_WORKLOADS
+from .flash_attention_metadata import FlashAttentionMetadata, FlashAttentionSpecOneLaunch
 from .kv_read_table import KvReadPageTable, KvReadTokenStream
 from .trtllm_mha_metadata import TrtllmMhaMetadata, TrtllmMhaPageTable, TrtllmMhaSpecOneLaunch
 
 REGISTRY = (TrtllmMhaMetadata, TrtllmMhaSpecOneLaunch, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti,
-            *DSA_GEN_WORKLOADS, KvReadPageTable, KvReadTokenStream)
+            *DSA_GEN_WORKLOADS, KvReadPageTable, KvReadTokenStream, FlashAttentionMetadata, FlashAttentionSpecOneLaunch)
 
 __all__ = ["IMPLS", "REGISTRY", "BenchContext", "Workload"]

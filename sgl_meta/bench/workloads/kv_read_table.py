@@ -43,9 +43,10 @@ import sgl_meta
 from sgl_meta import reference
 
 from .. import bare_gather
+from ..presets import BACKEND_TRTLLM_MHA
 from ..trace import Step
 from .base import IMPLS, BenchContext
-from .trtllm_mha_metadata import PAD_SEQ_LEN, TrtllmMhaBase, refresh_kv_lens, refresh_lens
+from .trtllm_mha_metadata import PAD_SEQ_LEN, DecodeStepBase, refresh_kv_lens, refresh_lens
 
 
 _UPSTREAM: dict = {}
@@ -68,7 +69,8 @@ def upstream_kernels(spec: str, device: torch.device) -> tuple:
     return _UPSTREAM[spec]
 
 
-class _KvReadBase(TrtllmMhaBase):
+class _KvReadBase(DecodeStepBase):
+    backend = BACKEND_TRTLLM_MHA
     baselines = ("gather",)
     checked_baselines = ("gather",)
 

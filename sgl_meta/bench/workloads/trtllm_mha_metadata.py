@@ -86,11 +86,10 @@ def refresh_slots(step: Step, r: Refresh, k: int) -> np.ndarray:
     return step.out_cache_loc[:, k % step.tokens_per_req].reshape(-1)
 
 
-class TrtllmMhaBase(Workload):
-    """What every workload of a TRT-LLM MHA decode step reads, the KV read tables
-    included: the step's refreshes, the request rows, each refresh's ``seq_lens``."""
-
-    backend = BACKEND_TRTLLM_MHA
+class DecodeStepBase(Workload):
+    """What every workload of a paged decode step reads (TRT-LLM MHA, the KV read
+    tables, FlashAttention): the step's refreshes, the request rows, each
+    refresh's ``seq_lens``. Subclasses set ``backend``."""
 
     def __init__(self, ctx: BenchContext):
         super().__init__(ctx)
@@ -122,11 +121,12 @@ class TrtllmMhaBase(Workload):
         return total
 
 
-class TrtllmMhaMetadata(TrtllmMhaBase):
+class TrtllmMhaMetadata(DecodeStepBase):
     """``sgl_meta.update_trtllm_mha_graph_metadata`` vs its eager reference."""
 
     op = "update_trtllm_mha_graph_metadata"
     label = "mha metadata"
+    backend = BACKEND_TRTLLM_MHA
 
     def __init__(self, ctx: BenchContext):
         super().__init__(ctx)
@@ -278,7 +278,7 @@ class TrtllmMhaSpecOneLaunch(TrtllmMhaMetadata):
         )
 
 
-class TrtllmMhaPageTable(TrtllmMhaBase):
+class TrtllmMhaPageTable(DecodeStepBase):
     """``sgl_meta.build_trtllm_mha_page_table`` (sync-free builder) vs its reference.
 
     One build per refresh of the step, each from that refresh's device-side
@@ -288,6 +288,7 @@ class TrtllmMhaPageTable(TrtllmMhaBase):
 
     op = "build_trtllm_mha_page_table"
     label = "mha page table"
+    backend = BACKEND_TRTLLM_MHA
 
     def __init__(self, ctx: BenchContext):
         super().__init__(ctx)
