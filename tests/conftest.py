@@ -14,6 +14,34 @@ BASE_SEED = int(os.environ.get("SGLMETA_TEST_SEED", random.randrange(2**31)))
 os.environ["SGLMETA_TEST_SEED"] = str(BASE_SEED)
 
 HAS_CUDA = torch.cuda.is_available()
+
+
+def _import_triton_interpreted() -> None:
+    """Without a GPU every upstream Triton kernel the tests run is interpreted, and
+    Triton decides at its first import whether its own @jit helpers (tl.cdiv, ...)
+    are: imported plain, they refuse to be called from interpreted kernels. The
+    first import happens here, under the interpreter switch, so it does not depend
+    on which test file loads Triton first. (With a GPU the helpers must stay
+    compilable: nothing is done.)"""
+    if HAS_CUDA or "triton" in __import__("sys").modules:
+        return
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        import triton.language  # noqa: F401
+        # Gluon wraps those helpers when it is first imported (lazily, by a kernel
+        # launch) and insists they be compiled unless the switch is on then.
+        import triton.experimental.gluon  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        if previous is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = previous
+
+
+_import_triton_interpreted()
 # SGLMETA_REQUIRE_GPU=1 (set by scripts/gpu_tests.sh, device_check.sh, sanitize.sh):
 # a gpu-marked test that cannot run fails instead of skipping, so a GPU run on a
 # machine without a usable device cannot pass by accident.

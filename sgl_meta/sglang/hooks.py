@@ -339,5 +339,13 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("build_kv_indices"),),
         kind="AROUND",
     ),
+    # The gather every other caller of the translator makes (the FlashInfer backends after their kv_indptr
+    # cumsum): pack_read_stream's create_flashinfer_kv_indices_triton branch.
+    Hook(
+        "sglang.srt.mem_cache.kv_index_translator.KVIndexTranslator.pack_read_stream",
+        "sgl_meta.sglang.kv_indices:pack_read_stream",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
 )
 """Every hook the plugin knows, in the order they are considered."""

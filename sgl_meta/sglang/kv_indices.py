@@ -21,8 +21,18 @@ it instead:
 
 Anything else (DCP, a sliding window, static or deterministic splits, another
 backend class, a source whose rows are not addressed by ``stride(0)``) runs
-SGLang's method. Only :func:`_full_kind` imports ``sglang`` (at call time,
-inside SGLang).
+SGLang's method.
+
+:func:`pack_read_stream` wraps ``KVIndexTranslator.pack_read_stream`` itself, which
+the FlashInfer backends call on every replay after their own ``kv_indptr``
+cumsum: its gather branch (``create_flashinfer_kv_indices_triton``, one compiled
+variant per entry page size, token mapping and 1-D/2-D grid) becomes
+:func:`sgl_meta.create_flashinfer_kv_indices`, compiled ahead of time; the branch
+that builds a translated read table (``build_kv_read_table_packed``) stays
+SGLang's (that function has its own hook).
+
+Only :func:`_full_kind` and :class:`SglangDefault` import ``sglang`` (at call
+time, inside SGLang).
 """
 
 from __future__ import annotations
@@ -31,11 +41,45 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..kv_indices import build_kv_indices
+from ..kv_indices import build_kv_indices, create_flashinfer_kv_indices
 
 BACKEND = "sglang.srt.layers.attention.triton_backend"
 FILL_TARGET = f"{BACKEND}.TritonAttnBackend._fill_kv_indptr_and_indices"
 APPLY_TARGET = f"{BACKEND}.TritonAttnBackend._apply_cuda_graph_metadata"
+PACK_TARGET = "sglang.srt.mem_cache.kv_index_translator.KVIndexTranslator.pack_read_stream"
+
+
+class SglangDefault:
+    """A parameter default that is one of SGLang's own objects (``module:Class.NAME``),
+    resolved when first compared or used: it equals that object (the hook table's
+    signature check compares defaults) without importing SGLang with this module."""
+
+    def __init__(self, spec: str):
+        self.spec = spec
+
+    def resolve(self) -> Any:
+        import importlib
+
+        module, _, path = self.spec.partition(":")
+        obj: Any = importlib.import_module(module)
+        for name in path.split("."):
+            obj = getattr(obj, name)
+        return obj
+
+    def __eq__(self, other) -> bool:
+        return other is self or self.resolve() == other
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(self.spec)
+
+    def __repr__(self) -> str:
+        return self.spec
+
+
+FULL_KIND = SglangDefault("sglang.srt.mem_cache.kv_loc_plan:IdSpaceKind.FULL")
 
 
 def _full_kind():
@@ -106,3 +150,31 @@ def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indic
                      num_head=self.num_head, num_kv_head=self.num_kv_head, max_kv_splits=self.max_kv_splits,
                      device_core_count=self.device_core_count)
     return None
+
+
+def pack_read_stream(original: Callable, self, plan, *, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None,
+                     kind=FULL_KIND, token_mapping=None, num_token_blocks=1, kv_lens_sum=None) -> bool:
+    """AROUND ``KVIndexTranslator.pack_read_stream``: its gather branch as
+    :func:`sgl_meta.create_flashinfer_kv_indices` over the same source; SGLang's
+    method for the translated-table branch and for sources ours does not take."""
+    if isinstance(kind, SglangDefault):
+        kind = kind.resolve()
+
+    def theirs() -> bool:
+        return original(self, plan, req_pool_indices=req_pool_indices, seq_lens=seq_lens, indptr=indptr, out=out,
+                        kv_start_idx=kv_start_idx, kind=kind, token_mapping=token_mapping,
+                        num_token_blocks=num_token_blocks, kv_lens_sum=kv_lens_sum)
+
+    if self._reads_translated(kind) and not plan.has_read_table(kind, reader=self):
+        return theirs()  # build_kv_read_table_packed
+    bs = int(seq_lens.numel())
+    if seq_lens.dim() != 1 or req_pool_indices.numel() < bs:
+        return theirs()
+    src = self.read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=kind)
+    ids = src.ids
+    if (src.v2p is not None or (token_mapping is not None and src.is_translated) or ids.dim() != 2
+            or ids.dtype != torch.int32 or ids.stride(1) != 1 or ids.stride(0) != src.row_stride):
+        return theirs()
+    create_flashinfer_kv_indices(ids, src.row_ids[:bs], seq_lens, indptr, kv_start_idx, out,
+                                 entry_page_size=src.entry_page_size, token_mapping=token_mapping)
+    return src.is_translated or token_mapping is not None

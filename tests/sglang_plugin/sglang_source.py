@@ -119,14 +119,37 @@ def _module_constants(tree: ast.Module) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class Dotted:
+    """A default written as a dotted name (``IdSpaceKind.FULL``), which the source
+    alone cannot evaluate: equal to the same text, and to a replacement's default
+    that names it (``sgl_meta.sglang.kv_indices.SglangDefault``, ``module:text``)."""
+
+    text: str
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Dotted):
+            return other.text == self.text
+        return str(getattr(other, "spec", "")).endswith(":" + self.text)
+
+    def __ne__(self, other) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
 def signature_of(defn: Definition) -> inspect.Signature:
-    """The ``def``'s signature, defaults evaluated (literals and module constants)."""
+    """The ``def``'s signature, defaults evaluated (literals, module constants,
+    dotted names as :class:`Dotted`)."""
     consts = _module_constants(_parse(defn.path))
     a = defn.node.args
 
     def default(node):
         if isinstance(node, ast.Name) and node.id in consts:
             return consts[node.id]
+        if isinstance(node, ast.Attribute):
+            return Dotted(ast.unparse(node))
         return ast.literal_eval(node)
 
     P = inspect.Parameter

@@ -7,7 +7,12 @@ SGLang.)"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -142,3 +147,113 @@ def test_fill_without_translator_or_strided_source_runs_sglangs_method(gen):
     hooks.fill_kv_indptr_and_indices(lambda *a: ran.append(a), b, None, lens.numel(), lens, req,
                                      b.cuda_graph_kv_indices)
     assert len(ran) == 2
+
+
+# -- KVIndexTranslator.pack_read_stream (the FlashInfer backends' gather) --------
+
+
+class PackTranslator(Translator):
+    """pack_read_stream's collaborators: whether reads are translated, the plan's
+    table, the source of a gather."""
+
+    def __init__(self, table: Table, translated_reads: bool = False):
+        super().__init__(table)
+        self.translated_reads = translated_reads
+
+    def _reads_translated(self, kind):
+        return self.translated_reads
+
+    def read_source(self, plan, *, req_pool_indices, bs, kind):
+        src = super().read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=kind)
+        src.is_translated = self.table.entry_page_size > 1
+        return src
+
+
+class Plan:
+    def __init__(self, has_table: bool):
+        self.has_table = has_table
+
+    def has_read_table(self, kind, reader):
+        return self.has_table
+
+
+def _pack_case(gen, source: str, bs: int = 6, window: bool = False, mapping: bool = False):
+    b, req, lens = _backend(gen, source, bs)
+    t = b.kv_index_translator.table
+    translator = PackTranslator(t, translated_reads=source == "table")
+    indptr = torch.zeros(bs + 1, dtype=torch.int32)
+    indptr[1:] = torch.cumsum(lens, 0) + torch.arange(1, bs + 1) * 3  # slack between rows, as a padded stream has
+    start = torch.randint(0, 9, (bs,), generator=gen) if window else None
+    if window and source != "table":
+        lens = torch.minimum(lens, torch.full_like(lens, t.ids.shape[1] - 9))
+    token_mapping = torch.randint(-1, 5000, (2**20 + 1,), generator=gen, dtype=torch.int64) if mapping else None
+    out = torch.full((int(indptr[-1]) + 5,), -7, dtype=torch.int32)
+    return translator, req, lens, indptr, start, token_mapping, out
+
+
+@pytest.mark.parametrize("source, window, mapping", [("verbatim", False, False), ("verbatim", True, False),
+                                                     ("verbatim", False, True), ("table", False, False),
+                                                     ("table", True, False)])
+def test_pack_read_stream_gather_equals_sglangs(source, window, mapping, gen):
+    translator, req, lens, indptr, start, mapping_t, out = _pack_case(gen, source, window=window, mapping=mapping)
+    want = out.clone()
+    src = translator.read_source(None, req_pool_indices=req, bs=lens.numel(), kind="FULL")
+    reference.create_flashinfer_kv_indices(src.ids, src.row_ids[: lens.numel()], lens, indptr, start, want,
+                                           src.entry_page_size, mapping_t)
+    got = hooks.pack_read_stream(_never, translator, Plan(has_table=True), req_pool_indices=req, seq_lens=lens,
+                                 indptr=indptr, out=out, kv_start_idx=start, kind="FULL", token_mapping=mapping_t)
+    assert torch.equal(out, want)
+    assert got == (source == "table" or mapping)  # what SGLang returns: whether the ids are physical
+
+
+@pytest.mark.parametrize("change", ["table_to_build", "v2p", "strided", "mapping_on_translated", "int64_ids",
+                                    "short_rows"])
+def test_pack_read_stream_runs_sglangs_method_where_ours_does_not_cover(change, gen):
+    source = {"table_to_build": "table", "v2p": "v2p", "mapping_on_translated": "table"}.get(change, "verbatim")
+    translator, req, lens, indptr, start, _, out = _pack_case(gen, source)
+    plan = Plan(has_table=change != "table_to_build")
+    mapping = torch.zeros(4, dtype=torch.int64) if change == "mapping_on_translated" else None
+    t = translator.table
+    if change == "strided":
+        t.ids = t.ids[:, ::2]
+    if change == "int64_ids":
+        t.ids = t.ids.long()
+    if change == "short_rows":
+        req = req[:2]
+    ran = []
+    before = out.clone()
+    got = hooks.pack_read_stream(lambda *a, **k: ran.append((a, k)) or "theirs", translator, plan,
+                                 req_pool_indices=req, seq_lens=lens, indptr=indptr, out=out, kind="FULL",
+                                 token_mapping=mapping)
+    assert got == "theirs" and len(ran) == 1 and torch.equal(out, before)
+    assert ran[0][1]["kind"] == "FULL" and ran[0][1]["token_mapping"] is mapping
+
+
+def test_pack_read_stream_default_kind_is_sglangs():
+    pytest.importorskip("sglang.srt.mem_cache.kv_loc_plan")
+    from sglang.srt.mem_cache.kv_loc_plan import IdSpaceKind
+
+    assert hooks.FULL_KIND == IdSpaceKind.FULL and not (hooks.FULL_KIND != IdSpaceKind.FULL)
+    assert hooks.FULL_KIND != IdSpaceKind.SLIDING_WINDOW
+    seen = []
+    hooks.pack_read_stream(lambda *a, **k: seen.append(k["kind"]) or True, PackTranslator(Table(), True),
+                           Plan(has_table=False), req_pool_indices=torch.zeros(1, dtype=torch.int64),
+                           seq_lens=torch.ones(1, dtype=torch.int64), indptr=torch.zeros(2, dtype=torch.int32),
+                           out=torch.zeros(1, dtype=torch.int32))
+    assert seen == [IdSpaceKind.FULL]
+
+
+def test_pack_read_stream_equals_sglangs_own_method_in_the_interpreter():
+    """SGLang 0.5.23's real KVIndexTranslator (a static pool) and its
+    pack_read_stream (the Triton gather interpreted, on CPU) against the hook on
+    the same translator and poisoned buffers: windows, token mappings, int32 and
+    int64 streams, 1-D and 2-D grids."""
+    if importlib.util.find_spec("sglang") is None or importlib.util.find_spec("triton") is None:
+        pytest.skip("needs the installed sglang 0.5.23 and triton")
+    here = Path(__file__).resolve().parent
+    seed = int(os.environ.get("SGLMETA_TEST_SEED", "0")) or 12345
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join([str(here.parent.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(here / "pack_read_stream_child.py"), str(seed), "24"],
+                          capture_output=True, text=True, timeout=900, env=env, cwd=str(here))
+    assert proc.returncode == 0 and "ok 24" in proc.stdout, proc.stdout + proc.stderr[-4000:]
