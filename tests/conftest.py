@@ -25,20 +25,16 @@ def _import_triton_interpreted() -> None:
     compilable: nothing is done.)"""
     if HAS_CUDA or "triton" in __import__("sys").modules:
         return
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        import triton.language  # noqa: F401
-        # Gluon wraps those helpers when it is first imported (lazily, by a kernel
-        # launch) and insists they be compiled unless the switch is on then.
-        import triton.experimental.gluon  # noqa: F401
-    except ImportError:
-        pass
-    finally:
-        if previous is None:
-            del os.environ["TRITON_INTERPRET"]
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
+    from helpers import triton_interpreter
+
+    with triton_interpreter():
+        try:
+            import triton.language  # noqa: F401
+            # Gluon wraps those helpers when it is first imported (lazily, by a
+            # kernel launch) and insists they be compiled unless the switch is on then.
+            import triton.experimental.gluon  # noqa: F401
+        except ImportError:
+            pass
 
 
 _import_triton_interpreted()

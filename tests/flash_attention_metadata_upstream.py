@@ -10,36 +10,22 @@ missing.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.util
 import os
 from types import ModuleType, SimpleNamespace
 from typing import Optional
 
+from helpers import triton_interpreter
+
 _MODULE: Optional[SimpleNamespace] = None
 FUNCTIONS = ("normal_decode_set_metadata", "draft_extend_set_metadata", "prepare_swa_spec_page_table_triton")
-
-
-@contextlib.contextmanager
-def _interpreting():
-    """TRITON_INTERPRET=1 for the duration (Triton reads it when decorating a
-    kernel and again in imports it makes on a first launch)."""
-    previous = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ["TRITON_INTERPRET"]
-        else:
-            os.environ["TRITON_INTERPRET"] = previous
 
 
 def _interpreted(fn):
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        with _interpreting():
+        with triton_interpreter():
             return fn(*args, **kwargs)
 
     return call
@@ -56,7 +42,7 @@ def upstream() -> Optional[SimpleNamespace]:
     path = os.path.join(spec.submodule_search_locations[0], "kernels", "ops", "attention", "metadata.py")
     if not os.path.exists(path) or importlib.util.find_spec("triton") is None:
         return None
-    with _interpreting():
+    with triton_interpreter():
         module_spec = importlib.util.spec_from_file_location("_sglang_fa_metadata_interpreted", path)
         module: ModuleType = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)

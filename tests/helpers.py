@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -64,3 +65,18 @@ def capture_cuda_graph(call, device=None) -> "torch.cuda.CUDAGraph":
         with torch.cuda.graph(graph):
             call()
     return graph
+
+
+@contextlib.contextmanager
+def triton_interpreter():
+    """TRITON_INTERPRET=1 for the duration (Triton reads it when it decorates a
+    kernel, and in imports it makes on a first launch), then as it was."""
+    previous = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = previous

@@ -49,9 +49,7 @@ class FlashAttentionMetadata(DecodeStepBase):
         self.extend_lens = torch.zeros(n, dtype=torch.int32, device=self.device)
         shapes = {}
         for r in self.plan:
-            shapes[f"{r.name}.cache_seqlens"] = ((n,), torch.int32)
-            shapes[f"{r.name}.cu_seqlens_k"] = ((n + 1,), torch.int32)
-            shapes[f"{r.name}.page_table"] = ((n, self.width), torch.int32)
+            shapes.update(self._decode_shapes(r, n))
             if r.after_accept:
                 shapes[f"{r.name}.cu_seqlens_q"] = ((n + 1,), torch.int32)
         self._make_outputs(shapes)
@@ -61,12 +59,6 @@ class FlashAttentionMetadata(DecodeStepBase):
         for k, r in enumerate(self.plan):
             self._h2d(self.lens[k], refresh_lens(step, r), bucket, PAD_SEQ_LEN)
         self._h2d(self.extend_lens, step.accept_lens.astype(np.int32), bucket, 0)
-
-    def _max_seq_pages(self, step: Optional[Step], r: Refresh) -> int:
-        if step is None:
-            return self.width
-        longest = int(refresh_lens(step, r).max()) + r.seqlen_offset
-        return max(1, min(self.width, -(-max(longest, 0) // self.ps)))
 
     def _set(self, out: dict, r: Refresh, bs: int) -> dict:
         return dict(cache_seqlens=out[f"{r.name}.cache_seqlens"][:bs], cu_seqlens_k=out[f"{r.name}.cu_seqlens_k"][: bs + 1],

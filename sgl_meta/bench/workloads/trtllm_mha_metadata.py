@@ -105,6 +105,19 @@ class DecodeStepBase(Workload):
     def _fill_common(self, step: Step, bucket: int) -> None:
         self._h2d(self.req_pool_indices, step.req_pool_indices, bucket, 0)
 
+    def _decode_shapes(self, r: Refresh, n: int) -> dict:
+        """The outputs every decode-metadata refresh writes: lengths, their running sums, the page table."""
+        return {f"{r.name}.cache_seqlens": ((n,), torch.int32), f"{r.name}.cu_seqlens_k": ((n + 1,), torch.int32),
+                f"{r.name}.page_table": ((n, self.width), torch.int32)}
+
+    def _max_seq_pages(self, step: Optional[Step], r: Refresh) -> int:
+        """Table columns refresh ``r`` passes: eager, from the host max of its lengths (what
+        the backend reads from ``seq_lens_cpu``); captured (``step`` None), the full width."""
+        if step is None:
+            return self.width
+        longest = int(refresh_lens(step, r).max()) + r.seqlen_offset
+        return min(self.width, -(-max(longest, 0) // self.ps))
+
     def _live_cols(self, step: Step, r: Refresh, rows: int) -> np.ndarray:
         """Page-table columns refresh ``r`` reads in each of ``rows`` rows (its live prefix)."""
         return live_pages(refresh_kv_lens(step, r, rows), self.ps, self.width)
@@ -137,9 +150,7 @@ class TrtllmMhaMetadata(DecodeStepBase):
         ]
         shapes = {}
         for k, r in enumerate(self.plan):
-            shapes[f"{r.name}.cache_seqlens"] = ((n,), torch.int32)
-            shapes[f"{r.name}.cu_seqlens_k"] = ((n + 1,), torch.int32)
-            shapes[f"{r.name}.page_table"] = ((n, self.width), torch.int32)
+            shapes.update(self._decode_shapes(r, n))
             if self.swa:
                 shapes[f"{r.name}.swa_page_table"] = ((n, self.width), torch.int32)
             if self._has_swa_out(r):
@@ -157,12 +168,6 @@ class TrtllmMhaMetadata(DecodeStepBase):
             self._h2d(self.lens[k], refresh_lens(step, r), bucket, PAD_SEQ_LEN)
             if self.out_loc[k] is not None:
                 self._h2d(self.out_loc[k], refresh_slots(step, r, k), bucket * r.tokens, 0)
-
-    def _max_seq_pages(self, step: Optional[Step], r: Refresh) -> int:
-        if step is None:
-            return self.width
-        longest = int(refresh_lens(step, r).max()) + r.seqlen_offset
-        return min(self.width, -(-max(longest, 0) // self.ps))
 
     def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
         fn = sgl_meta.update_trtllm_mha_graph_metadata if impl == "fused" else (
