@@ -16,10 +16,12 @@
 // live work depends on device lengths. So the work is cut into *units*: one
 // unit is kUnitTokens consecutive columns of one request (every row and set
 // it feeds); every page block computes the same per-request unit prefix sum
-// (one tile of up to 1024 requests per pass, L2-resident loads) and takes
+// (one tile of up to 256 requests per pass, L2-resident loads) and takes
 // units b, b + G, b + 2G, ... of the flat unit space. Short and long requests
 // alike spread over all G blocks; a block with no unit exits after one round
-// of loads. G is at most a few blocks per SM (one resident wave).
+// of loads. G is at most a few blocks per SM (one resident wave). When every
+// potential unit (bs x units of the column bound) has a block of its own, the
+// blocks index units directly and skip the scans (direct_page_block).
 //
 // Draft-extend finds each request's first expanded row with the same block
 // scan (over the extend lengths), in every block that needs it: no second
