@@ -33,7 +33,7 @@ from sgl_meta import reference
 from ..presets import BACKEND_FA3
 from ..trace import Step
 from .base import SECTOR, BenchContext, gather_sectors
-from .trtllm_mha_metadata import PAD_SEQ_LEN, DecodeStepBase, Refresh, refresh_lens
+from .trtllm_mha_metadata import PAD_SEQ_LEN, DecodeStepBase, DraftsInOneLaunch, Refresh, refresh_lens
 
 
 class FlashAttentionMetadata(DecodeStepBase):
@@ -105,7 +105,7 @@ class FlashAttentionMetadata(DecodeStepBase):
         return total
 
 
-class FlashAttentionSpecOneLaunch(FlashAttentionMetadata):
+class FlashAttentionSpecOneLaunch(DraftsInOneLaunch, FlashAttentionMetadata):
     """EAGLE's refreshes with the S - 1 draft steps as one
     ``update_flash_attention_metadata`` of S - 1 sets (what the ``sgl_meta.sglang``
     hook on ``FlashAttentionMultiStepBackend.init_forward_metadata_out_graph`` runs);
@@ -118,9 +118,7 @@ class FlashAttentionSpecOneLaunch(FlashAttentionMetadata):
 
     def __init__(self, ctx: BenchContext):
         super().__init__(ctx)
-        self.drafts = [k for k, r in enumerate(self.plan) if r.name.startswith("draft_decode")]
-        rest = tuple(r.name for k, r in enumerate(self.plan) if k not in self.drafts)
-        self.refreshes = ((f"draft_decode_0..{len(self.drafts) - 1}",) if self.drafts else ()) + rest
+        self._group_drafts()
 
     def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
         singles = super().calls(impl, bs, step)
@@ -132,8 +130,3 @@ class FlashAttentionSpecOneLaunch(FlashAttentionMetadata):
         first = self.drafts[0]  # every draft step reads the step's seq_lens
         multi = self._call(impl, out, sets, self.plan[first], first, bs, width)
         return [multi] + [c for k, c in enumerate(singles) if k not in self.drafts]
-
-    def bytes_moved(self, step: Step, bucket: int, mode: str) -> int:
-        widest = max(self.drafts, key=lambda k: self.plan[k].seqlen_offset) if self.drafts else None
-        return sum(self._refresh_bytes(step, bucket, mode, r, reads=k not in self.drafts or k == widest)
-                   for k, r in enumerate(self.plan))

@@ -134,6 +134,24 @@ class DecodeStepBase(Workload):
         return total
 
 
+class DraftsInOneLaunch:
+    """For a :class:`DecodeStepBase` workload whose S - 1 draft-decode refreshes
+    are one multi-set launch (the plugin's multi-step hooks): which refreshes
+    those are, the step's refresh names, and the bytes (the widest draft step's
+    reads paid once, every set's writes). Call :meth:`_group_drafts` after the
+    plan exists."""
+
+    def _group_drafts(self) -> None:
+        self.drafts = [k for k, r in enumerate(self.plan) if r.name.startswith("draft_decode")]
+        rest = tuple(r.name for k, r in enumerate(self.plan) if k not in self.drafts)
+        self.refreshes = ((f"draft_decode_0..{len(self.drafts) - 1}",) if self.drafts else ()) + rest
+
+    def bytes_moved(self, step: Step, bucket: int, mode: str) -> int:
+        widest = max(self.drafts, key=lambda k: self.plan[k].seqlen_offset) if self.drafts else None
+        return sum(self._refresh_bytes(step, bucket, mode, r, reads=k not in self.drafts or k == widest)
+                   for k, r in enumerate(self.plan))
+
+
 class TrtllmMhaMetadata(DecodeStepBase):
     """``sgl_meta.update_trtllm_mha_graph_metadata`` vs its eager reference."""
 
@@ -227,7 +245,7 @@ class TrtllmMhaMetadata(DecodeStepBase):
         return total
 
 
-class TrtllmMhaSpecOneLaunch(TrtllmMhaMetadata):
+class TrtllmMhaSpecOneLaunch(DraftsInOneLaunch, TrtllmMhaMetadata):
     """EAGLE's refreshes with the draft steps in one launch (docs/operators/trtllm_mha_metadata.md): the S - 1
     draft-decode refreshes of a step become one
     ``sgl_meta.update_trtllm_mha_graph_metadata_multi`` (what the
@@ -247,9 +265,7 @@ class TrtllmMhaSpecOneLaunch(TrtllmMhaMetadata):
 
     def __init__(self, ctx: BenchContext):
         super().__init__(ctx)
-        self.drafts = [k for k, r in enumerate(self.plan) if r.name.startswith("draft_decode")]
-        rest = tuple(r.name for k, r in enumerate(self.plan) if k not in self.drafts)
-        self.refreshes = (f"draft_decode_0..{len(self.drafts) - 1}",) + rest
+        self._group_drafts()
 
     def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
         singles = super().calls(impl, bs, step)
@@ -274,13 +290,6 @@ class TrtllmMhaSpecOneLaunch(TrtllmMhaMetadata):
         # every draft set shares the widest draft step's width
         widest = max((q for q in self.plan if q.name.startswith("draft_decode")), key=lambda q: q.seqlen_offset)
         return super()._max_seq_pages(step, widest)
-
-    def bytes_moved(self, step: Step, bucket: int, mode: str) -> int:
-        widest = max(self.drafts, key=lambda k: self.plan[k].seqlen_offset) if self.drafts else None
-        return sum(
-            self._refresh_bytes(step, bucket, mode, r, reads=k not in self.drafts or k == widest)
-            for k, r in enumerate(self.plan)
-        )
 
 
 class TrtllmMhaPageTable(DecodeStepBase):
