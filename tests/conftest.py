@@ -1,5 +1,6 @@
 import os
 import random
+import sys
 import zlib
 
 import pytest
@@ -23,7 +24,7 @@ def _import_triton_interpreted() -> None:
     first import happens here, under the interpreter switch, so it does not depend
     on which test file loads Triton first. (With a GPU the helpers must stay
     compilable: nothing is done.)"""
-    if HAS_CUDA or "triton" in __import__("sys").modules:
+    if HAS_CUDA or "triton" in sys.modules:
         return
     from helpers import triton_interpreter
 

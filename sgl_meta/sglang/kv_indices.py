@@ -66,11 +66,8 @@ class SglangDefault:
             obj = getattr(obj, name)
         return obj
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other) -> bool:  # (!= is derived from it)
         return other is self or self.resolve() == other
-
-    def __ne__(self, other) -> bool:
-        return not self.__eq__(other)
 
     def __hash__(self) -> int:
         return hash(self.spec)

@@ -132,9 +132,6 @@ class Dotted:
             return other.text == self.text
         return str(getattr(other, "spec", "")).endswith(":" + self.text)
 
-    def __ne__(self, other) -> bool:
-        return not self.__eq__(other)
-
     def __hash__(self) -> int:
         return hash(self.text)
 
