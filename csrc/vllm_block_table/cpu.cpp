@@ -59,17 +59,15 @@ void check_all(const VllmStepParams& p) {
     if (r.req == kVllmNoRequest) continue;
     for (int g = 0; g < p.groups; ++g) {
       int64_t value = 0;
-      if (p.slots) {
-        const VllmGroupScalars gs = vllm_group_scalars(p, g);
+      const VllmGroupScalars gs = vllm_group_scalars(p, g);
+      if (p.slots)
         for (int64_t t = r.start; t < r.end; ++t) {
-          int64_t slot;
-          const VllmFault f = vllm_slot(p, r, g, gs, t, &slot, &value);
-          if (f != kVllmOk) fail_group(p, f, g, b, t, value);
+          const VllmSlotSource s = vllm_slot_source(p, r, g, gs, vllm_token_position(p, r, t));
+          if (s.fault != kVllmOk) fail_group(p, s.fault, g, b, t, s.value);
         }
-      }
       if (p.gather && b < p.num_rows) {
         int64_t count, null;
-        const VllmFault f = vllm_gather_span(p, r, g, &count, &null, &value);
+        const VllmFault f = vllm_gather_span(p, r, g, gs, p.group[g].num_blocks[r.req], &count, &null, &value);
         if (f != kVllmOk) fail_group(p, f, g, b, 0, value);
       }
     }
@@ -98,11 +96,14 @@ void vllm_step_cpu(const VllmStepParams& p) {
     }
     for (int g = 0; g < p.groups; ++g) {
       const VllmGroup& grp = p.group[g];
+      const VllmGroupScalars gs = vllm_group_scalars(p, g);
       int64_t value = 0;
       if (p.slots) {
         int64_t* out = p.slot_mappings + g * p.slot_stride;
-        const VllmGroupScalars gs = vllm_group_scalars(p, g);
-        for (int64_t t = r.start; t < r.end; ++t) vllm_slot(p, r, g, gs, t, &out[t], &value);
+        for (int64_t t = r.start; t < r.end; ++t) {
+          const VllmSlotSource s = vllm_slot_source(p, r, g, gs, vllm_token_position(p, r, t));
+          out[t] = vllm_slot_value(p, gs, s, s.read ? grp.src[r.req * grp.src_stride + s.col] : 0);
+        }
       }
       if (p.gather && b < p.num_rows) {
         int32_t* dst = grp.dst + b * grp.dst_stride;
@@ -111,7 +112,7 @@ void vllm_step_cpu(const VllmStepParams& p) {
           continue;
         }
         int64_t count, null;
-        vllm_gather_span(p, r, g, &count, &null, &value);
+        vllm_gather_span(p, r, g, gs, grp.num_blocks[r.req], &count, &null, &value);
         const int32_t* src = grp.src + r.req * grp.src_stride;
         for (int64_t j = 0; j < count; ++j) dst[j] = j < null ? 0 : src[j];
       }

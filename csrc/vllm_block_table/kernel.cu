@@ -18,8 +18,13 @@
 namespace sgl_meta {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
+
+// Threads per block. 128 keeps a bs-256, two-group step (514 blocks of up to
+// 72 registers a thread) in one wave on an H200; the slot mappings alone
+// (56 registers) take 256, which halves the passes over a long prefill row,
+// still in one wave.
+constexpr int step_threads(bool pos, bool slots, bool gather) { return slots && !pos && !gather ? 256 : 128; }
 
 SGL_FAILURE_PATH void fail_row(const VllmStepParams& p, VllmRow r) {
   const char* op = vllm_step_op_name(p.op);
@@ -69,6 +74,7 @@ SGL_FAILURE_PATH void fail_tail(const VllmStepParams& p, int64_t tail) {
   __trap();
 }
 
+template <int kThreads>
 __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
   for (int64_t j = threadIdx.x; j < cols; j += kThreads) dst[j] = 0;
 }
@@ -76,14 +82,19 @@ __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
 // One instantiation per set of parts the op writes (kPos: positions and
 // seq_lens, kSlots: slot mappings, kGather: block tables; kCp: cp_size > 1;
 // the launcher picks them from the params): a launch carries only the code of
-// what it writes.
-template <bool kPos, bool kSlots, bool kGather, bool kCp>
+// what it writes. Every load is issued before the branches that check what an
+// earlier load returned, at an index that stays inside its tensor whatever the
+// checks find; the checks gate the stores. A row then costs its dependent
+// loads only: the request index, what it selects, the table entries.
+template <bool kPos, bool kSlots, bool kGather, bool kCp, int kThreads = step_threads(kPos, kSlots, kGather)>
 __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
   const int64_t b = blockIdx.x;
   const int g = static_cast<int>(blockIdx.y);
   const bool has_group = g < p.groups;
 
   if (b == gridDim.x - 1) {  // the tail block
+    if (kPos && g == 0)
+      for (int64_t i = p.n + threadIdx.x; i < p.seq_lens_size; i += kThreads) p.seq_lens[i] = 0;
     if (!kPos && !kSlots) return;
     int64_t tail = 0;
     if (vllm_check_tail(p, &tail) != kVllmOk) fail_tail(p, tail);
@@ -91,19 +102,22 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
       int64_t* out = p.slot_mappings + g * p.slot_stride;
       for (int64_t t = tail + threadIdx.x; t < p.slot_cols; t += kThreads) out[t] = p.pad_id;
     }
-    if (kPos && g == 0)
-      for (int64_t i = p.n + threadIdx.x; i < p.seq_lens_size; i += kThreads) p.seq_lens[i] = 0;
     return;
   }
 
   if (b >= p.n) {  // a padded row: only the gather writes it
-    if (kGather && has_group) zero_row(p.group[g].dst + b * p.group[g].dst_stride, p.group[g].dst_cols);
+    if (kGather && has_group) zero_row<kThreads>(p.group[g].dst + b * p.group[g].dst_stride, p.group[g].dst_cols);
     return;
   }
 
-  // The group's scalars are loaded beside the row's (no load waits for another).
   const VllmGroupScalars gs = vllm_group_scalars(p, g);
-  const VllmRow r = vllm_read_row(p, b);
+  constexpr bool kTokens = kPos || kSlots;
+  const bool computed = kPos || (kSlots && !p.positions_given) || (kGather && p.mask_sliding_window);
+  const VllmRow r = vllm_read_row(p, b, kTokens, computed);
+  const VllmGroup& grp = p.group[has_group ? g : 0];
+  const bool gathers = kGather && has_group && b < p.num_rows;
+  // num_blocks beside the computed count (both wait only for the request index).
+  const int64_t blocks = gathers && vllm_request_in_range(p, r.req) ? grp.num_blocks[r.req] : 0;
   if (r.fault != kVllmOk) fail_row(p, r);
 
   if (kPos && g == 0) {
@@ -119,37 +133,43 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   if (!has_group) return;
 
   if (kSlots) {
-    // kUnroll tokens per thread per pass (a 2048-token prefill row in two);
-    // their table loads are all in flight
-    // before the first store (a long prefill row is one block's work).
+    // kUnroll tokens per thread per pass (a 2048-token prefill row in two
+    // with 256 threads), in three steps: their positions, their table
+    // entries, their stores.
     int64_t* out = p.slot_mappings + g * p.slot_stride;
+    const int32_t* src = grp.src + (r.req == kVllmNoRequest ? 0 : r.req * grp.src_stride);
     for (int64_t t0 = r.start + threadIdx.x; t0 < r.end; t0 += kThreads * kUnroll) {
-      int64_t slot[kUnroll], value[kUnroll];
-      VllmFault f[kUnroll];
+      int64_t pos[kUnroll];
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int64_t t = t0 + k * kThreads;
-        value[k] = 0;
-        f[k] = t < r.end ? vllm_slot<kCp>(p, r, g, gs, t, &slot[k], &value[k]) : kVllmOk;
+        pos[k] = t < r.end ? vllm_token_position(p, r, t) : 0;
       }
+      VllmSlotSource s[kUnroll];
+      int32_t entry[kUnroll];
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)  // (a decode row: k = 0 only)
+        if (t0 + k * kThreads < r.end) s[k] = vllm_slot_source<kCp>(p, r, g, gs, pos[k]);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) entry[k] = s[k].read ? load_ro(src + s[k].col) : 0;
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int64_t t = t0 + k * kThreads;
-        if (f[k] != kVllmOk) fail_group(p, f[k], g, b, t, value[k]);
-        if (t < r.end) out[t] = slot[k];
+        if (t >= r.end) break;
+        if (s[k].fault != kVllmOk) fail_group(p, s[k].fault, g, b, t, s[k].value);
+        out[t] = vllm_slot_value(p, gs, s[k], entry[k]);
       }
     }
   }
 
-  if (kGather && b < p.num_rows) {
-    const VllmGroup& grp = p.group[g];
+  if (gathers) {
     int32_t* dst = grp.dst + b * grp.dst_stride;
     if (r.req == kVllmNoRequest) {
-      zero_row(dst, grp.dst_cols);
+      zero_row<kThreads>(dst, grp.dst_cols);
       return;
     }
     int64_t count, null, value = 0;
-    const VllmFault f = vllm_gather_span(p, r, g, &count, &null, &value);
+    const VllmFault f = vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value);
     if (f != kVllmOk) fail_group(p, f, g, b, 0, value);
     const int32_t* src = grp.src + r.req * grp.src_stride;
     for (int64_t j0 = threadIdx.x; j0 < count; j0 += kThreads * kUnroll) {
@@ -168,6 +188,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
 
 template <bool kPos, bool kSlots, bool kGather>
 void launch_parts(const VllmStepParams& p, dim3 grid, cudaStream_t s) {
+  constexpr int kThreads = step_threads(kPos, kSlots, kGather);
   if constexpr (kSlots) {  // context parallelism only matters to the slot mappings
     if (p.cp_size > 1) {
       vllm_step_kernel<kPos, kSlots, kGather, true><<<grid, kThreads, 0, s>>>(p);

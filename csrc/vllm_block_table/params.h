@@ -152,14 +152,22 @@ struct VllmRow {
   int64_t value = 0, at = 0;
 };
 
-SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b) {
-  // Every load that does not depend on another first, so that a GPU thread
-  // waits for them once.
+SGL_HD bool vllm_request_in_range(const VllmStepParams& p, int64_t req) {
+  return req >= 0 && req < p.req_limit;
+}
+
+// `tokens`: read the row's query range; `computed`: its computed-token count
+// (the kernels pass p.reads_tokens() / p.reads_computed(), the CUDA kernel as
+// constants where its instantiation fixes them). The loads come before any
+// branch, and the computed count is read as soon as the request index is, only
+// for an index inside the tables: on a GPU the row costs two dependent loads.
+SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b, bool tokens, bool computed) {
   VllmRow r;
   r.req = p.idx_mapping[b];
-  const int64_t start = p.reads_tokens() ? p.query_start_loc[b] : 0;
-  const int64_t end = p.reads_tokens() ? p.query_start_loc[b + 1] : 0;
-  if (r.req != kVllmNoRequest && (r.req < 0 || r.req >= p.req_limit)) {
+  const int64_t start = tokens ? p.query_start_loc[b] : 0;
+  const int64_t end = tokens ? p.query_start_loc[b + 1] : 0;
+  const int64_t c = computed && vllm_request_in_range(p, r.req) ? p.num_computed_tokens[r.req] : 0;
+  if (r.req != kVllmNoRequest && !vllm_request_in_range(p, r.req)) {
     r.fault = kVllmBadRequest, r.value = r.req, r.at = b;
     return r;
   }
@@ -169,8 +177,8 @@ SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b) {
     r.fault = kVllmBadQueryStart, r.value = r.start < 0 ? r.start : r.end, r.at = r.start < 0 ? b : b + 1;
     return r;
   }
-  if (p.reads_computed() && r.req != kVllmNoRequest) {
-    r.computed = p.num_computed_tokens[r.req];
+  if (computed && r.req != kVllmNoRequest) {
+    r.computed = c;
     if (r.computed < 0) {
       r.fault = kVllmBadComputed, r.value = r.computed, r.at = r.req;
       return r;
@@ -184,19 +192,27 @@ SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b) {
   return r;
 }
 
-// Group g's per-group values the slot formula reads, read once per row.
+SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b) {
+  return vllm_read_row(p, b, p.reads_tokens(), p.reads_computed());
+}
+
+// Group g's per-group values, read once per block (the row's loads need none
+// of them).
 struct VllmGroupScalars {
-  int64_t block_size = 1;
-  bool enabled = false;  // slot_mapping_enabled[g]
-  bool sharded = false;  // dcp_sharded[g] (cp_size > 1)
+  int64_t block_size = 1;  // block_sizes[g] (slots; masking)
+  bool enabled = false;    // slot_mapping_enabled[g]
+  bool sharded = false;    // dcp_sharded[g] (cp_size > 1)
+  int64_t reach = 0;       // sliding_window_reach[g] (masking)
 };
 
 SGL_HD VllmGroupScalars vllm_group_scalars(const VllmStepParams& p, int g) {
   VllmGroupScalars s;
-  if (!p.slots || g >= p.groups) return s;
-  s.block_size = p.block_sizes[g];
-  s.enabled = p.slot_mapping_enabled[g];
-  s.sharded = p.cp_size > 1 && p.dcp_sharded[g];
+  if (g >= p.groups) return s;
+  const bool mask = p.gather && p.mask_sliding_window;
+  s.block_size = p.slots || mask ? p.block_sizes[g] : 1;
+  s.enabled = p.slots && p.slot_mapping_enabled[g];
+  s.sharded = p.slots && p.cp_size > 1 && p.dcp_sharded[g];
+  s.reach = mask ? p.sliding_window_reach[g] : 0;
   return s;
 }
 
@@ -206,43 +222,57 @@ SGL_HD VllmFault vllm_check_tail(const VllmStepParams& p, int64_t* tail_start) {
   return (*tail_start < 0 || *tail_start > p.token_cap) ? kVllmBadQueryStart : kVllmOk;
 }
 
-// Slot of token t of row r in group g (gs: vllm_group_scalars(p, g)), or a
-// fault (value: the offending value).
+// Token t's position: positions[t] when given, else as pos receives it.
+SGL_HD int64_t vllm_token_position(const VllmStepParams& p, const VllmRow& r, int64_t t) {
+  return p.positions_given ? p.positions[t] : r.computed + (t - r.start);
+}
+
+// Where a token's slot comes from: pad_id, or entry `col` of its request's row
+// in group g's table (slot = entry * block_size + off), or a fault (`value`:
+// the offending value). Arithmetic only: the table read is the caller's, so a
+// GPU thread can issue several tokens' reads together.
+struct VllmSlotSource {
+  VllmFault fault = kVllmOk;
+  bool read = false;
+  int64_t col = 0, off = 0, value = 0;
+};
+
 // kMayShard false: the caller knows no group is context-parallel sharded
 // (cp_size == 1), and the CUDA kernel then carries no rank arithmetic.
 template <bool kMayShard = true>
-SGL_HD VllmFault vllm_slot(const VllmStepParams& p, const VllmRow& r, int g, const VllmGroupScalars& gs,
-                           int64_t t, int64_t* slot, int64_t* value) {
-  *slot = p.pad_id;
-  if (r.req == kVllmNoRequest || !gs.enabled) return kVllmOk;
-  const int64_t pos = p.positions_given ? p.positions[t] : r.computed + (t - r.start);
-  if (pos < 0) return *value = pos, kVllmBadPosition;
+SGL_HD VllmSlotSource vllm_slot_source(const VllmStepParams& p, const VllmRow& r, int g,
+                                       const VllmGroupScalars& gs, int64_t pos) {
+  VllmSlotSource s;
+  if (r.req == kVllmNoRequest || !gs.enabled) return s;
+  if (pos < 0) return s.fault = kVllmBadPosition, s.value = pos, s;
   const int64_t bs = gs.block_size;
-  if (bs < 1) return *value = bs, kVllmBadBlockSize;
+  if (bs < 1) return s.fault = kVllmBadBlockSize, s.value = bs, s;
   bool local = true;
   const int64_t lp = kMayShard ? vllm_local_position(p, gs.sharded, pos, bs, &local) : pos;
-  if (!local) return kVllmOk;
-  const VllmGroup& grp = p.group[g];
+  if (!local) return s;
   const int64_t col = vllm_div(lp, bs);
-  if (col >= grp.src_cols) return *value = col, kVllmBadBlockColumn;
-  *slot = static_cast<int64_t>(grp.src[r.req * grp.src_stride + col]) * bs + (lp - col * bs);
-  return kVllmOk;
+  if (col >= p.group[g].src_cols) return s.fault = kVllmBadBlockColumn, s.value = col, s;
+  s.read = true, s.col = col, s.off = lp - col * bs;
+  return s;
 }
 
-// Blocks gathered for row r in group g and the leading ones nulled, or a fault.
-SGL_HD VllmFault vllm_gather_span(const VllmStepParams& p, const VllmRow& r, int g, int64_t* count,
-                                  int64_t* null, int64_t* value) {
+// The slot of a source whose table entry (when s.read) is `entry`.
+SGL_HD int64_t vllm_slot_value(const VllmStepParams& p, const VllmGroupScalars& gs, const VllmSlotSource& s,
+                               int32_t entry) {
+  return s.read ? static_cast<int64_t>(entry) * gs.block_size + s.off : p.pad_id;
+}
+
+// Blocks gathered for row r in group g (num_blocks[g, req] = `blocks`) and the
+// leading ones nulled, or a fault.
+SGL_HD VllmFault vllm_gather_span(const VllmStepParams& p, const VllmRow& r, int g, const VllmGroupScalars& gs,
+                                  int64_t blocks, int64_t* count, int64_t* null, int64_t* value) {
   const VllmGroup& grp = p.group[g];
-  *count = grp.num_blocks[r.req];
+  *count = blocks;
   *null = 0;
   if (*count < 0 || *count > grp.src_cols || *count > grp.dst_cols) return *value = *count, kVllmBadNumBlocks;
-  if (p.mask_sliding_window) {
-    const int64_t reach = p.sliding_window_reach[g];
-    if (reach > 0) {
-      const int64_t bs = p.block_sizes[g];
-      if (bs < 1) return *value = bs, kVllmBadBlockSize;
-      *null = r.computed > reach ? vllm_div(r.computed - reach, bs) : 0;
-    }
+  if (p.mask_sliding_window && gs.reach > 0) {
+    if (gs.block_size < 1) return *value = gs.block_size, kVllmBadBlockSize;
+    *null = r.computed > gs.reach ? vllm_div(r.computed - gs.reach, gs.block_size) : 0;
   }
   return kVllmOk;
 }
