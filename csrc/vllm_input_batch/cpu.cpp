@@ -47,7 +47,7 @@ void vllm_combine_cpu(const VllmCombineParams& p) {
       else
         static_cast<int32_t*>(p.logits_indices)[r.lo + i] = static_cast<int32_t>(r.first + i);
     }
-    if (r.write_last) p.input_ids[r.first] = static_cast<int32_t>(p.last_sampled[r.req * p.last_stride]);
+    if (r.write_last) p.input_ids[r.first] = static_cast<int32_t>(r.last);
     for (int64_t i = 0; i < r.drafts; ++i)
       p.input_ids[r.end - r.drafts + i] =
           static_cast<int32_t>(p.draft_tokens[r.req * p.draft_stride + i]);

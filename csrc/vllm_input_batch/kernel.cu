@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kThreads) vllm_combine_kernel(const __grid_con
   const int64_t b = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (b >= p.n) return;
-  const VllmCombineRow r = vllm_combine_row(p, b);
+  const VllmCombineRow r = vllm_combine_row(p, b, lane);
   if (r.fault != kCombineOk) fail_row(p, b, r);
   for (int64_t i = lane; i < r.nl; i += 32) {
     if (p.logits64)
@@ -49,8 +49,9 @@ __global__ void __launch_bounds__(kThreads) vllm_combine_kernel(const __grid_con
     else
       static_cast<int32_t*>(p.logits_indices)[r.lo + i] = static_cast<int32_t>(r.first + i);
   }
-  if (r.write_last && lane == 0) p.input_ids[r.first] = static_cast<int32_t>(p.last_sampled[r.req * p.last_stride]);
-  for (int64_t i = lane; i < r.drafts; i += 32)
+  if (r.write_last && lane == 0) p.input_ids[r.first] = static_cast<int32_t>(r.last);
+  if (lane < r.drafts) p.input_ids[r.end - r.drafts + lane] = static_cast<int32_t>(r.draft);
+  for (int64_t i = lane + 32; i < r.drafts; i += 32)
     p.input_ids[r.end - r.drafts + i] = static_cast<int32_t>(p.draft_tokens[r.req * p.draft_stride + i]);
 }
 

@@ -54,18 +54,27 @@ struct VllmCombineRow {
   bool generating = false;  // past the prompt: input_ids are written
   bool write_last = false;
   int64_t drafts = 0;       // draft tokens written
+  int64_t last = 0;         // last_sampled[req]
+  int64_t draft = 0;        // draft_tokens[req, draft_at] (when the caller asks for one)
   VllmCombineFault fault = kCombineOk;
 };
 
-SGL_HD VllmCombineRow vllm_combine_row(const VllmCombineParams& p, int64_t b) {
-  // The row's own entries are loaded together first (on a GPU one wait for
-  // all of them), then what the request index selects.
+// draft_at: a draft column the caller reads with the row (-1: none; the CUDA
+// kernel's lanes each ask for theirs). Every load is issued before any check
+// looks at one: the row's own entries, then, as soon as the request index is
+// in, what it selects (only for an index inside the tables).
+SGL_HD VllmCombineRow vllm_combine_row(const VllmCombineParams& p, int64_t b, int64_t draft_at = -1) {
   VllmCombineRow r;
   r.req = p.idx_mapping[b];
   const int64_t lo = p.cu_num_logits[b], hi = p.cu_num_logits[b + 1];
   const int64_t start = p.query_start_loc[b], end = p.query_start_loc[b + 1];
   const int64_t seq = p.seq_lens[b];
-  if (r.req != -1 && (r.req < 0 || r.req >= p.req_limit)) return r.fault = kCombineBadRequest, r;
+  const bool req_in_range = r.req >= 0 && r.req < p.req_limit;
+  const int64_t prefill = req_in_range ? p.prefill_len[r.req] : 0;
+  r.last = req_in_range && p.num_new_sampled > 0 ? p.last_sampled[r.req * p.last_stride] : 0;
+  r.draft = req_in_range && draft_at >= 0 && draft_at < p.steps ? p.draft_tokens[r.req * p.draft_stride + draft_at]
+                                                               : 0;
+  if (r.req != -1 && !req_in_range) return r.fault = kCombineBadRequest, r;
   r.lo = lo;
   if (r.lo < 0 || hi < r.lo || hi > p.logits_size) return r.fault = kCombineBadLogits, r;
   r.nl = hi - r.lo;
@@ -74,7 +83,6 @@ SGL_HD VllmCombineRow vllm_combine_row(const VllmCombineParams& p, int64_t b) {
   r.end = end;
   r.first = r.end - r.nl;
   if (r.req == -1) return r;
-  const int64_t prefill = p.prefill_len[r.req];
   r.generating = seq > prefill;
   if (!r.generating) return r;
   r.write_last = p.num_new_sampled > 0 && seq - r.nl >= prefill;
