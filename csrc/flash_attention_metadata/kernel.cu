@@ -39,6 +39,7 @@ struct Args {
   int64_t page_table_stride[kFaMaxSetsPerLaunch];
   int64_t swa_page_table_stride[kFaMaxSetsPerLaunch];
   int32_t delta[kFaMaxSetsPerLaunch];
+  int32_t max_delta;  // the largest delta: the columns of the widest set
   int first_set;  // index of set 0 of this launch in the call (messages)
   FastDivU32 chunks;
   uint32_t page_blocks;
@@ -96,13 +97,15 @@ SGL_FAILURE_PATH void fail_scan_row(const Args& a, int64_t i, uint32_t k_bad_set
 // One row per thread and pass; the warp totals through shared memory. Every
 // running sum is formed mod 2**32 from terms that each fit int32, so the
 // first one past INT32_MAX reads negative (running_sum_fits).
+template <bool kOneSet>
 __device__ void scan_block(const Args& a) {
   const FaInputs& in = a.in;
+  const int sets = kOneSet ? 1 : a.num_sets;
   __shared__ uint32_t warp_k[kScanWarps], warp_q[kScanWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool cumsum_q = in.cu_seqlens_q != nullptr;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < a.num_sets; ++s) a.cu_seqlens_k[s][0] = 0;
+    for (int s = 0; s < sets; ++s) a.cu_seqlens_k[s][0] = 0;
     if (cumsum_q) in.cu_seqlens_q[0] = 0;
   }
   uint32_t k_carry = 0, q_carry = 0;
@@ -133,7 +136,7 @@ __device__ void scan_block(const Args& a) {
     __syncthreads();  // warp_k / warp_q are rewritten by the next pass
     if (!live) continue;
     uint32_t k_bad = 0;
-    for (int s = 0; s < a.num_sets; ++s) {
+    for (int s = 0; s < sets; ++s) {
       const uint32_t d = static_cast<uint32_t>(a.delta[s]);
       const uint32_t cu = k_off + k_incl + static_cast<uint32_t>(i + 1) * d;
       fits &= fa_len_fits(seq, a.delta[s]);
@@ -153,10 +156,12 @@ __device__ void scan_block(const Args& a) {
 
 // kPlain: no v2p, no SWA table, no swa_out_cache_loc (a static pool without a
 // sliding window, the usual decode): those paths are compiled out, so a block
-// runs (and, with cold caches, fetches) a short straight-line path.
-template <bool kPlain>
+// runs (and, with cold caches, fetches) a short straight-line path. kOneSet:
+// one destination set (no loop over sets).
+template <bool kPlain, bool kOneSet>
 __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   const FaInputs& in = a.in;
+  const int sets = kOneSet ? 1 : a.num_sets;
   // Every row scalar is loaded before any is used: one memory latency.
   const int64_t req = in.req_pool_indices[row];
   const int64_t seq = in.seq_lens[row];
@@ -166,12 +171,12 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
                         op_name(), row, (long long)req, (long long)in.pool_size);
   // Each set's column count is recomputed where it is used (a few integer
   // ops) rather than kept in an array indexed by the run-time set number,
-  // which would live in local memory.
+  // which would live in local memory. The widest set is the one with the
+  // largest delta (columns grow with the length).
   const auto set_cols = [&](int s) {
-    return fa_columns(in, static_cast<int32_t>(fa_len(seq, a.delta[s])));
+    return fa_columns(in, static_cast<int32_t>(fa_len(seq, kOneSet ? a.delta[0] : a.delta[s])));
   };
-  int64_t cols_max = 0;
-  for (int s = 0; s < a.num_sets; ++s) cols_max = max_i64(cols_max, set_cols(s));
+  const int64_t cols_max = fa_columns(in, static_cast<int32_t>(fa_len(seq, a.max_delta)));
   const int64_t first = int64_t{chunk} * kPagesPerBlock;
   if (first >= (in.zero_tail ? in.max_seq_pages : cols_max)) return;
   const int64_t c = first + threadIdx.x;
@@ -212,8 +217,8 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
       }
     }
   }
-  for (int s = 0; s < a.num_sets; ++s) {
-    const bool mine = c < set_cols(s);
+  for (int s = 0; s < sets; ++s) {
+    const bool mine = kOneSet ? live : c < set_cols(s);
     if (!mine && !in.zero_tail) continue;
     a.page_table[s][row * a.page_table_stride[s] + c] = mine ? static_cast<int32_t>(full) : 0;
     if (!kPlain && in.swa_table)
@@ -244,16 +249,16 @@ __device__ void swa_out_block(const Args& a, int64_t block) {
   }
 }
 
-template <bool kPlain>
+template <bool kPlain, bool kOneSet>
 __global__ void __launch_bounds__(kScanThreads) metadata_kernel(const __grid_constant__ Args a) {
   const uint32_t b = blockIdx.x;
   if (b == 0) {
-    scan_block(a);
+    scan_block<kOneSet>(a);
     return;
   }
   if (b - 1 < a.page_blocks) {
     const uint32_t row = a.chunks.div(b - 1);
-    page_block<kPlain>(a, row, b - 1 - row * a.chunks.divisor);
+    page_block<kPlain, kOneSet>(a, row, b - 1 - row * a.chunks.divisor);
   } else if (!kPlain) {
     swa_out_block(a, int64_t{b} - 1 - a.page_blocks);
   }
@@ -273,6 +278,7 @@ const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
     a.page_table_stride[s] = sets[s].page_table_stride;
     a.swa_page_table_stride[s] = sets[s].swa_page_table_stride;
     a.delta[s] = sets[s].delta;
+    a.max_delta = s == 0 || sets[s].delta > a.max_delta ? sets[s].delta : a.max_delta;
   }
   const int64_t chunks =
       in.tables ? (in.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock : 0;
@@ -285,10 +291,15 @@ const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
   a.chunks = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
   a.page_blocks = static_cast<uint32_t>(page_blocks);
   const unsigned grid = static_cast<unsigned>(1 + page_blocks + out_blocks);
-  if (!in.full_v2p.present() && !in.swa_table && out_blocks == 0)
-    metadata_kernel<true><<<grid, kScanThreads, 0, stream>>>(a);
+  const bool plain = !in.full_v2p.present() && !in.swa_table && out_blocks == 0;
+  if (plain && n == 1)
+    metadata_kernel<true, true><<<grid, kScanThreads, 0, stream>>>(a);
+  else if (plain)
+    metadata_kernel<true, false><<<grid, kScanThreads, 0, stream>>>(a);
+  else if (n == 1)
+    metadata_kernel<false, true><<<grid, kScanThreads, 0, stream>>>(a);
   else
-    metadata_kernel<false><<<grid, kScanThreads, 0, stream>>>(a);
+    metadata_kernel<false, false><<<grid, kScanThreads, 0, stream>>>(a);
   return nullptr;
 }
 
