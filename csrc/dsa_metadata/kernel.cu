@@ -349,39 +349,40 @@ __device__ __forceinline__ void store_vec(int32_t* t, int nel, bool vec, const i
 }
 
 // Columns [begin, end) of one request's live prefix into every row and set.
+// Both tables' loads are issued before the first store (a store could alias a
+// later load, so the compiler keeps that order as written).
 __device__ void copy_unit(const DsaGenParams& p, const int32_t* src, int64_t begin, int64_t end,
                           int64_t row_begin, int64_t row_count) {
+  int32_t v[kVecs][4];
+  int64_t col[kVecs];
+  int nel[kVecs];
   if (p.page_table_1) {
-    int32_t v[kVecs][4];
-    int64_t col[kVecs];
-    int nel[kVecs];
 #pragma unroll
-    for (int k = 0; k < kVecs; ++k) {  // every load issued before any store
+    for (int k = 0; k < kVecs; ++k) {
       col[k] = begin + 4 * (k * kThreads + static_cast<int64_t>(threadIdx.x));
       nel[k] = static_cast<int>(min_i64(max_i64(end - col[k], 0), 4));
       load_vec(src + col[k], nel[k], p.vec_load, v[k]);
     }
-    for (int s = 0; s < p.num_sets; ++s) {
-      const DsaGenSet& d = p.set[s];
-      for (int64_t row = row_begin; row < row_begin + row_count; ++row) {
-        int32_t* out = d.page_table_1 + row * d.page_table_1_stride;
-#pragma unroll
-        for (int k = 0; k < kVecs; ++k) store_vec(out + col[k], nel[k], p.vec_store, v[k]);
-      }
-    }
   }
+  // Pages whose first token lies in [begin, end): at most 1024 per unit.
+  const int64_t q0 = p.page.ceil_div(begin), q1 = p.page.ceil_div(end);
+  int32_t page[kPagesPerThread];
   if (p.real_page_table) {
-    // Pages whose first token lies in [begin, end): at most 1024 per unit.
-    const int64_t q0 = p.page.ceil_div(begin), q1 = p.page.ceil_div(end);
-    int32_t page[kPagesPerThread];
 #pragma unroll
     for (int k = 0; k < kPagesPerThread; ++k) {
       const int64_t q = q0 + k * kThreads + threadIdx.x;
       page[k] = q < q1 ? static_cast<int32_t>(p.page.div(__ldg(src + q * p.page.page_size))) : 0;
     }
-    for (int s = 0; s < p.num_sets; ++s) {
-      const DsaGenSet& d = p.set[s];
-      for (int64_t row = row_begin; row < row_begin + row_count; ++row) {
+  }
+  for (int s = 0; s < p.num_sets; ++s) {
+    const DsaGenSet& d = p.set[s];
+    for (int64_t row = row_begin; row < row_begin + row_count; ++row) {
+      if (p.page_table_1) {
+        int32_t* out = d.page_table_1 + row * d.page_table_1_stride;
+#pragma unroll
+        for (int k = 0; k < kVecs; ++k) store_vec(out + col[k], nel[k], p.vec_store, v[k]);
+      }
+      if (p.real_page_table) {
         int32_t* out = d.real_page_table + row * d.real_page_table_stride;
 #pragma unroll
         for (int k = 0; k < kPagesPerThread; ++k) {
@@ -469,19 +470,21 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
 template <int M>
 __device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tokens,
                                   int64_t block, int64_t chunks) {
-  const int64_t r = block / chunks;
+  // 32-bit: the grid holds both (a 64-bit divide is a ~70-instruction call).
+  const int64_t r = static_cast<uint32_t>(block) / static_cast<uint32_t>(chunks);
   const int64_t begin = (block - r * chunks) * unit_tokens;
   const int64_t seq = p.seq_lens[r];
   const int64_t req = p.req_pool_indices[r];
+  // DRAFT_EXTEND: the request's own extend length with its other scalars.
+  const int64_t ext = M == kDsaGenDraftExtend ? extend_len(p, r) : 0;
   int64_t row_begin = r, row_count = 1;
   if (M == kDsaGenTargetVerify) {
     row_begin = r * p.next_n, row_count = p.next_n;
   } else if (M == kDsaGenDraftExtend) {
-    if (p.n == 0) return;
     int64_t start = 0;  // rows of the requests before r: the scan block's prefix
     if (p.static_extend) {
-      start = r * extend_len(p, 0);
-    } else {
+      start = r * ext;
+    } else if (r > 0) {  // (block-uniform: request 0's blocks skip the reduction)
       int64_t part = 0;
       for (int64_t i = threadIdx.x; i < r; i += kThreads) part += extend_len(p, i);
       start = ReduceI64(sm.reduce).Sum(part);  // valid in thread 0
@@ -490,7 +493,7 @@ __device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t u
       start = sm.row_begin[0];
     }
     row_begin = start;
-    row_count = draft_rows(p, r, start);
+    row_count = start >= p.n ? 0 : min_i64(ext, p.n - start);
   }
   const int64_t len = live_len(p, cache_len<M>(p, to_i32(seq)));
   if (begin >= len || row_count <= 0) return;
@@ -533,14 +536,17 @@ const char* fused_dsa_metadata_cuda(const DsaGenParams& p, void* stream) {
   if (p.num_sets == 0) return nullptr;
   // Without page_table_1 only every page_size-th token is read: a unit then
   // spans 1024 pages (4 per thread) instead of 2048 tokens.
-  const int64_t unit_tokens =
-      p.page_table_1 ? kUnitTokens : kThreads * kPagesPerThread * p.page.page_size;
+  int64_t unit_tokens = p.page_table_1 ? kUnitTokens : kThreads * kPagesPerThread * p.page.page_size;
   int64_t page_blocks = 0, chunks = 0;
   bool direct = false;
   if (p.writes_pages() && p.bs > 0 && p.n > 0 && p.max_cols > 0) {
+    const int64_t cap = static_cast<int64_t>(sm_count()) * kPageBlocksPerSm;
+    const auto units = [&](int64_t tokens) { return p.bs * ((p.max_cols - 1) / tokens + 1); };
+    // A few long requests: halve the unit (down to a quarter) while every unit
+    // still gets a block, so that the copy spreads over more SMs.
+    for (int k = 0; k < 2 && units(unit_tokens / 2) <= cap; ++k) unit_tokens /= 2;
     chunks = (p.max_cols - 1) / unit_tokens + 1;
     const int64_t max_units = p.bs * chunks;
-    const int64_t cap = static_cast<int64_t>(sm_count()) * kPageBlocksPerSm;
     direct = max_units <= cap;
     page_blocks = direct ? max_units : cap;
   }
