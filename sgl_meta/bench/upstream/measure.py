@@ -149,7 +149,8 @@ def measure_row(row: Row, timer: DeviceTimer, pool, replays: int = DEVICE_REPLAY
         try:
             graphs[impl] = graph_capture.capture(row.calls[impl], pool)
         except Exception as e:  # name it in the row; the other columns still count
-            capture_errors[impl] = f"{type(e).__name__}: {e}"
+            # The first line: CUDA errors append pages of generic advice.
+            capture_errors[impl] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
             # A capture that failed leaves its pool marked as recording; the
             # next capture would fail on it, so the rest of the row gets a new one.
             pool = torch.cuda.graph_pool_handle()

@@ -166,7 +166,11 @@ def markdown(doc: dict) -> str:
     """The side-by-side table as markdown (date, GPU, driver, torch, sglang)."""
     env, up = doc.get("environment", {}), doc.get("upstream") or {}
     tools = up.get("tools") or {}
-    lines = [f"### sgl_meta vs SGLang {up.get('version') or up.get('expected_version')} kernels, same run, same inputs", ""]
+    vllm_rows = any(str(r.get("case", "")).startswith("vLLM ") for r in up.get("rows", []))
+    sglang_rows = any(not str(r.get("case", "")).startswith("vLLM ") for r in up.get("rows", []))
+    engines = ([f"SGLang {up.get('version') or up.get('expected_version')}"] if sglang_rows or not vllm_rows else []) + (
+        ["vLLM"] if vllm_rows else [])
+    lines = [f"### sgl_meta vs {' and '.join(engines)} kernels, same run, same inputs", ""]
     lines.append(
         f"{environment_line(env)} · triton {tools.get('triton') or '-'} · sglang {up.get('version') or '-'} "
         f"({up.get('source') or 'not found'}) · apache-tvm-ffi {tools.get('apache-tvm-ffi') or '-'}"
