@@ -17,6 +17,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .kernels import KernelStandIn
+
 
 class Skip(Exception):
     """A row that cannot be hooked in this environment; the message says why."""
@@ -119,10 +121,14 @@ class Hook:
             why = need.missing(cuda)
             if why:
                 raise Skip(why)
-        why = signature_mismatch(self.original(), replacement, around=self.kind == "AROUND")
+        original = self.original()
+        kernel = isinstance(replacement, type) and issubclass(replacement, KernelStandIn)
+        # A Triton kernel's parameters are its Python function's (``.fn``).
+        why = signature_mismatch(getattr(original, "fn", original) if kernel else original, replacement,
+                                 around=self.kind == "AROUND")
         if why:
             raise Skip(f"SGLang's signature differs from ours: {why}")
-        return replacement
+        return replacement.bind(original) if kernel else replacement
 
 
 def resolve(target: str) -> object:
@@ -346,6 +352,13 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.sglang.kv_indices:pack_read_stream",
         (CudaKernel("build_kv_indices"),),
         kind="AROUND",
+    ),
+    # FlashMLA and TRT-LLM MLA backends: the block table, a raw Triton kernel launched as kernel[grid](...)
+    # (a compiled variant per page size and table width): a class stands in for it (sgl_meta/sglang/kernels.py).
+    Hook(
+        f"{_ATTN}.kv_indices.create_flashmla_kv_indices_triton",
+        "sgl_meta.sglang.kernels:FlashmlaKvIndicesKernel",
+        (CudaKernel("kv_read_page_table"),),
     ),
 )
 """Every hook the plugin knows, in the order they are considered."""

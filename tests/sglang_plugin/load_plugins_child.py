@@ -30,7 +30,10 @@ BACKENDS = {
 
 
 def describe(fn) -> dict:
-    """What a name holds: SGLang's original, or a HookRegistry wrapper around ours."""
+    """What a name holds: SGLang's original, a HookRegistry wrapper around ours,
+    or (class REPLACE: a stand-in for a Triton kernel) our class itself."""
+    if isinstance(fn, type) and fn.__module__.startswith("sgl_meta."):
+        return {"wrapped": True, "calls": f"{fn.__module__}.{fn.__qualname__}", "id": id(fn)}
     wrapped = getattr(fn, "__wrapped__", None)
     hook = inspect.getclosurevars(fn).nonlocals.get("hook") if wrapped is not None else None
     return {

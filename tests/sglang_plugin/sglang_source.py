@@ -200,7 +200,8 @@ def _calls_of_own_method(tree: ast.Module, name: str, skip_class: Optional[str])
 def call_sites(target: str) -> list[CallSite]:
     """Every call of ``target`` in the installed SGLang (tests excluded).
 
-    Found by name: ``from m import f [as g]`` then ``g(...)``; ``m.f(...)``;
+    Found by name: ``from m import f [as g]`` then ``g(...)`` (or a Triton
+    kernel's ``g[grid](...)``); ``m.f(...)``;
     and attributes that hold the function (``self._x = f`` then
     ``self._x(...)``, as the DSA backend does with its metadata generators).
     A method target matches every ``obj.name(...)`` call (any of them may
@@ -238,6 +239,8 @@ def call_sites(target: str) -> list[CallSite]:
             if not isinstance(node, ast.Call) or id(node) in own:
                 continue
             f = node.func
+            if isinstance(f, ast.Subscript):  # a Triton kernel's launch: kernel[grid](...)
+                f = f.value
             by_name = isinstance(f, ast.Name) and f.id in local_names.get(path, ())
             by_attr = isinstance(f, ast.Attribute) and f.attr in attrs
             if not (by_name or by_attr):
