@@ -17,7 +17,7 @@ import inspect
 import sys
 from typing import Optional
 
-import torch
+from ..kv_indices import create_flashmla_kv_indices
 
 
 class KernelStandIn:
@@ -31,22 +31,43 @@ class KernelStandIn:
     def bind(cls, original) -> type:
         """A subclass that falls back to ``original`` (same name, module and signature)."""
         return type(cls.__name__, (cls,), {"original": original, "__module__": cls.__module__,
-                                          "__qualname__": cls.__qualname__, "__doc__": cls.__doc__})
+                                          "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+                                          **cls.constants(original)})
+
+    @classmethod
+    def constants(cls, original) -> dict:
+        """Class attributes read once from SGLang's kernel when bound."""
+        return {}
 
     def __class_getitem__(cls, grid):
         return functools.partial(cls._launch, grid)
 
     @classmethod
     def _launch(cls, grid, *args, **kwargs) -> None:
-        bound = cls.__signature__.bind(*args, **kwargs)
-        bound.apply_defaults()
-        if cls.covers(grid, bound.arguments):
-            cls.run(bound.arguments)
+        # The host time of a launch adds to the op's, so the positional call
+        # SGLang makes skips inspect's binding.
+        names = cls._names
+        if len(args) + len(kwargs) <= len(names) and all(k in names[len(args):] for k in kwargs):
+            arguments = {**cls._defaults, **dict(zip(names, args)), **kwargs}
+            if len(arguments) != len(names):  # a required argument missing: inspect's error
+                cls.__signature__.bind(*args, **kwargs)
+        else:
+            bound = cls.__signature__.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
+        if cls.covers(grid, arguments):
+            cls.run(arguments)
         elif cls.original is not None:
             cls.original[grid](*args, **kwargs)
         else:
             raise RuntimeError(f"sgl_meta: {cls.__name__} does not cover the launch {grid!r} and has no "
                                "SGLang kernel to fall back to (bind() was not called)")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        params = cls.__signature__.parameters.values()
+        cls._names = tuple(p.name for p in params)
+        cls._defaults = {p.name: p.default for p in params if p.default is not p.empty}
 
     @classmethod
     def covers(cls, grid, args: dict) -> bool:
@@ -57,21 +78,13 @@ class KernelStandIn:
         raise NotImplementedError
 
 
-def _grid(grid) -> Optional[tuple[int, int, int]]:
-    """A launch grid as three ints, or None (a callable grid: meta-parameter dependent)."""
-    if isinstance(grid, int):
-        grid = (grid,)
-    if not isinstance(grid, (tuple, list)) or not 1 <= len(grid) <= 3 or not all(isinstance(g, int) for g in grid):
+def _grid(grid) -> Optional[tuple]:
+    """A launch grid as a tuple of 1 to 3 ints, or None (a callable grid: meta-parameter dependent)."""
+    if type(grid) is int:
+        return (grid,)
+    if type(grid) not in (tuple, list) or not 1 <= len(grid) <= 3 or not all(type(g) is int for g in grid):
         return None
-    return (tuple(grid) + (1, 1))[:3]
-
-
-def _rows(t, dtypes=(torch.int32, torch.int64)) -> bool:
-    return isinstance(t, torch.Tensor) and t.dim() == 1 and t.dtype in dtypes
-
-
-def _table(t) -> bool:
-    return isinstance(t, torch.Tensor) and t.dim() == 2 and t.dtype == torch.int32 and t.stride(1) == 1
+    return tuple(grid)
 
 
 _P = inspect.Parameter
@@ -92,38 +105,33 @@ class FlashmlaKvIndicesKernel(KernelStandIn):
     __signature__ = _params("req_to_token_ptr", "req_pool_indices_ptr", "page_kernel_lens_ptr", "kv_start_idx",
                             "kv_indices_ptr", "req_to_token_ptr_stride", "kv_indices_ptr_stride", PAGED_SIZE=64)
 
-    TOKENS_PER_CTA = 4096
-    """0.5.23's ``FLASHMLA_CREATE_KV_BLOCK_SIZE_TRITON``: the tokens one CTA covers (read from SGLang's
+    tokens_per_cta = 4096
+    """0.5.23's ``FLASHMLA_CREATE_KV_BLOCK_SIZE_TRITON``, the tokens one CTA covers (read from SGLang's
     module when bound)."""
 
     @classmethod
-    def tokens_per_cta(cls) -> int:
-        module = sys.modules.get(getattr(getattr(cls.original, "fn", None), "__module__", None) or "")
-        value = getattr(module, "FLASHMLA_CREATE_KV_BLOCK_SIZE_TRITON", cls.TOKENS_PER_CTA)
-        return int(getattr(value, "value", value))
+    def constants(cls, original) -> dict:
+        module = sys.modules.get(getattr(getattr(original, "fn", None), "__module__", None) or "")
+        value = getattr(module, "FLASHMLA_CREATE_KV_BLOCK_SIZE_TRITON", cls.tokens_per_cta)
+        return {"tokens_per_cta": int(getattr(value, "value", value))}
 
     @classmethod
     def covers(cls, grid, a: dict) -> bool:
-        g = _grid(grid)
-        req_to_token, kv_indices, page = a["req_to_token_ptr"], a["kv_indices_ptr"], a["PAGED_SIZE"]
-        if g is None or not (_table(req_to_token) and _table(kv_indices)):
+        """The grid reaches every row and column of the table and the strides are the tensors' own
+        (the op checks the arguments themselves and names what is wrong)."""
+        g, page = _grid(grid), a["PAGED_SIZE"]
+        if g is None or type(page) is not int or page < 1 or page & (page - 1) or page > cls.tokens_per_cta:
             return False
-        if not (_rows(a["req_pool_indices_ptr"]) and _rows(a["page_kernel_lens_ptr"])):
+        req_to_token, req, out = a["req_to_token_ptr"], a["req_pool_indices_ptr"], a["kv_indices_ptr"]
+        try:
+            return (a["req_to_token_ptr_stride"] == req_to_token.stride(0)
+                    and a["kv_indices_ptr_stride"] == out.stride(0) and out.dim() == 2
+                    and g[0] == req.numel() and (len(g) < 3 or g[2] == 1)
+                    and (g[1] if len(g) > 1 else 1) * (cls.tokens_per_cta // page) >= out.shape[1])
+        except (AttributeError, TypeError, IndexError, RuntimeError):  # not tensors of these shapes
             return False
-        start = a["kv_start_idx"]
-        if not (start is None or _rows(start)):
-            return False
-        if not isinstance(page, int) or page < 1 or page & (page - 1) or page > cls.tokens_per_cta():
-            return False
-        pages_per_cta = cls.tokens_per_cta() // page
-        return (a["req_to_token_ptr_stride"] == req_to_token.stride(0)
-                and a["kv_indices_ptr_stride"] == kv_indices.stride(0)
-                and g[0] == a["req_pool_indices_ptr"].numel() and g[2] == 1
-                and g[1] * pages_per_cta >= kv_indices.shape[1])
 
     @classmethod
     def run(cls, a: dict) -> None:
-        from ..kv_indices import create_flashmla_kv_indices
-
         create_flashmla_kv_indices(a["req_to_token_ptr"], a["req_pool_indices_ptr"], a["page_kernel_lens_ptr"],
                                    a["kv_start_idx"], a["kv_indices_ptr"], page_size=a["PAGED_SIZE"])

@@ -59,7 +59,7 @@ def test_covered_launch_runs_ours(gen):
 
 
 @pytest.mark.parametrize("change", ["grid_rows", "grid_cols", "grid_z", "callable_grid", "table_stride",
-                                    "out_stride", "out_int64", "page_not_pow2", "page_past_cta", "not_tensor"])
+                                    "out_stride", "page_not_pow2", "page_past_cta", "not_tensor"])
 def test_uncovered_launches_run_sglangs_kernel(change, gen):
     r2t, req, lens, out = _launch_args(gen)
     grid, page = (3, 1), 64
@@ -77,8 +77,6 @@ def test_uncovered_launches_run_sglangs_kernel(change, gen):
         stride_in = r2t.stride(0) - 64
     elif change == "out_stride":
         stride_out = 5
-    elif change == "out_int64":
-        out = out.to(torch.int64)
     elif change == "page_not_pow2":
         page = 48
     elif change == "page_past_cta":
@@ -93,6 +91,14 @@ def test_uncovered_launches_run_sglangs_kernel(change, gen):
     got_grid, got_args, got_kwargs = sglang.launches[0]
     assert got_grid is grid and got_args == args and got_kwargs == {"PAGED_SIZE": page}
     assert torch.equal(out, before)
+
+
+def test_covered_launch_with_a_wrong_dtype_names_the_op_and_argument(gen):
+    r2t, req, lens, out = _launch_args(gen)
+    sglang = Recorder()
+    with pytest.raises(RuntimeError, match=r"sgl_meta\.create_flashmla_kv_indices: kv_indices must have dtype int32"):
+        FlashmlaKvIndicesKernel.bind(sglang)[(3, 1)](r2t, req, lens, None, out.to(torch.int64), r2t.stride(0), 10)
+    assert sglang.launches == []
 
 
 def test_unbound_stand_in_names_the_launch_it_cannot_take(gen):
