@@ -116,10 +116,6 @@ class FlashAttentionSpecOneLaunch(DraftsInOneLaunch, FlashAttentionMetadata):
     label = "fa EAGLE, drafts in 1 launch"
     needs_spec = True
 
-    def __init__(self, ctx: BenchContext):
-        super().__init__(ctx)
-        self._group_drafts()
-
     def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
         singles = super().calls(impl, bs, step)
         if not self.drafts:

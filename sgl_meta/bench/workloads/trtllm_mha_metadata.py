@@ -138,8 +138,12 @@ class DraftsInOneLaunch:
     """For a :class:`DecodeStepBase` workload whose S - 1 draft-decode refreshes
     are one multi-set launch (the plugin's multi-step hooks): which refreshes
     those are, the step's refresh names, and the bytes (the widest draft step's
-    reads paid once, every set's writes). Call :meth:`_group_drafts` after the
-    plan exists."""
+    reads paid once, every set's writes). Listed before the workload class, so
+    the plan exists when it groups the drafts."""
+
+    def __init__(self, ctx: BenchContext):
+        super().__init__(ctx)
+        self._group_drafts()
 
     def _group_drafts(self) -> None:
         self.drafts = [k for k, r in enumerate(self.plan) if r.name.startswith("draft_decode")]
@@ -262,10 +266,6 @@ class TrtllmMhaSpecOneLaunch(DraftsInOneLaunch, TrtllmMhaMetadata):
     op = "update_trtllm_mha_graph_metadata_multi"
     label = "mha EAGLE, drafts in 1 launch"
     needs_spec = True
-
-    def __init__(self, ctx: BenchContext):
-        super().__init__(ctx)
-        self._group_drafts()
 
     def calls(self, impl: str, bs: int, step: Optional[Step]) -> list:
         singles = super().calls(impl, bs, step)
