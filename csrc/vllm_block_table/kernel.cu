@@ -149,15 +149,22 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
       int32_t entry[kUnroll];
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k)  // (a decode row: k = 0 only)
-        if (t0 + k * kThreads < r.end) s[k] = vllm_slot_source<kCp>(p, r, g, gs, pos[k]);
+        s[k] = vllm_slot_source<kCp>(p, r, g, gs, pos[k], t0 + k * kThreads < r.end);
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) entry[k] = s[k].read ? load_ro(src + s[k].col) : 0;
+      // The first fault of the pass, picked with constant indices: one failure
+      // call reading s[] at a run-time index would put s[] in local memory.
+      VllmFault fault = kVllmOk;
+      int64_t fault_t = 0, fault_value = 0;
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k)
+        if (fault == kVllmOk && s[k].fault != kVllmOk)
+          fault = s[k].fault, fault_t = t0 + k * kThreads, fault_value = s[k].value;
+      if (fault != kVllmOk) fail_group(p, fault, g, b, fault_t, fault_value);
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int64_t t = t0 + k * kThreads;
-        if (t >= r.end) break;
-        if (s[k].fault != kVllmOk) fail_group(p, s[k].fault, g, b, t, s[k].value);
-        out[t] = vllm_slot_value(p, gs, s[k], entry[k]);
+        if (t < r.end) out[t] = vllm_slot_value(p, gs, s[k], entry[k]);
       }
     }
   }

@@ -239,11 +239,12 @@ struct VllmSlotSource {
 
 // kMayShard false: the caller knows no group is context-parallel sharded
 // (cp_size == 1), and the CUDA kernel then carries no rank arithmetic.
+// active false: no token (the CUDA kernel's unrolled tail): pad_id, no read.
 template <bool kMayShard = true>
 SGL_HD VllmSlotSource vllm_slot_source(const VllmStepParams& p, const VllmRow& r, int g,
-                                       const VllmGroupScalars& gs, int64_t pos) {
+                                       const VllmGroupScalars& gs, int64_t pos, bool active = true) {
   VllmSlotSource s;
-  if (r.req == kVllmNoRequest || !gs.enabled) return s;
+  if (!active || r.req == kVllmNoRequest || !gs.enabled) return s;
   if (pos < 0) return s.fault = kVllmBadPosition, s.value = pos, s;
   const int64_t bs = gs.block_size;
   if (bs < 1) return s.fault = kVllmBadBlockSize, s.value = bs, s;
