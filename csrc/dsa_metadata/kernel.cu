@@ -128,11 +128,14 @@ __device__ __forceinline__ void check_length(const DsaGenParams& p, bool ok, int
   if (__builtin_expect(!ok, 0)) fail_length(p, kind, i);
 }
 
-// Draft-extend: request r's expanded rows. `start` is the exclusive prefix of
-// extend_len over the requests before r (<= n after capping).
+// Draft-extend: the expanded rows of a request extending by `ext` (or of
+// request r), whose rows start at `start`: the exclusive prefix of extend_len
+// over the requests before it (<= n after capping).
+__device__ __forceinline__ int64_t draft_rows_of(const DsaGenParams& p, int64_t ext, int64_t start) {
+  return start >= p.n ? 0 : min_i64(ext, p.n - start);
+}
 __device__ __forceinline__ int64_t draft_rows(const DsaGenParams& p, int64_t r, int64_t start) {
-  if (r >= p.bs || start >= p.n) return 0;
-  return min_i64(extend_len(p, r), p.n - start);
+  return r >= p.bs ? 0 : draft_rows_of(p, extend_len(p, r), start);
 }
 
 // ---- block 0 -----------------------------------------------------------------
@@ -493,7 +496,7 @@ __device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t u
       start = sm.row_begin[0];
     }
     row_begin = start;
-    row_count = start >= p.n ? 0 : min_i64(ext, p.n - start);
+    row_count = draft_rows_of(p, ext, start);
   }
   const int64_t len = live_len(p, cache_len<M>(p, to_i32(seq)));
   if (begin >= len || row_count <= 0) return;

@@ -174,7 +174,7 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   // which would live in local memory. The widest set is the one with the
   // largest delta (columns grow with the length).
   const auto set_cols = [&](int s) {
-    return fa_columns(in, static_cast<int32_t>(fa_len(seq, kOneSet ? a.delta[0] : a.delta[s])));
+    return fa_columns(in, static_cast<int32_t>(fa_len(seq, a.delta[s])));
   };
   const int64_t cols_max = fa_columns(in, static_cast<int32_t>(fa_len(seq, a.max_delta)));
   const int64_t first = int64_t{chunk} * kPagesPerBlock;

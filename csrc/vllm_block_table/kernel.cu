@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
 
   const VllmGroupScalars gs = vllm_group_scalars(p, g);
   constexpr bool kTokens = kPos || kSlots;
-  const bool computed = kPos || (kSlots && !p.positions_given) || (kGather && p.mask_sliding_window);
+  const bool computed = kPos || p.reads_computed();  // (a constant where kPos fixes it)
   const VllmRow r = vllm_read_row(p, b, kTokens, computed);
   const VllmGroup& grp = p.group[has_group ? g : 0];
   const bool gathers = kGather && has_group && b < p.num_rows;
