@@ -507,11 +507,11 @@ __device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t u
 
 // One instantiation per mode and page-block kind: each holds only its own
 // code, which keeps a launch's instruction footprint (fetched by every block
-// before it can issue) small.
+// before it can issue) small. The two scalars come before the params: they
+// then share the parameter bank's first lines with the params' scalars.
 template <int M, bool kDirect>
 __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
-    fused_dsa_metadata_kernel(const __grid_constant__ DsaGenParams p, int64_t unit_tokens,
-                              int64_t chunks) {
+    fused_dsa_metadata_kernel(int64_t unit_tokens, int64_t chunks, const __grid_constant__ DsaGenParams p) {
   __shared__ Smem smem;
   if (blockIdx.x == 0) {
     scan_block<M>(p, smem.scan);
@@ -526,9 +526,9 @@ template <int M>
 void launch(const DsaGenParams& p, dim3 grid, bool direct, int64_t unit_tokens, int64_t chunks,
             cudaStream_t s) {
   if (direct)
-    fused_dsa_metadata_kernel<M, true><<<grid, kThreads, 0, s>>>(p, unit_tokens, chunks);
+    fused_dsa_metadata_kernel<M, true><<<grid, kThreads, 0, s>>>(unit_tokens, chunks, p);
   else
-    fused_dsa_metadata_kernel<M, false><<<grid, kThreads, 0, s>>>(p, unit_tokens, chunks);
+    fused_dsa_metadata_kernel<M, false><<<grid, kThreads, 0, s>>>(unit_tokens, chunks, p);
 }
 
 int sm_count() { return current_device_sm_count(kFallbackSms); }

@@ -30,19 +30,15 @@ constexpr int kOutPerThread = 4;
 constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
 
 struct Args {
-  FaInputs in;
+  // Scalars first, the sets last: a block reads the scalars and set 0 from the
+  // first lines of the parameter bank, none behind a miss on a far line.
   int num_sets;
-  int32_t* cache_seqlens[kFaMaxSetsPerLaunch];
-  int32_t* cu_seqlens_k[kFaMaxSetsPerLaunch];
-  int32_t* page_table[kFaMaxSetsPerLaunch];
-  int32_t* swa_page_table[kFaMaxSetsPerLaunch];
-  int64_t page_table_stride[kFaMaxSetsPerLaunch];
-  int64_t swa_page_table_stride[kFaMaxSetsPerLaunch];
-  int32_t delta[kFaMaxSetsPerLaunch];
   int32_t max_delta;  // the largest delta: the columns of the widest set
   int first_set;  // index of set 0 of this launch in the call (messages)
   FastDivU32 chunks;
   uint32_t page_blocks;
+  FaInputs in;
+  FaDest set[kFaMaxSetsPerLaunch];
 };
 
 __device__ __forceinline__ const char* op_name() { return "update_flash_attention_metadata"; }
@@ -75,12 +71,12 @@ SGL_FAILURE_PATH void fail_scan_row(const Args& a, int64_t i, uint32_t k_bad_set
                      op_name(), (long long)i, (long long)q);
   }
   for (int s = 0; s < a.num_sets; ++s) {
-    const bool cache_seqlens_in_int32_range = fa_len_fits(seq, a.delta[s]);
+    const bool cache_seqlens_in_int32_range = fa_len_fits(seq, a.set[s].delta);
     SGL_DEVICE_CHECK(cache_seqlens_in_int32_range,
                      "%s: seq_lens[%lld] + seq_len_delta (set %d: %d) = %lld is negative or "
                      "does not fit int32 cache_seqlens",
-                     op_name(), (long long)i, a.first_set + s, a.delta[s],
-                     (long long)(seq + a.delta[s]));
+                     op_name(), (long long)i, a.first_set + s, a.set[s].delta,
+                     (long long)(seq + a.set[s].delta));
     const bool cu_seqlens_k_fits_int32 = !((k_bad_sets >> s) & 1u);
     SGL_DEVICE_CHECK(cu_seqlens_k_fits_int32,
                      "%s: cache_seqlens (set %d) [0..%lld] summed (cu_seqlens_k[%lld]) does not "
@@ -105,7 +101,7 @@ __device__ void scan_block(const Args& a) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool cumsum_q = in.cu_seqlens_q != nullptr;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < sets; ++s) a.cu_seqlens_k[s][0] = 0;
+    for (int s = 0; s < sets; ++s) a.set[s].cu_seqlens_k[0] = 0;
     if (cumsum_q) in.cu_seqlens_q[0] = 0;
   }
   uint32_t k_carry = 0, q_carry = 0;
@@ -137,12 +133,12 @@ __device__ void scan_block(const Args& a) {
     if (!live) continue;
     uint32_t k_bad = 0;
     for (int s = 0; s < sets; ++s) {
-      const uint32_t d = static_cast<uint32_t>(a.delta[s]);
+      const uint32_t d = static_cast<uint32_t>(a.set[s].delta);
       const uint32_t cu = k_off + k_incl + static_cast<uint32_t>(i + 1) * d;
-      fits &= fa_len_fits(seq, a.delta[s]);
+      fits &= fa_len_fits(seq, a.set[s].delta);
       if (!running_sum_fits(cu)) k_bad |= 1u << s;
-      a.cache_seqlens[s][i] = static_cast<int32_t>(base + d);
-      a.cu_seqlens_k[s][i + 1] = static_cast<int32_t>(cu);
+      a.set[s].cache_seqlens[i] = static_cast<int32_t>(base + d);
+      a.set[s].cu_seqlens_k[i + 1] = static_cast<int32_t>(cu);
     }
     bool q_bad = false;
     if (cumsum_q) {
@@ -174,7 +170,7 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   // which would live in local memory. The widest set is the one with the
   // largest delta (columns grow with the length).
   const auto set_cols = [&](int s) {
-    return fa_columns(in, static_cast<int32_t>(fa_len(seq, a.delta[s])));
+    return fa_columns(in, static_cast<int32_t>(fa_len(seq, a.set[s].delta)));
   };
   const int64_t cols_max = fa_columns(in, static_cast<int32_t>(fa_len(seq, a.max_delta)));
   const int64_t first = int64_t{chunk} * kPagesPerBlock;
@@ -220,9 +216,9 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   for (int s = 0; s < sets; ++s) {
     const bool mine = kOneSet ? live : c < set_cols(s);
     if (!mine && !in.zero_tail) continue;
-    a.page_table[s][row * a.page_table_stride[s] + c] = mine ? static_cast<int32_t>(full) : 0;
+    a.set[s].page_table[row * a.set[s].page_table_stride + c] = mine ? static_cast<int32_t>(full) : 0;
     if (!kPlain && in.swa_table)
-      a.swa_page_table[s][row * a.swa_page_table_stride[s] + c] =
+      a.set[s].swa_page_table[row * a.set[s].swa_page_table_stride + c] =
           mine ? static_cast<int32_t>(swa) : 0;
   }
 }
@@ -271,13 +267,7 @@ const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
   a.num_sets = n;
   a.first_set = first_set;
   for (int s = 0; s < n; ++s) {
-    a.cache_seqlens[s] = sets[s].cache_seqlens;
-    a.cu_seqlens_k[s] = sets[s].cu_seqlens_k;
-    a.page_table[s] = sets[s].page_table;
-    a.swa_page_table[s] = sets[s].swa_page_table;
-    a.page_table_stride[s] = sets[s].page_table_stride;
-    a.swa_page_table_stride[s] = sets[s].swa_page_table_stride;
-    a.delta[s] = sets[s].delta;
+    a.set[s] = sets[s];
     a.max_delta = s == 0 || sets[s].delta > a.max_delta ? sets[s].delta : a.max_delta;
   }
   const int64_t chunks =

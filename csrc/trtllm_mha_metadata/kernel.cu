@@ -105,6 +105,11 @@ struct PageArgs {
 
 template <int N>
 struct Args {
+  // The page blocks' scalars first: a block finds its row from them before
+  // its first load, so they share the parameter bank's first line.
+  FastDivU32 chunks;  // page-table blocks per row
+  uint32_t page_blocks;  // bs * chunks
+  int64_t out_read;  // out_cache_loc entries read: min(max swa_out_len, numel)
   ScanArgs<N> scan;
   PageArgs in;
   int32_t* page_table[N];
@@ -113,9 +118,6 @@ struct Args {
   int64_t page_table_stride[N];
   int64_t swa_page_table_stride[N];
   int64_t swa_out_len[N];
-  int64_t out_read;  // out_cache_loc entries read: min(max swa_out_len, numel)
-  FastDivU32 chunks;  // page-table blocks per row
-  uint32_t page_blocks;  // bs * chunks
 };
 
 __device__ __forceinline__ const char* op_name(bool multi) {

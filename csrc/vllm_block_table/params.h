@@ -78,7 +78,6 @@ struct VllmStepParams {
   int64_t seq_lens_size = 0;
 
   int groups = 0;
-  VllmGroup group[kVllmMaxGroups];
   const int32_t* block_sizes = nullptr;            // [>= G] (slots; masking)
   const bool* slot_mapping_enabled = nullptr;      // [>= G] (slots)
   const bool* dcp_sharded = nullptr;               // [>= G] (slots, cp_size > 1)
@@ -93,6 +92,11 @@ struct VllmStepParams {
   int64_t slot_stride = 0;
   int64_t slot_cols = 0;
   int64_t cp_rank = 0, cp_size = 1, cp_interleave = 1, pad_id = -1;
+
+  // Last: the kernel reads every scalar above from the first few lines of the
+  // parameter bank, and group g's entry from one more, none of them waiting
+  // behind a miss on a line two kilobytes away.
+  VllmGroup group[kVllmMaxGroups];
 
   // Needs each row's computed-token count.
   SGL_HD bool reads_computed() const {
