@@ -26,8 +26,10 @@ constexpr int kUnroll = 4;
 // still in one wave.
 constexpr int step_threads(bool pos, bool slots, bool gather) { return slots && !pos && !gather ? 256 : 128; }
 
-SGL_FAILURE_PATH void fail_row(const VllmStepParams& p, VllmRow r) {
+// Row b again, with the values its checks name (the hot path keeps none).
+SGL_FAILURE_PATH void fail_row(const VllmStepParams& p, int64_t b) {
   const char* op = vllm_step_op_name(p.op);
+  const VllmRow r = vllm_read_row(p, b);
   const bool idx_mapping_in_range = r.fault != kVllmBadRequest;
   SGL_DEVICE_CHECK(idx_mapping_in_range, "%s: idx_mapping[%lld] = %lld is outside [-1, %lld)", op,
                    (long long)r.at, (long long)r.value, (long long)p.req_limit);
@@ -118,10 +120,13 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   const bool gathers = kGather && has_group && b < p.num_rows;
   // num_blocks beside the computed count (both wait only for the request index).
   const int64_t blocks = gathers && vllm_request_in_range(p, r.req) ? grp.num_blocks[r.req] : 0;
-  if (r.fault != kVllmOk) fail_row(p, r);
+  if (r.fault != kVllmOk) fail_row(p, b);
 
   if (kPos && g == 0) {
     if (threadIdx.x == 0) p.seq_lens[b] = static_cast<int32_t>(r.computed + (r.end - r.start));
+    // Not unrolled: a decode row stores one position, and an unrolled loop's
+    // trip-count arithmetic would cost it more than the store.
+#pragma unroll 1
     for (int64_t t = r.start + threadIdx.x; t < r.end; t += kThreads) {
       const int64_t v = r.computed + (t - r.start);
       if (p.pos64)

@@ -160,39 +160,39 @@ SGL_HD bool vllm_request_in_range(const VllmStepParams& p, int64_t req) {
   return req >= 0 && req < p.req_limit;
 }
 
+// What is wrong with row b's values, checked in the order the CPU kernel
+// reports them (kVllmOk: nothing; `value` the offending value, `at` its index).
+// `tokens` / `computed`: whether the row read its query range / its
+// computed-token count.
+SGL_HD VllmFault vllm_row_fault(const VllmStepParams& p, const VllmRow& r, int64_t b, bool tokens, bool computed,
+                                int64_t* value, int64_t* at) {
+  if (r.req != kVllmNoRequest && !vllm_request_in_range(p, r.req)) return *value = r.req, *at = b, kVllmBadRequest;
+  if (r.start < 0 || r.end < r.start || r.end > p.token_cap) {
+    *value = r.start < 0 ? r.start : r.end, *at = r.start < 0 ? b : b + 1;
+    return kVllmBadQueryStart;
+  }
+  if (!computed || r.req == kVllmNoRequest) return kVllmOk;
+  if (r.computed < 0) return *value = r.computed, *at = r.req, kVllmBadComputed;
+  if (tokens && !(length_fits(r.computed) && length_fits(r.computed + (r.end - r.start))))
+    return *value = r.computed + (r.end - r.start), *at = b, kVllmBadSeqLen;
+  return kVllmOk;
+}
+
 // `tokens`: read the row's query range; `computed`: its computed-token count
 // (the kernels pass p.reads_tokens() / p.reads_computed(), the CUDA kernel as
 // constants where its instantiation fixes them). The loads come before any
 // branch, and the computed count is read as soon as the request index is, only
 // for an index inside the tables: on a GPU the row costs two dependent loads.
+// The fields are the loaded values whatever the checks find; a caller that
+// only tests `fault` (the CUDA kernel, whose failure path reads the row again)
+// leaves `value` and `at` to the compiler to drop.
 SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b, bool tokens, bool computed) {
   VllmRow r;
   r.req = p.idx_mapping[b];
-  const int64_t start = tokens ? p.query_start_loc[b] : 0;
-  const int64_t end = tokens ? p.query_start_loc[b + 1] : 0;
-  const int64_t c = computed && vllm_request_in_range(p, r.req) ? p.num_computed_tokens[r.req] : 0;
-  if (r.req != kVllmNoRequest && !vllm_request_in_range(p, r.req)) {
-    r.fault = kVllmBadRequest, r.value = r.req, r.at = b;
-    return r;
-  }
-  r.start = start;
-  r.end = end;
-  if (r.start < 0 || r.end < r.start || r.end > p.token_cap) {
-    r.fault = kVllmBadQueryStart, r.value = r.start < 0 ? r.start : r.end, r.at = r.start < 0 ? b : b + 1;
-    return r;
-  }
-  if (computed && r.req != kVllmNoRequest) {
-    r.computed = c;
-    if (r.computed < 0) {
-      r.fault = kVllmBadComputed, r.value = r.computed, r.at = r.req;
-      return r;
-    }
-    if ((p.write_pos || p.slots) &&
-        !(length_fits(r.computed) && length_fits(r.computed + (r.end - r.start)))) {
-      r.fault = kVllmBadSeqLen, r.value = r.computed + (r.end - r.start), r.at = b;
-      return r;
-    }
-  }
+  r.start = tokens ? p.query_start_loc[b] : 0;
+  r.end = tokens ? p.query_start_loc[b + 1] : 0;
+  r.computed = computed && vllm_request_in_range(p, r.req) ? p.num_computed_tokens[r.req] : 0;
+  r.fault = vllm_row_fault(p, r, b, tokens, computed, &r.value, &r.at);
   return r;
 }
 
