@@ -76,6 +76,30 @@ SGL_FAILURE_PATH void fail_tail(const VllmStepParams& p, int64_t tail) {
   __trap();
 }
 
+// Row b's gather in group g again, with the value its check names (the hot
+// path keeps only whether one failed).
+SGL_FAILURE_PATH void fail_gather(const VllmStepParams& p, int g, int64_t b) {
+  const VllmRow r = vllm_read_row(p, b);
+  const VllmGroupScalars gs = vllm_group_scalars(p, g);
+  int64_t count, null, value = 0;
+  const VllmFault f = vllm_gather_span(p, r, g, gs, p.group[g].num_blocks[r.req], &count, &null, &value);
+  fail_group(p, f, g, b, 0, value);
+}
+
+constexpr int kPosUnroll = 8;
+
+// out[i] = computed + i for i < len.
+template <int kThreads, typename T>
+__device__ __forceinline__ void write_positions(T* out, int64_t computed, uint32_t len) {
+  for (uint32_t i0 = threadIdx.x; i0 < len; i0 += kThreads * kPosUnroll) {
+#pragma unroll
+    for (int k = 0; k < kPosUnroll; ++k) {
+      const uint32_t i = i0 + k * kThreads;
+      if (i < len) out[i] = static_cast<T>(computed + i);
+    }
+  }
+}
+
 template <int kThreads>
 __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
   for (int64_t j = threadIdx.x; j < cols; j += kThreads) dst[j] = 0;
@@ -124,16 +148,14 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
 
   if (kPos && g == 0) {
     if (threadIdx.x == 0) p.seq_lens[b] = static_cast<int32_t>(r.computed + (r.end - r.start));
-    // Not unrolled: a decode row stores one position, and an unrolled loop's
-    // trip-count arithmetic would cost it more than the store.
-#pragma unroll 1
-    for (int64_t t = r.start + threadIdx.x; t < r.end; t += kThreads) {
-      const int64_t v = r.computed + (t - r.start);
-      if (p.pos64)
-        static_cast<int64_t*>(p.pos)[t] = v;
-      else
-        static_cast<int32_t*>(p.pos)[t] = static_cast<int32_t>(v);
-    }
+    // The row's offsets in 32 bits (its seq_len fits int32, checked), kPosUnroll
+    // masked stores a pass: a decode row one pass of one store, a 2048-token
+    // row two passes.
+    const uint32_t len = static_cast<uint32_t>(r.end - r.start);
+    if (p.pos64)
+      write_positions<kThreads>(static_cast<int64_t*>(p.pos) + r.start, r.computed, len);
+    else
+      write_positions<kThreads>(static_cast<int32_t*>(p.pos) + r.start, r.computed, len);
   }
   if (!has_group) return;
 
@@ -181,19 +203,21 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
       return;
     }
     int64_t count, null, value = 0;
-    const VllmFault f = vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value);
-    if (f != kVllmOk) fail_group(p, f, g, b, 0, value);
+    if (vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value) != kVllmOk) fail_gather(p, g, b);
+    // 32-bit offsets: count comes from int32 num_blocks.
+    const uint32_t cols = static_cast<uint32_t>(count);
+    const uint32_t nulls = static_cast<uint32_t>(null < count ? null : count);
     const int32_t* src = grp.src + r.req * grp.src_stride;
-    for (int64_t j0 = threadIdx.x; j0 < count; j0 += kThreads * kUnroll) {
+    for (uint32_t j0 = threadIdx.x; j0 < cols; j0 += kThreads * kUnroll) {
       int32_t v[kUnroll];
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
-        const int64_t j = j0 + k * kThreads;
-        v[k] = j < count && j >= null ? load_ro(src + j) : 0;
+        const uint32_t j = j0 + k * kThreads;
+        v[k] = j < cols && j >= nulls ? load_ro(src + j) : 0;
       }
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k)
-        if (j0 + k * kThreads < count) dst[j0 + k * kThreads] = v[k];
+        if (j0 + k * kThreads < cols) dst[j0 + k * kThreads] = v[k];
     }
   }
 }

@@ -171,8 +171,9 @@ SGL_HD VllmFault vllm_row_fault(const VllmStepParams& p, const VllmRow& r, int64
     *value = r.start < 0 ? r.start : r.end, *at = r.start < 0 ? b : b + 1;
     return kVllmBadQueryStart;
   }
-  if (!computed || r.req == kVllmNoRequest) return kVllmOk;
+  if (!computed) return kVllmOk;
   if (r.computed < 0) return *value = r.computed, *at = r.req, kVllmBadComputed;
+  // (a row without a request counts from 0: its seq_len is its query length)
   if (tokens && !(length_fits(r.computed) && length_fits(r.computed + (r.end - r.start))))
     return *value = r.computed + (r.end - r.start), *at = b, kVllmBadSeqLen;
   return kVllmOk;
