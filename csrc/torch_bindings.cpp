@@ -118,6 +118,9 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor query_start_loc, Tensor seq_lens, Tensor prefill_len, Tensor draft_tokens, "
       "Tensor cu_num_logits, Tensor(b!) logits_indices, int num_new_sampled_tokens=1) -> ()");
   m.def(
+      "vllm_copy_page_indices("
+      "Tensor(a!) page_indices, Tensor block_table, Tensor cu_num_blocks) -> ()");
+  m.def(
       "vllm_prepare_step("
       "Tensor idx_mapping, Tensor query_start_loc, Tensor num_computed_tokens, "
       "Tensor(a!) pos, Tensor(b!) seq_lens, Tensor[] src_block_tables, Tensor num_blocks, "

@@ -266,6 +266,13 @@ def _vllm_combine_example(gen):
     )
     outputs = dict(input_ids=_poison((13,), torch.int32, gen), logits_indices=_poison((8,), torch.int64, gen))
     return inputs, outputs, dict(num_new_sampled_tokens=1)
+def _vllm_copy_pages_example(gen):
+    """Three requests' block-table rows (one empty) into FlashInfer's page stream, a poisoned tail."""
+    inputs = dict(block_table=torch.randint(0, 1 << 20, (4, 6), generator=gen, dtype=torch.int32),
+                  cu_num_blocks=torch.tensor([0, 5, 5, 8], dtype=torch.int32))
+    return inputs, dict(page_indices=_poison((10,), torch.int32, gen)), {}
+
+
 def _flash_attention_example(gen):
     """FlashAttention metadata into K = 2 sets (deltas 1 and 2): unified-pool v2p tables with
     unbound (-1) pages, zero_tail, draft-extend's cu_seqlens_q and SWA write ids."""
@@ -323,6 +330,7 @@ EXAMPLES = {
     "vllm_prepare_pos_seq_lens": _vllm_pos_example,
     "vllm_combine_sampled_and_draft_tokens": _vllm_combine_example,
     "vllm_prepare_step": _vllm_prepare_step_example,
+    "vllm_copy_page_indices": _vllm_copy_pages_example,
     "update_flash_attention_metadata": _flash_attention_example,
     "flash_attention_swa_spec_page_table": _flash_attention_swa_spec_example,
     "build_kv_indices": _kv_indices_example,

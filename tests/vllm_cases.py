@@ -204,6 +204,33 @@ def make_combine(case: CombineCase, gen: torch.Generator, device="cpu") -> dict:
     return {kk: _to(v, device) for kk, v in out.items()}
 
 
+@dataclasses.dataclass
+class CopyPagesCase:
+    """A FlashInfer step: n requests' gathered block-table rows (``extra_rows``
+    more rows than requests), each row's block count in [0, width]."""
+
+    n: int = 6
+    width: int = 16
+    extra_rows: int = 2
+    empty_rows: int = 1  # rows with no blocks
+    tail: int = 5  # page_indices entries past cu_num_blocks[n] (must survive)
+    cu_dtype: torch.dtype = torch.int32
+
+
+def make_copy_pages(case: CopyPagesCase, gen: torch.Generator, device="cpu") -> dict:
+    n, W = case.n, case.width
+    counts = _randint(gen, 0, W + 1, (n,))
+    if case.empty_rows and n:
+        counts[torch.randperm(n, generator=gen)[: case.empty_rows]] = 0
+    cu = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
+    out = dict(
+        page_indices=poison_like(torch.zeros(int(cu[-1]) + case.tail, dtype=torch.int32), gen),
+        block_table=_randint(gen, 0, 2**31 - 1, (n + case.extra_rows, W), torch.int32),
+        cu_num_blocks=cu.to(case.cu_dtype),
+    )
+    return {k: _to(v, device) for k, v in out.items()}
+
+
 def first_error(fn, **kwargs) -> Optional[str]:
     try:
         fn(**kwargs)

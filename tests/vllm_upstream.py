@@ -2,7 +2,8 @@
 interpreter, as the tests' upstream oracle.
 
 The kernels are loaded from vLLM's unmodified source files
-(``vllm/v1/worker/gpu/{block_table,buffer_utils,input_batch}.py``) found under
+(``vllm/v1/worker/gpu/{block_table,buffer_utils,input_batch}.py``, and the
+FlashInfer backend's ``_copy_page_indices_kernel``) found under
 ``$SGLMETA_VLLM_SRC`` (default ``/work/up/vllm_src``, the unpacked 0.33.0
 wheel) or an installed ``vllm``. Importing those modules through vLLM's
 package pulls in most of vLLM; instead each file is executed as a module of
@@ -111,7 +112,30 @@ def load() -> Optional[types.SimpleNamespace]:
         else:
             os.environ["TRITON_INTERPRET"] = interpret
     return types.SimpleNamespace(root=root, pad_slot_id=provided["vllm.v1.attention.backends.utils"]["PAD_SLOT_ID"],
-                                 block_table=loaded["block_table"], input_batch=loaded["input_batch"])
+                                 block_table=loaded["block_table"], input_batch=loaded["input_batch"],
+                                 flashinfer=_flashinfer_kernels(root, triton, tl))
+
+
+def _flashinfer_kernels(root: Path, triton, tl) -> types.SimpleNamespace:
+    """The FlashInfer backend's Triton kernel, ``_copy_page_indices_kernel``:
+    the backend module imports flashinfer and most of vLLM, so only that
+    function's definition is compiled from vLLM's file (it uses triton/tl only)."""
+    path = root / "vllm" / "v1" / "attention" / "backends" / "flashinfer.py"
+    tree = ast.parse(path.read_text())
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_copy_page_indices_kernel"]
+    if len(defs) != 1:
+        raise LookupError(f"_copy_page_indices_kernel not found in {path}")
+    namespace = {"triton": triton, "tl": tl, "__name__": "vllm.v1.attention.backends.flashinfer"}
+    interpret = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        exec(compile(ast.Module(body=defs, type_ignores=[]), str(path), "exec"), namespace)
+    finally:
+        if interpret is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = interpret
+    return types.SimpleNamespace(_copy_page_indices_kernel=namespace["_copy_page_indices_kernel"])
 
 
 def _ptrs(tables) -> torch.Tensor:
@@ -150,6 +174,14 @@ def gather_block_tables(up, *, idx_mapping, src_block_tables, num_blocks, dst_bl
         torch.tensor([t.stride(0) for t in src_block_tables], dtype=torch.int64), num_blocks,
         num_blocks.stride(0), idx_mapping.shape[0], num_computed_tokens if mask else sliding_window_reach,
         sliding_window_reach, block_sizes, MASK_SLIDING_WINDOW=mask, BLOCK_SIZE=1024)
+
+
+def copy_page_indices(up, page_indices, block_table, cu_num_blocks) -> None:
+    """FlashInferMetadataBuilder._compute_flashinfer_kv_metadata's launch."""
+    num_reqs = cu_num_blocks.numel() - 1
+    if num_reqs > 0:
+        up.flashinfer._copy_page_indices_kernel[(num_reqs,)](
+            page_indices, block_table, block_table.stride(0), cu_num_blocks, BLOCK_SIZE=1024)
 
 
 def prepare_pos_seq_lens(up, *, idx_mapping, query_start_loc, num_computed_tokens, pos, seq_lens) -> None:

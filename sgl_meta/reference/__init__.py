@@ -19,6 +19,7 @@ from .kv_read_table import build_kv_read_table, build_kv_read_table_packed, kv_r
 from .trtllm_mha_metadata import update_trtllm_mha_graph_metadata, update_trtllm_mha_graph_metadata_multi
 from .trtllm_mha_page_table import build_trtllm_mha_page_table
 from .vllm_block_table import vllm_compute_slot_mappings, vllm_gather_block_tables
+from .vllm_flashinfer import vllm_copy_page_indices
 from .vllm_input_batch import vllm_combine_sampled_and_draft_tokens, vllm_prepare_pos_seq_lens, vllm_prepare_step
 from .flash_attention_metadata import (
     draft_extend_set_metadata,

@@ -1,0 +1,56 @@
+// vllm_copy_page_indices on CUDA (no torch headers): one block per row, as
+// vLLM's program per request; the grid depends on n only.
+#include <climits>
+
+#include "common/cuda_utils.cuh"
+#include "vllm_flashinfer/params.h"
+
+namespace sgl_meta {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kUnroll = 4;  // entries per thread per pass: a 512-block row in one pass
+
+SGL_FAILURE_PATH void fail_row(const VllmCopyPagesParams& p, int64_t r) {
+  const VllmPageSpan v = vllm_page_span(p, r);
+  const bool cu_num_blocks_valid = v.ok;
+  SGL_DEVICE_CHECK(cu_num_blocks_valid,
+                   "vllm_copy_page_indices: cu_num_blocks[%lld] = %lld, cu_num_blocks[%lld] = %lld must be "
+                   "non-negative, non-decreasing, within page_indices (%lld entries) and span at most "
+                   "block_table.size(1) = %lld blocks",
+                   (long long)r, (long long)v.start, (long long)(r + 1), (long long)v.end, (long long)p.size,
+                   (long long)p.cols);
+  __trap();
+}
+
+__global__ void __launch_bounds__(kThreads) vllm_copy_page_indices_kernel(const __grid_constant__ VllmCopyPagesParams p) {
+  const int64_t r = blockIdx.x;
+  const VllmPageSpan v = vllm_page_span(p, r);
+  if (!v.ok) fail_row(p, r);
+  // 32-bit offsets within the row: its count is at most cols <= INT32_MAX.
+  const uint32_t count = static_cast<uint32_t>(v.end - v.start);
+  const int32_t* src = p.block_table + r * p.stride;
+  int32_t* dst = p.page_indices + v.start;
+  for (uint32_t i0 = threadIdx.x; i0 < count; i0 += kThreads * kUnroll) {
+    int32_t e[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      const uint32_t i = i0 + k * kThreads;
+      e[k] = i < count ? load_ro(src + i) : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k)
+      if (i0 + k * kThreads < count) dst[i0 + k * kThreads] = e[k];
+  }
+}
+
+}  // namespace
+
+const char* vllm_copy_page_indices_cuda(const VllmCopyPagesParams& p, void* stream) {
+  if (p.n > INT32_MAX) return "too many rows for one launch";
+  vllm_copy_page_indices_kernel<<<static_cast<unsigned>(p.n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
+
+}  // namespace sgl_meta
