@@ -6,8 +6,9 @@ Two kinds of row:
   ``vllm.triton_utils.dispatcher.register_kernels`` (which rebinds every
   ``from X import kernel`` copy and drops the launch grid). Used only where our
   stand-in can recover the grid from the launch arguments, so the row also
-  checks the launcher's source still launches over that grid, and the kernel's
-  parameter names are the ones the stand-in takes.
+  checks the launcher's source still launches over that grid and still derives
+  ``num_reqs`` the way the stand-in reads it back from its arguments, and the
+  kernel's parameter names are the ones the stand-in takes.
 * ``Method``: a ``BlockTables`` method set on the class, where the grid is not
   in the arguments (``gather_block_tables`` clears rows past the batch) or the
   kernel reads the block tables through a pointer array our ops do not take.
@@ -29,7 +30,7 @@ from ..sglang.hooks import CudaKernel, Skip, load, resolve, signature_mismatch
 _BT = "vllm.v1.worker.gpu.block_table"
 _IB = "vllm.v1.worker.gpu.input_batch"
 _OURS = "sgl_meta.vllm.replacements"
-_NUM_REQS = "num_reqs=idx_mapping.shape[0]"
+_IB_NUM_REQS = "num_reqs=idx_mapping.shape[0]"
 
 
 def vllm_object(target: str) -> object:
@@ -82,13 +83,16 @@ class Method:
 @dataclass(frozen=True)
 class Kernel:
     """A Triton kernel of vLLM, launched by ``launcher`` over ``grid``, replaced
-    by a stand-in (``"module:attr"``) that takes the kernel's parameters."""
+    by a stand-in (``"module:attr"``) that takes the kernel's parameters.
+    ``num_reqs``: the launcher's statement (whitespace removed) that ties the
+    grid's ``num_reqs`` to an argument, as the stand-in recovers it."""
 
     target: str
     replacement: str
     op: str
     launcher: str
     grid: str
+    num_reqs: str
 
     how = "kernel"
 
@@ -110,10 +114,10 @@ class Kernel:
             raise Skip(f"vLLM's kernel parameters differ from ours: {tuple(names)}")
         launcher = vllm_object(self.launcher)
         source = re.sub(r"\s+", "", inspect.getsource(launcher))
-        for fragment in (f"{self.name}[{self.grid}]", _NUM_REQS):
+        for fragment in (f"{self.name}[{self.grid}]", self.num_reqs):
             if fragment not in source:
-                raise Skip(f"{self.launcher.rsplit('.', 1)[-1]} no longer has `{fragment}`: the launch "
-                           f"grid is not the {self.grid} with num_reqs = idx_mapping.shape[0] the stand-in recovers")
+                raise Skip(f"{self.launcher.rsplit('.', 1)[-1]} no longer has `{fragment}`: the stand-in "
+                           f"recovers the launch grid {self.grid} from its arguments through `{self.num_reqs}`")
         return ours
 
 
@@ -125,7 +129,9 @@ TARGETS: tuple = (
     # combine_sampled_and_draft_tokens (vLLM's functions stay: their host work
     # is a few lines, and combine allocates and returns logits_indices).
     Kernel(f"{_IB}._prepare_pos_seq_lens_kernel", f"{_OURS}:prepare_pos_seq_lens_kernel",
-           "vllm_prepare_pos_seq_lens", f"{_IB}.prepare_pos_seq_lens", "(num_reqs+1,)"),
+           "vllm_prepare_pos_seq_lens", f"{_IB}.prepare_pos_seq_lens", "(num_reqs+1,)",
+           _IB_NUM_REQS),
     Kernel(f"{_IB}._combine_sampled_and_draft_tokens_kernel", f"{_OURS}:combine_sampled_and_draft_tokens_kernel",
-           "vllm_combine_sampled_and_draft_tokens", f"{_IB}.combine_sampled_and_draft_tokens", "(num_reqs,)"),
+           "vllm_combine_sampled_and_draft_tokens", f"{_IB}.combine_sampled_and_draft_tokens", "(num_reqs,)",
+           _IB_NUM_REQS),
 )
