@@ -57,6 +57,11 @@ def test_corrupted_fused_output_fails(tmp_path, capsys):
     assert "FAILED" in capsys.readouterr().err
 
 
+def test_vllm_preset_catches_a_corrupted_output(tmp_path):
+    code, doc = run_json(tmp_path, "--preset", "llama-3.1-8b-vllm", "--corrupt-fused", "2")
+    assert code == 1 and "step 2" in doc["error"] and "differs" in doc["error"]
+
+
 def test_check_every_skips_steps(tmp_path):
     # With checks every 4th step, a corruption at an unchecked step goes unseen
     # (it is overwritten by the next refresh): proves the sampling is honoured.
@@ -90,7 +95,10 @@ def test_emulated_graphs_all_workloads(tmp_path):
         "llama-3.1-8b-p64": mha,
         "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"] + ["fused_dsa_metadata"] * 9,
         "llama-3.1-8b-fa3": ["update_flash_attention_metadata"] * 2,
+        "llama-3.1-8b-vllm": ["vllm_prepare_step"],
     }
+    vllm = doc["presets"][6]["workloads"][0]
+    assert vllm["refreshes"] == ["prepare_step", "copy_page_indices"]
     eagle = doc["presets"][0]["workloads"][1]  # the draft steps in one launch
     assert eagle["refreshes"] == ["draft_decode_0..1", "target_verify", "draft_extend"]
     fa3 = doc["presets"][5]["workloads"]

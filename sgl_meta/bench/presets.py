@@ -15,6 +15,7 @@ from typing import Optional
 BACKEND_TRTLLM_MHA = "trtllm_mha"
 BACKEND_DSA = "dsa"
 BACKEND_FA3 = "fa3"
+BACKEND_VLLM = "vllm"
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,8 @@ class Preset:
     Attributes:
         name: CLI name (``--preset``).
         model: Hugging Face model id.
-        backend: ``"trtllm_mha"``, ``"dsa"`` or ``"fa3"``; selects the workloads.
+        backend: ``"trtllm_mha"``, ``"dsa"``, ``"fa3"`` or ``"vllm"`` (vLLM 0.33's Model
+            Runner V2 with its FlashInfer backend); selects the workloads.
         page_size: tokens per KV page.
         context_len: max tokens per request (``max_position_embeddings``); the
             page-table width is ``ceil(context_len / page_size)``.
@@ -149,6 +151,17 @@ PRESETS = {
             "get_default_attn_backend: fa3 on Hopper for MHA models without speculative decoding or "
             "with EAGLE top-k 1, page size 1 (the default); EAGLE --speculative-num-steps 3 "
             "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+        ),
+        Preset(
+            name="llama-3.1-8b-vllm",
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            backend=BACKEND_VLLM,
+            page_size=16,
+            context_len=131072,
+            kv_pool_tokens=800_000,  # ~105 GB of bf16 KV (128 KiB per token) on one H200
+            sources="config.json: max_position_embeddings=131072, no sliding window; vLLM 0.33: "
+            "block_size 16 (the CUDA default), Model Runner V2 (the default runner), the FlashInfer "
+            "backend's paged decode metadata (vLLM's default attention backend on Blackwell)",
         ),
     )
 }

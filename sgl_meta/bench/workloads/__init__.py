@@ -7,8 +7,10 @@ from .dsa_metadata import WORKLOADS as DSA_GEN_WORKLOADS
 from .flash_attention_metadata import FlashAttentionMetadata, FlashAttentionSpecOneLaunch
 from .kv_read_table import KvReadPageTable, KvReadTokenStream
 from .trtllm_mha_metadata import TrtllmMhaMetadata, TrtllmMhaPageTable, TrtllmMhaSpecOneLaunch
+from .vllm_step import VllmStep
 
 REGISTRY = (TrtllmMhaMetadata, TrtllmMhaSpecOneLaunch, TrtllmMhaPageTable, DsaMetadataCopy, DsaMetadataCopyMulti,
-            *DSA_GEN_WORKLOADS, KvReadPageTable, KvReadTokenStream, FlashAttentionMetadata, FlashAttentionSpecOneLaunch)
+            *DSA_GEN_WORKLOADS, KvReadPageTable, KvReadTokenStream, FlashAttentionMetadata, FlashAttentionSpecOneLaunch,
+            VllmStep)
 
 __all__ = ["IMPLS", "REGISTRY", "BenchContext", "Workload"]
