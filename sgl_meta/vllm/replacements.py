@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 
 from .. import vllm_block_table as _bt
+from .. import vllm_flashinfer as _fi
 from .. import vllm_input_batch as _ib
 
 PAD_SLOT_ID = -1
@@ -156,3 +157,16 @@ def combine_sampled_and_draft_tokens_kernel(
         logits_indices=logits_indices_ptr,
         num_new_sampled_tokens=int(NUM_NEW_SAMPLED_TOKENS),
     )
+
+
+def copy_page_indices_kernel(page_indices, block_table, block_table_stride, cu_num_blocks, BLOCK_SIZE=None) -> None:
+    """Stands in for ``flashinfer._copy_page_indices_kernel`` launched over
+    ``(num_reqs,)`` with ``cu_num_blocks`` the ``num_reqs + 1`` entries of
+    ``paged_kv_indptr`` (``FlashInferMetadataBuilder._compute_flashinfer_kv_metadata``);
+    our op covers the same rows from ``cu_num_blocks.numel() - 1``."""
+    if block_table.dim() != 2 or int(block_table_stride) != block_table.stride(0):
+        raise RuntimeError(
+            "sgl-meta's _copy_page_indices_kernel stand-in: block_table_stride="
+            f"{block_table_stride} is not block_table.stride(0) of a 2-D block_table (the launch vLLM 0.33 makes)"
+        )
+    _fi.vllm_copy_page_indices(page_indices=page_indices, block_table=block_table, cu_num_blocks=cu_num_blocks)

@@ -29,6 +29,7 @@ from ..sglang.hooks import CudaKernel, Skip, load, resolve, signature_mismatch
 
 _BT = "vllm.v1.worker.gpu.block_table"
 _IB = "vllm.v1.worker.gpu.input_batch"
+_FI = "vllm.v1.attention.backends.flashinfer"
 _OURS = "sgl_meta.vllm.replacements"
 _IB_NUM_REQS = "num_reqs=idx_mapping.shape[0]"
 
@@ -134,4 +135,11 @@ TARGETS: tuple = (
     Kernel(f"{_IB}._combine_sampled_and_draft_tokens_kernel", f"{_OURS}:combine_sampled_and_draft_tokens_kernel",
            "vllm_combine_sampled_and_draft_tokens", f"{_IB}.combine_sampled_and_draft_tokens", "(num_reqs,)",
            _IB_NUM_REQS),
+    # The FlashInfer backend's attention-metadata build, every step on its
+    # native paged paths: the block-table rows into paged_kv_indices, over
+    # (num_reqs,) with paged_kv_indptr (num_reqs + 1 entries) as cu_num_blocks.
+    # Its module imports flashinfer: without it the row is left alone, saying so.
+    Kernel(f"{_FI}._copy_page_indices_kernel", f"{_OURS}:copy_page_indices_kernel", "vllm_copy_page_indices",
+           f"{_FI}.FlashInferMetadataBuilder._compute_flashinfer_kv_metadata", "(num_reqs,)",
+           "paged_kv_indptr=self.paged_kv_indptr.copy_to_gpu(num_reqs+1)"),
 )

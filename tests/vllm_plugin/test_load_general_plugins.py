@@ -1,9 +1,12 @@
 """vLLM 0.33's own ``load_general_plugins()`` finds sgl-meta's entry point and
 installs the plugin, in fresh interpreters of the overlay venv (the plugin
 changes process-global classes and kernels); and, in the forced child, vLLM's
-BlockTables and input-batch functions give the same outputs and leave the same
-buffers with our replacements as with vLLM's own Triton kernels (interpreted
-on CPU tensors), over random engines and steps (vllm_child.py).
+BlockTables and input-batch functions and its FlashInfer backend's page-index
+copy give the same outputs and leave the same buffers with our replacements as
+with vLLM's own Triton kernels (interpreted on CPU tensors), over random
+engines, steps and batches (vllm_child.py). The overlay has no flashinfer: the
+forced child imports vLLM's FlashInfer backend through an import stub
+(import_stubs/), the others show the row left alone for want of it.
 
 Skips, saying how to set it up, where vLLM 0.33.0 is not importable: run with
 the overlay venv of scripts/setup_vllm_env.sh.
@@ -11,6 +14,7 @@ the overlay venv of scripts/setup_vllm_env.sh.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -27,14 +31,18 @@ BASE_SEED = int(os.environ["SGLMETA_TEST_SEED"])  # tests/conftest.py sets it
 CHILD = Path(__file__).with_name("vllm_child.py")
 SWITCH = "SGLMETA_VLLM_PLUGIN"
 CPU_TRITON = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-RUNS = {
-    "forced": ([str(CHILD), "before", "diff", str(BASE_SEED)], {SWITCH: "force", **CPU_TRITON}),
-    "default": ([str(CHILD), "after"], {}),
-    "ours_off": ([str(CHILD), "after"], {SWITCH: "off"}),
-    "not_allowed": ([str(CHILD), "after"], {SWITCH: "force", "VLLM_PLUGINS": "someone_else"}),
-    "cli": (["-m", "sgl_meta.vllm"], {SWITCH: "force", "VLLM_PLUGINS": "x,sgl_meta"}),
+RUNS = {  # name: (argv, environment, flashinfer's import stub on the path)
+    "forced": ([str(CHILD), "before", "diff", str(BASE_SEED)], {SWITCH: "force", **CPU_TRITON}, True),
+    "forced_without_flashinfer": ([str(CHILD), "after"], {SWITCH: "force", **CPU_TRITON}, False),
+    "default": ([str(CHILD), "after"], {}, False),
+    "ours_off": ([str(CHILD), "after"], {SWITCH: "off"}, True),
+    "not_allowed": ([str(CHILD), "after"], {SWITCH: "force", "VLLM_PLUGINS": "someone_else"}, True),
+    "cli": (["-m", "sgl_meta.vllm"], {SWITCH: "force", "VLLM_PLUGINS": "x,sgl_meta"}, False),
 }
 OURS = "sgl_meta.vllm.replacements."
+REPLACED = ("replaces vLLM's BlockTables.compute_slot_mappings, BlockTables.gather_block_tables, "
+            "_prepare_pos_seq_lens_kernel, _combine_sampled_and_draft_tokens_kernel")
+NO_FLASHINFER = "vLLM's module needs flashinfer, which is not installed (docs/vllm.md)"
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +51,9 @@ def runs():
     if why:
         pytest.skip(why)
     procs = {
-        name: subprocess.Popen([sys.executable, *argv], env=vllm_env.child_env(**extra),
+        name: subprocess.Popen([sys.executable, *argv], env=vllm_env.child_env(flashinfer_stub=stub, **extra),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for name, (argv, extra) in RUNS.items()
+        for name, (argv, extra, stub) in RUNS.items()
     }
     out = {}
     for name, proc in procs.items():
@@ -63,21 +71,35 @@ def test_forced_plugin_is_found_and_installed_everywhere(runs):
     report, stderr = runs["forced"]
     lines = our_lines(stderr)
     assert len(lines) == 1, stderr[-3000:]
-    assert "replaces vLLM's BlockTables.compute_slot_mappings, BlockTables.gather_block_tables, " \
-           "_prepare_pos_seq_lens_kernel, _combine_sampled_and_draft_tokens_kernel" in lines[0]
+    assert REPLACED + ", _copy_page_indices_kernel [" in lines[0]
     assert "leaves alone" not in lines[0]
     for name, where in report["resolved"].items():
         assert where.startswith(OURS), (name, where)
     assert "model_runner.BlockTables.compute_slot_mappings" in report["resolved"]  # imported before loading
+    assert "_copy_page_indices_kernel" in report["resolved"]
+
+
+def test_without_flashinfer_its_row_is_left_alone_and_said_so(runs):
+    if importlib.util.find_spec("flashinfer") is not None:
+        pytest.skip("flashinfer is installed in this environment")
+    report, stderr = runs["forced_without_flashinfer"]
+    lines = our_lines(stderr)
+    assert len(lines) == 1, stderr[-3000:]
+    assert f"{REPLACED}; leaves alone _copy_page_indices_kernel ({NO_FLASHINFER}) [" in lines[0]
+    assert "_copy_page_indices_kernel" not in report["resolved"]
+    assert all(w.startswith(OURS) for w in report["resolved"].values()), report
 
 
 def test_replacements_equal_vllms_triton_kernels(runs):
     diff = runs["forced"][0]["diff"]
-    assert diff["skipped"] == [] and len(diff["installed"]) == 4
+    assert diff["skipped"] == [] and len(diff["installed"]) == 5
     # The comparison ran vLLM's own code first, ours second.
     assert not any(w.startswith(OURS) for w in diff["theirs_resolved"].values()), diff["theirs_resolved"]
     assert all(w.startswith(OURS) for w in diff["ours_resolved"].values()), diff["ours_resolved"]
+    assert len(diff["theirs_resolved"]) == 6  # the FlashInfer backend's kernel among them
     assert diff["steps"] == 60
+    pages = diff["page_index_batches"]  # pages written per batch: 0, 1 and 2-8 requests for each of 12 engines
+    assert len(pages) == 36 and 0 in pages and max(pages) > 40
     assert diff["differences"] == [], "\n".join(diff["differences"])
 
 
@@ -103,4 +125,8 @@ def test_vllms_allow_list_without_us_never_calls_the_plugin(runs):
 def test_cli_reports_every_row(runs):
     stdout, _ = runs["cli"]
     assert "vllm 0.33.0" in stdout
-    assert stdout.count("replaces vllm.") == 4 and "keeps" not in stdout, stdout
+    without_flashinfer = importlib.util.find_spec("flashinfer") is None
+    assert stdout.count("replaces vllm.") == (4 if without_flashinfer else 5), stdout
+    if without_flashinfer:
+        assert stdout.count("keeps") == 1, stdout
+        assert f"keeps    vllm.v1.attention.backends.flashinfer._copy_page_indices_kernel: {NO_FLASHINFER}" in stdout

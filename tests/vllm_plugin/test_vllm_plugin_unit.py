@@ -28,6 +28,8 @@ def fake_vllm(monkeypatch):
     for name in saved:
         del sys.modules[name]
     monkeypatch.syspath_prepend(str(FAKE))
+    # vLLM's FlashInfer backend imports flashinfer at the top; the fake one too (an empty module here).
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
     monkeypatch.setattr(plugin, "vllm_version", lambda: "0.33.0")
     monkeypatch.delenv("SGLMETA_VLLM_PLUGIN", raising=False)
     yield
@@ -86,7 +88,7 @@ def test_every_row_checks_out_against_0_33s_layout(fake_vllm, monkeypatch):
     assert skipped == []
     assert [r.name for r, _ in usable] == [
         "BlockTables.compute_slot_mappings", "BlockTables.gather_block_tables",
-        "_prepare_pos_seq_lens_kernel", "_combine_sampled_and_draft_tokens_kernel",
+        "_prepare_pos_seq_lens_kernel", "_combine_sampled_and_draft_tokens_kernel", "_copy_page_indices_kernel",
     ]
 
 
@@ -130,6 +132,66 @@ def test_a_changed_launch_grid_is_left_alone(fake_vllm, monkeypatch, tmp_path):
     assert _skipped("_prepare_pos_seq_lens_kernel") is None
 
 
+def _changed_builder(monkeypatch, tmp_path, old: str, new: str) -> None:
+    """FlashInferMetadataBuilder._compute_flashinfer_kv_metadata with ``old`` in its source replaced by ``new``."""
+    from vllm.v1.attention.backends import flashinfer
+
+    source = (FAKE / "vllm/v1/attention/backends/flashinfer.py").read_text()
+    assert old in source
+    changed = tmp_path / "changed_flashinfer.py"
+    changed.write_text(source.replace(old, new))
+    namespace: dict = {}
+    exec(compile(changed.read_text(), str(changed), "exec"), namespace)
+    monkeypatch.setattr(flashinfer.FlashInferMetadataBuilder, "_compute_flashinfer_kv_metadata",
+                        namespace["FlashInferMetadataBuilder"]._compute_flashinfer_kv_metadata)
+
+
+@pytest.mark.parametrize("old,new,why", [
+    ("[(num_reqs,)]", "[(num_reqs, 2)]", "no longer has `_copy_page_indices_kernel[(num_reqs,)]`"),
+    ("copy_to_gpu(num_reqs + 1)", "copy_to_gpu()", "no longer has `paged_kv_indptr=self.paged_kv_indptr.copy_to_gpu"),
+])
+def test_copy_page_indices_launch_changes_are_left_alone(fake_vllm, monkeypatch, tmp_path, old, new, why):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    _changed_builder(monkeypatch, tmp_path, old, new)
+    reason = _skipped("_copy_page_indices_kernel")
+    assert reason.startswith("_compute_flashinfer_kv_metadata " + why), reason
+    assert "recovers the launch grid (num_reqs,)" in reason
+    assert _skipped("_combine_sampled_and_draft_tokens_kernel") is None
+
+
+def test_copy_page_indices_parameter_changes_are_left_alone(fake_vllm, monkeypatch):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    from vllm.v1.attention.backends import flashinfer
+
+    kernel = flashinfer._copy_page_indices_kernel
+    monkeypatch.setattr(kernel, "arg_names", ("page_indices", "block_table", "cu_num_blocks", "BLOCK_SIZE"))
+    assert "kernel parameters differ" in _skipped("_copy_page_indices_kernel")
+    monkeypatch.delattr(flashinfer, "_copy_page_indices_kernel")
+    assert "not in this vLLM" in _skipped("_copy_page_indices_kernel")
+
+
+def test_without_flashinfer_its_row_is_left_alone_and_said_so(fake_vllm, monkeypatch, capsys):
+    """vLLM's FlashInfer backend imports flashinfer at the top: without it that row
+    is skipped, named in the one log line and by the CLI, and the others install."""
+    from sgl_meta.vllm.__main__ import main
+
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    monkeypatch.setitem(sys.modules, "flashinfer", None)  # what a missing package raises: ModuleNotFoundError
+    why = "vLLM's module needs flashinfer, which is not installed (docs/vllm.md)"
+    usable, skipped = plugin.plan()
+    assert [(r.name, w) for r, w in skipped] == [("_copy_page_indices_kernel", why)]
+    assert len(usable) == 4
+    plugin.register()
+    line = capsys.readouterr().err.strip().splitlines()
+    assert len(line) == 1, line
+    assert "_combine_sampled_and_draft_tokens_kernel; leaves alone _copy_page_indices_kernel (" + why + ")" in line[0]
+    plugin.uninstall()
+    main()
+    out = capsys.readouterr().out
+    assert out.count("replaces vllm.") == 4
+    assert f"keeps    vllm.v1.attention.backends.flashinfer._copy_page_indices_kernel: {why}" in out
+
+
 def test_a_missing_target_or_op_is_left_alone(fake_vllm, monkeypatch):
     monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
     from vllm.v1.worker.gpu.block_table import BlockTables
@@ -145,6 +207,7 @@ def test_a_missing_target_or_op_is_left_alone(fake_vllm, monkeypatch):
 def test_register_installs_logs_one_line_and_is_idempotent(fake_vllm, monkeypatch, capsys):
     monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
     from vllm.triton_utils import dispatcher
+    from vllm.v1.attention.backends import flashinfer
     from vllm.v1.worker.gpu import input_batch
     from vllm.v1.worker.gpu.block_table import BlockTables
 
@@ -154,18 +217,20 @@ def test_register_installs_logs_one_line_and_is_idempotent(fake_vllm, monkeypatc
     assert len(line) == 1 and "replaces vLLM's BlockTables.compute_slot_mappings" in line[0], line
     assert BlockTables.compute_slot_mappings is replacements.compute_slot_mappings
     assert BlockTables.gather_block_tables is replacements.gather_block_tables
-    assert len(dispatcher.calls) == 1
+    assert len(dispatcher.calls) == 1 and len(dispatcher.calls[0]) == 3
     assert input_batch._prepare_pos_seq_lens_kernel.func is replacements.prepare_pos_seq_lens_kernel
     assert input_batch._combine_sampled_and_draft_tokens_kernel.func is replacements.combine_sampled_and_draft_tokens_kernel
+    assert flashinfer._copy_page_indices_kernel.func is replacements.copy_page_indices_kernel
 
     plugin.register()  # a second load in the same process changes nothing
     again = capsys.readouterr().err
-    assert "replaces nothing" in again and again.count("already replaced in this process") == 4
+    assert "replaces nothing" in again and again.count("already replaced in this process") == 5
     assert len(dispatcher.calls) == 1
 
     plugin.uninstall()
     assert BlockTables.compute_slot_mappings.__module__ == "vllm.v1.worker.gpu.block_table"
     assert not hasattr(input_batch._prepare_pos_seq_lens_kernel, "func")
+    assert not hasattr(flashinfer._copy_page_indices_kernel, "func")
 
 
 def test_register_off_installs_nothing(fake_vllm, monkeypatch, capsys):
@@ -184,7 +249,7 @@ def test_cli_prints_each_row(fake_vllm, monkeypatch, capsys):
     monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
     main()
     out = capsys.readouterr().out
-    assert out.count("replaces vllm.") == 4 and "via register_kernels" in out
+    assert out.count("replaces vllm.") == 5 and out.count("via register_kernels") == 3
     monkeypatch.setenv("VLLM_PLUGINS", "someone_else")
     main()
     assert "does not name sgl_meta" in capsys.readouterr().out
@@ -326,3 +391,29 @@ def test_kernel_stand_ins_refuse_a_launch_they_were_not_written_for():
     draft = torch.zeros(4, 2, dtype=torch.int32)
     with pytest.raises(RuntimeError, match="draft_tokens_stride=3"):
         replacements.combine_sampled_and_draft_tokens_kernel(*([None] * 6), draft, 3, None, None)
+    table = torch.zeros(4, 8, dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="block_table_stride=16 is not block_table.stride"):
+        replacements.copy_page_indices_kernel(torch.zeros(8, dtype=torch.int32), table, 16,
+                                              torch.tensor([0, 8], dtype=torch.int32), BLOCK_SIZE=1024)
+
+
+def test_installed_copy_page_indices_writes_each_requests_blocks(fake_vllm, monkeypatch):
+    """vLLM's launcher (the fake's copy of its launch) reaches our op through the
+    dispatcher: each request's first num_blocks entries of its row, packed at
+    paged_kv_indptr, the rest of paged_kv_indices left as it was."""
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    plugin.register()
+    from vllm.v1.attention.backends.flashinfer import FlashInferMetadataBuilder
+
+    counts = [3, 0, 5, 1]
+    table = torch.randint(1, 1000, (6, 7), dtype=torch.int32)[:, :6]  # padded rows, rows wider than needed
+    indptr = torch.zeros(7, dtype=torch.int32)
+    indptr[1:5] = torch.tensor(counts).cumsum(0)
+    builder = FlashInferMetadataBuilder()
+    builder.paged_kv_indptr = types.SimpleNamespace(np=indptr.numpy(), copy_to_gpu=lambda n: indptr[:n].clone())
+    builder.paged_kv_indices = torch.full((40,), -5, dtype=torch.int32)
+    got = builder._compute_flashinfer_kv_metadata(None, None, table, len(counts), 16)
+    want = torch.full((40,), -5, dtype=torch.int32)
+    want[:9] = torch.cat([table[r, :c] for r, c in enumerate(counts)])
+    assert torch.equal(builder.paged_kv_indices, want)
+    assert got.shape == (9,) and got.data_ptr() == builder.paged_kv_indices.data_ptr()

@@ -5,11 +5,14 @@ then a JSON report on stdout's last line.
 argv[1] = "before": import vLLM's model runner (and so BlockTables and the
 input-batch functions) before the plugins load; "after": after.
 argv[2] = "diff" (optional): then run the same random steps through vLLM's
-BlockTables and input-batch functions twice on CPU tensors, first with vLLM's
-own Triton kernels (interpreted: the parent sets TRITON_INTERPRET=1 and an empty
+BlockTables and input-batch functions, and the same random batches through its
+FlashInfer backend's ``_compute_flashinfer_kv_metadata`` and direct launches of
+``_copy_page_indices_kernel``, twice on CPU tensors, first with vLLM's own
+Triton kernels (interpreted: the parent sets TRITON_INTERPRET=1 and an empty
 CUDA_VISIBLE_DEVICES, under which vLLM keeps Triton on a machine without a
 GPU), then with the plugin's replacements, and report every difference in what
-they return and in every buffer and attribute they leave.
+they return and in every buffer and attribute they leave. The FlashInfer
+backend imports flashinfer: the parent puts an import stub on the path.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import random
 import sys
 
 MODEL_RUNNER = "vllm.v1.worker.gpu.model_runner"
+FLASHINFER = "vllm.v1.attention.backends.flashinfer"
 
 
 def where(obj) -> str:
@@ -40,6 +44,12 @@ def resolved() -> dict:
     runner = sys.modules.get(MODEL_RUNNER)
     if runner is not None:
         out["model_runner.BlockTables.compute_slot_mappings"] = where(runner.BlockTables.compute_slot_mappings)
+    try:
+        flashinfer = importlib.import_module(FLASHINFER)
+    except ImportError:  # no flashinfer (nor its import stub) in this child
+        pass
+    else:
+        out["_copy_page_indices_kernel"] = where(flashinfer._copy_page_indices_kernel)
     return out
 
 
@@ -50,12 +60,13 @@ def cpu_buffers() -> None:
     """vLLM's staging buffers on a machine without pinned memory or a GPU:
     its own fallbacks (NonUvaBuffer on the platform's device, pageable copies)."""
     import vllm.utils.torch_utils as torch_utils
+    import vllm.v1.utils as v1_utils
     from vllm.platforms import current_platform
     from vllm.v1.worker.gpu import buffer_utils
 
     current_platform.device_type = "cpu"
     buffer_utils.is_uva_available = lambda: False
-    torch_utils.PIN_MEMORY = False
+    torch_utils.PIN_MEMORY = v1_utils.PIN_MEMORY = False  # the latter: CpuGpuBuffer.copy_to_gpu's
 
 
 def scenario(seed: int) -> list:
@@ -130,6 +141,50 @@ def scenario(seed: int) -> list:
     return record
 
 
+def page_index_cases(seed: int) -> list:
+    """vLLM's FlashInfer page-index stream over random batches of 0, 1 and up to
+    8 requests: the builder's ``_compute_flashinfer_kv_metadata`` (vLLM's method on
+    a builder holding only the buffers it reads and writes, paged_kv_indices
+    poisoned past what a batch writes), then a direct launch of its kernel as
+    the method makes it, into an index buffer larger than needed from a
+    ``cu_num_blocks`` that starts past 0 (BLOCK_SIZE 16 loops over a row).
+    Block counts are ragged (0 included), tables wider than the longest row,
+    sometimes a column slice (row stride past its width), with padded rows."""
+    import numpy as np
+    import torch
+    from vllm.v1.utils import CpuGpuBuffer
+
+    flashinfer = importlib.import_module(FLASHINFER)
+    kernel = flashinfer._copy_page_indices_kernel
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    max_reqs, page = 10, rng.choice([1, 16])
+    record = []
+    for num_reqs in (0, 1, rng.randrange(2, max_reqs - 1)):
+        width = rng.randrange(1, 40)
+        counts = [rng.choice([0, width, rng.randrange(width + 1)]) for _ in range(num_reqs)]
+        rows = num_reqs + rng.randrange(0, 2)
+        wide = torch.randint(1, 2**31 - 1, (rows, width + rng.randrange(0, 5)), dtype=torch.int32, generator=gen)
+        table = wide[:, :width] if rng.random() < 0.5 else wide
+        seq_lens = np.array([0 if c == 0 else (c - 1) * page + rng.randrange(1, page + 1) for c in counts],
+                            dtype=np.int32)
+        builder = object.__new__(flashinfer.FlashInferMetadataBuilder)
+        builder.paged_kv_indptr = CpuGpuBuffer(max_reqs + 1, dtype=torch.int32, device="cpu", pin_memory=False)
+        builder.paged_kv_last_page_len = CpuGpuBuffer(max_reqs, dtype=torch.int32, device="cpu", pin_memory=False)
+        builder.paged_kv_indices = torch.randint(-(2**31), 0, (max_reqs * 40,), dtype=torch.int32, generator=gen)
+        returned = builder._compute_flashinfer_kv_metadata((seq_lens + page - 1) // page, seq_lens, table, num_reqs,
+                                                           page)
+        start = rng.randrange(0, 5)
+        cu = torch.tensor(np.concatenate([[start], start + np.cumsum(counts, dtype=np.int64)]), dtype=torch.int32)
+        direct = torch.randint(-(2**31), 0, (int(cu[-1]) + rng.randrange(1, 9),), dtype=torch.int32, generator=gen)
+        kernel[(num_reqs,)](direct, table, table.stride(0), cu, BLOCK_SIZE=rng.choice([16, 1024]))
+        record.append({"returned": returned.clone(), "shape": [tuple(returned.shape)],
+                       "paged_kv_indices": builder.paged_kv_indices.clone(),
+                       "paged_kv_indptr": builder.paged_kv_indptr.gpu.clone(),
+                       "paged_kv_last_page_len": builder.paged_kv_last_page_len.gpu.clone(), "direct": direct})
+    return record
+
+
 def differences(a, b, path="") -> list[str]:
     import torch
 
@@ -150,15 +205,20 @@ def differential(seeds: list[int]) -> dict:
     plugin.uninstall()
     theirs_resolved = resolved()
     theirs = {s: scenario(s) for s in seeds}
+    theirs_pages = {s: page_index_cases(s) for s in seeds}
     usable, skipped = plugin.plan()
     plugin.install(usable)
     ours_resolved = resolved()
     ours = {s: scenario(s) for s in seeds}
+    ours_pages = {s: page_index_cases(s) for s in seeds}
     diffs = [f"seed {s} step {i}{d}" for s in seeds for i, (x, y) in enumerate(zip(theirs[s], ours[s]))
              for d in differences(x, y)]
+    diffs += [f"seed {s} page-index batch {i}{d}" for s in seeds
+              for i, (x, y) in enumerate(zip(theirs_pages[s], ours_pages[s])) for d in differences(x, y)]
     return {"installed": [r.name for r, _ in usable], "skipped": [f"{r.name}: {w}" for r, w in skipped],
-            "steps": sum(len(v) for v in theirs.values()), "differences": diffs[:20],
-            "theirs_resolved": theirs_resolved, "ours_resolved": ours_resolved}
+            "steps": sum(len(v) for v in theirs.values()),
+            "page_index_batches": [len(x["returned"]) for v in theirs_pages.values() for x in v],
+            "differences": diffs[:20], "theirs_resolved": theirs_resolved, "ours_resolved": ours_resolved}
 
 
 def main(when: str, diff: bool, seed: int) -> None:

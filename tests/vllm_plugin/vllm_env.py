@@ -52,10 +52,17 @@ def entry_point_path() -> list[str]:
     return [str(folder)]
 
 
-def child_env(**extra: str) -> dict[str, str]:
+FLASHINFER_STUB = Path(__file__).with_name("import_stubs")
+"""A ``flashinfer`` that only imports (import_stubs/flashinfer/): vLLM's FlashInfer
+backend module imports it at the top, the CPU tests run that module's Triton kernel."""
+
+
+def child_env(*, flashinfer_stub: bool = False, **extra: str) -> dict[str, str]:
     """The environment of a child interpreter: this sgl_meta first on its path,
-    our entry point visible, no inherited plugin switches."""
+    our entry point visible, no inherited plugin switches; with
+    ``flashinfer_stub``, :data:`FLASHINFER_STUB` on the path too."""
     env = {k: v for k, v in os.environ.items() if k != "VLLM_PLUGINS" and not k.endswith("_VLLM_PLUGIN")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *entry_point_path(), env.get("PYTHONPATH", "")])
+    stub = [str(FLASHINFER_STUB)] if flashinfer_stub else []
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *stub, *entry_point_path(), env.get("PYTHONPATH", "")])
     env.update(extra)
     return env

@@ -28,7 +28,10 @@ def pytest_configure(config):
     from sgl_meta.vllm import plugin, replacements
 
     load_general_plugins()
-    missing = [t for t in plugin.TARGETS if t.target not in plugin._installed]
+    # The rows vLLM's block-table and input-batch tests reach; the FlashInfer
+    # row needs flashinfer, which a machine running these tests may lack.
+    exercised = [t for t in plugin.TARGETS if t.target.startswith("vllm.v1.worker.gpu.")]
+    missing = [t for t in exercised if t.target not in plugin._installed]
     if missing:
         raise RuntimeError(f"sgl-meta's vLLM plugin left alone: {[t.name for t in missing]} (see its log line)")
     for name in ("vllm_compute_slot_mappings", "vllm_gather_block_tables"):
