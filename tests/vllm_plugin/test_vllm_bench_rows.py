@@ -1,10 +1,12 @@
 """The vLLM rows of ``python -m sgl_meta.bench --upstream`` on CPU at small
 shapes (vllm_bench_child.py, a fresh interpreter of the overlay venv with vLLM's
-Triton kernels interpreted): vLLM 0.33's own BlockTables methods and
-input-batch functions beside ours and the reference, every element upstream
-defines equal, a corrupted one caught; the cold-start calls over small buckets
-equal too. In any environment: the rows are registered, and without vLLM the
---upstream run lists them as skipped, saying why.
+Triton kernels interpreted): vLLM 0.33's own BlockTables methods,
+input-batch functions and FlashInfer page-index kernel (its module imported
+through flashinfer's import stub) beside ours and the reference, every element
+upstream defines equal, a corrupted one caught; the cold-start calls over small
+buckets equal too. In any environment: the rows are registered, and without vLLM
+(or, for the FlashInfer rows, without flashinfer) the --upstream run lists them
+as skipped, saying why.
 
 Skips the CPU run where vLLM 0.33.0 is not importable (scripts/setup_vllm_env.sh).
 """
@@ -32,8 +34,8 @@ def report():
     why = vllm_env.why_not_installed()
     if why:
         pytest.skip(why)
-    proc = subprocess.run([sys.executable, str(CHILD)], env=vllm_env.child_env(**CPU_TRITON), capture_output=True,
-                          text=True, timeout=900)
+    proc = subprocess.run([sys.executable, str(CHILD)], env=vllm_env.child_env(flashinfer_stub=True, **CPU_TRITON),
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"child failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -42,8 +44,8 @@ def test_rows_are_registered_with_every_op():
     assert all(spec in ROW_SPECS for spec in rows_vllm.ROWS)
     ours = {fn for spec in rows_vllm.ROWS for fn in spec.ours}
     assert ours == {"vllm_compute_slot_mappings", "vllm_gather_block_tables", "vllm_prepare_pos_seq_lens",
-                    "vllm_combine_sampled_and_draft_tokens", "vllm_prepare_step"}
-    assert len({spec.name for spec in rows_vllm.ROWS}) == len(rows_vllm.ROWS) == 15
+                    "vllm_combine_sampled_and_draft_tokens", "vllm_prepare_step", "vllm_copy_page_indices"}
+    assert len({spec.name for spec in rows_vllm.ROWS}) == len(rows_vllm.ROWS) == 17
 
 
 def test_rows_skip_with_the_reason(monkeypatch):
@@ -56,8 +58,22 @@ def test_rows_skip_with_the_reason(monkeypatch):
     assert {why_skipped(spec, probe, None) for spec in rows_vllm.ROWS} == {None}
 
 
+def test_flashinfer_rows_skip_without_flashinfer(monkeypatch):
+    def no_flashinfer():
+        raise ModuleNotFoundError("No module named 'flashinfer'", name="flashinfer")
+
+    monkeypatch.setattr(rows_vllm, "flashinfer_backend", no_flashinfer)
+    reason = rows_vllm.why_no_flashinfer()
+    assert reason == "no flashinfer: vLLM's FlashInfer backend (vllm.v1.attention.backends.flashinfer) imports it"
+    probe = loader.Probe(location=None, gpu=True, missing={rows_vllm.FAMILY: [], rows_vllm.FLASHINFER: [reason]})
+    skipped = {spec.name: why_skipped(spec, probe, None) for spec in rows_vllm.ROWS}
+    assert {n for n, why in skipped.items() if why} == {"vLLM FlashInfer copy_page_indices decode bs64",
+                                                        "vLLM FlashInfer copy_page_indices decode bs256"}
+    assert {why for why in skipped.values() if why} == {reason}
+
+
 def test_vllm_rows_equal_ours_on_cpu(report):
-    assert report["unavailable"] is None
+    assert report["unavailable"] is None and report["no_flashinfer"] is None
     assert set(report["rows"]) == {spec.name for spec in rows_vllm.ROWS}
     for name, r in report["rows"].items():
         assert r["problems"] == [], name

@@ -1,5 +1,6 @@
 """Run in a fresh interpreter (the overlay venv, vLLM's Triton kernels under
-Triton's interpreter) by test_vllm_bench_rows.py: build every vLLM row of
+Triton's interpreter, flashinfer's import stub on the path) by
+test_vllm_bench_rows.py: build every vLLM row of
 ``python -m sgl_meta.bench --upstream`` on CPU at small shapes, run upstream
 (vLLM 0.33's own functions), ours and the reference once, and report the
 checks as JSON on stdout's last line; then corrupt one element of upstream's
@@ -29,7 +30,7 @@ def main() -> None:
         rows.SPEC_64: rows.Step("spec decode bs5 x 4", 5, drafts=3),
         rows.MIXED: rows.Step("mixed", 4, prefill=((40, 0), (33, 700))),
     }
-    report = {"unavailable": rows.why_unavailable(), "rows": {}}
+    report = {"unavailable": rows.why_unavailable(), "no_flashinfer": rows.why_no_flashinfer(), "rows": {}}
     ctx = Context(device=torch.device("cpu"), seed=5)
     for spec in rows.ROWS:
         build, groups, step = rows.ROW_ARGS[spec.name]

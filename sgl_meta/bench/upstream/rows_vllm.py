@@ -5,9 +5,13 @@ Upstream is the importable ``vllm`` 0.33.0 itself: ``BlockTables`` (its methods
 ``prepare_pos_seq_lens`` and ``combine_sampled_and_draft_tokens``, each
 launching vLLM's own Triton kernel, called with the arguments
 ``GPUModelRunner.prepare_inputs`` / ``prepare_attn`` pass (the runner's
-persistent buffers, ``num_reqs_padded``, ``num_tokens_padded``). When vLLM is not
-importable (the project venv, CI) or sgl-meta's vLLM plugin already replaced
-those methods in this process, every row is skipped and says why.
+persistent buffers, ``num_reqs_padded``, ``num_tokens_padded``); and the FlashInfer
+backend's ``_copy_page_indices_kernel``, launched as
+``FlashInferMetadataBuilder._compute_flashinfer_kv_metadata`` launches it. When vLLM
+is not importable (the project venv, CI) or sgl-meta's vLLM plugin already
+replaced those methods in this process, every row is skipped and says why; the
+FlashInfer rows also where vLLM's FlashInfer backend does not import (it needs
+flashinfer).
 
 Ours: for the two ``BlockTables`` methods, the plugin's replacement methods
 (``sgl_meta.vllm.replacements``, what vLLM runs with sgl-meta installed) on a
@@ -15,7 +19,9 @@ second ``BlockTables`` of the same configuration and contents; for the input
 batch, the ops themselves (with the plugin, vLLM's function reaches them
 through its kernel dispatcher). The fused row: vLLM's ``prepare_pos_seq_lens``
 + ``gather_block_tables`` + ``compute_slot_mappings`` back to back (what one
-step runs) vs one ``vllm_prepare_step`` launch.
+step runs) vs one ``vllm_prepare_step`` launch. FlashInfer's page indices: the
+step's gathered table (group 0's rows of the batch) and ``paged_kv_indptr`` (the
+running sum of the requests' block counts) into ``paged_kv_indices``.
 
 The engine: block size 16, ``max_model_len`` 8192 (512-block tables),
 ``max_num_reqs`` 512, ``max_num_batched_tokens`` 8192, 1 KV-cache group (full
@@ -27,7 +33,8 @@ continuing prefill chunk). Contexts uniform up to 8k.
 What upstream defines (``regions``): each gathered row's first ``num_blocks``
 entries and the padded rows, the whole slot-mapping buffer (the kernel pads
 its tail), the batch's positions, the whole ``seq_lens`` buffer, the
-``input_ids`` entries vLLM's combine writes, all ``logits_indices``.
+``input_ids`` entries vLLM's combine writes, all ``logits_indices``, the
+``paged_kv_indices`` view vLLM's FlashInfer backend passes (the step's pages).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from sgl_meta import reference
 from .fixtures import Row, RowSpec, generator
 
 FAMILY = "vllm"  # the Probe.missing key of these rows
+FLASHINFER = "vllm flashinfer"  # and of the FlashInfer backend's rows besides (its module needs flashinfer)
 GROUP = "vllm 0.33"
 VLLM_VERSION = "0.33.0"
 BLOCK = 16
@@ -57,6 +65,7 @@ WINDOW_REACH = 127  # SlidingWindowSpec.num_retained_tokens of a 128-token windo
 SPEC_STEPS = 3
 # vLLM's default cudagraph capture sizes up to 512: 1, 2, 4, then every 8.
 CAPTURE_SIZES = (1, 2, 4) + tuple(range(8, 513, 8))
+COPY_PAGES_BLOCK = 1024  # the BLOCK_SIZE _compute_flashinfer_kv_metadata launches _copy_page_indices_kernel with
 IMPLS = ("upstream", "ours", "ref")
 
 
@@ -81,6 +90,21 @@ def why_unavailable() -> Optional[str]:
     for meth in ("compute_slot_mappings", "gather_block_tables"):
         if getattr(v.BlockTables, meth).__module__.startswith("sgl_meta"):
             return f"sgl-meta's vLLM plugin replaced BlockTables.{meth} in this process (SGLMETA_VLLM_PLUGIN=0)"
+    return None
+
+
+def why_no_flashinfer() -> Optional[str]:
+    """Why the FlashInfer backend's rows cannot run in this process (where the
+    others can), or None."""
+    try:
+        kernel = flashinfer_backend()._copy_page_indices_kernel
+    except ImportError as e:
+        missing = getattr(e, "name", None) or ""
+        if missing and not missing.startswith("vllm"):
+            return f"no {missing}: vLLM's FlashInfer backend (vllm.v1.attention.backends.flashinfer) imports it"
+        return f"vLLM's FlashInfer backend does not import: {type(e).__name__}: {e}"
+    if getattr(getattr(kernel, "func", None), "__module__", "").startswith("sgl_meta"):
+        return "sgl-meta's vLLM plugin replaced _copy_page_indices_kernel in this process (SGLMETA_VLLM_PLUGIN=0)"
     return None
 
 
@@ -111,6 +135,14 @@ class _Vllm:
     def kernels(self) -> list:
         return [self.block_table._gather_block_tables_kernel, self.block_table._compute_slot_mappings_kernel,
                 self.input_batch._prepare_pos_seq_lens_kernel, self.input_batch._combine_sampled_and_draft_tokens_kernel]
+
+
+@functools.lru_cache(maxsize=1)
+def flashinfer_backend():
+    """vLLM's ``vllm.v1.attention.backends.flashinfer`` (apart from :func:`vllm`: it imports flashinfer)."""
+    from vllm.v1.attention.backends import flashinfer
+
+    return flashinfer
 
 
 # -- one engine and step ------------------------------------------------------------------
@@ -194,16 +226,25 @@ class Engine:
         self.draft_tokens = t(torch.randint(0, 2**17, (R, S), generator=gen), torch.int64)
         self.cu_num_logits = t(cu, torch.int32)
         self.input_ids_written = self._combine_writes(rows, qsl, seq, prefill_len, nl).to(dev)
+        # FlashInfer's inputs (_compute_flashinfer_kv_metadata): the step's gathered table of group 0
+        # (block_table_tensor) and paged_kv_indptr, the running sum of the requests' block counts.
+        self.page_table = self.bt["upstream"].block_tables[0].gpu[self.idx_mapping]
+        indptr = torch.zeros(n + 1, dtype=torch.int32)
+        indptr[1:] = nb[rows].cumsum(0)
+        self.paged_kv_indptr = t(indptr, torch.int32)
+        self.num_pages = int(indptr[n])
         pgen = generator(dev, ctx.seed * 7919 + 337)
         rand = lambda shape, dtype: torch.randint(-(2**31), 2**31 - 1, shape, dtype=dtype, device=dev,  # noqa: E731
                                                   generator=pgen)
         self.poison = {"pos": rand((MAX_TOKENS,), torch.int64), "seq_lens": rand((R,), torch.int32),
                        "input_ids": rand((MAX_TOKENS,), torch.int32),
                        "logits_indices": rand((self.num_logits,), torch.int64),
-                       "slot_mappings": rand((G, MAX_TOKENS), torch.int64)}
+                       "slot_mappings": rand((G, MAX_TOKENS), torch.int64),
+                       "page_indices": rand((R * WIDTH,), torch.int32)}  # FlashInfer's paged_kv_indices buffer
         self.poison |= {f"block_table{g}": rand((R, WIDTH), torch.int32) for g in range(G)}
         self.own = {impl: {k: torch.empty_like(self.poison[k]) for k in ("pos", "seq_lens", "input_ids",
-                                                                          "logits_indices")} for impl in IMPLS}
+                                                                          "logits_indices", "page_indices")}
+                    for impl in IMPLS}
 
     def _combine_writes(self, rows, qsl, seq, prefill_len, nl) -> torch.Tensor:
         """bool [MAX_TOKENS]: the input_ids vLLM's combine writes (k = 1)."""
@@ -296,6 +337,21 @@ class Engine:
 
         return call
 
+    def copy_page_indices(self, impl: str):
+        """FlashInfer's page indices: vLLM's kernel launched as ``_compute_flashinfer_kv_metadata``
+        launches it, into the ``[:num_actual_pages]`` view of its buffer; ours and the reference
+        on the same view."""
+        pages, table, indptr = self.own[impl]["page_indices"][: self.num_pages], self.page_table, self.paged_kv_indptr
+        if impl == "upstream":
+            kernel, n = flashinfer_backend()._copy_page_indices_kernel, self.n
+
+            def call():
+                kernel[(n,)](pages, table, table.stride(0), indptr, BLOCK_SIZE=COPY_PAGES_BLOCK)
+
+            return call
+        fn = sgl_meta.vllm_copy_page_indices if impl == "ours" else reference.vllm_copy_page_indices
+        return functools.partial(fn, page_indices=pages, block_table=table, cu_num_blocks=indptr)
+
     def prepare_step(self, impl: str):
         """Ours / the reference: positions, seq_lens, tables and slot mappings in one call."""
         bt, o = self.bt[impl], self.own[impl]
@@ -387,12 +443,19 @@ def build_fused(ctx, _up, *, groups: int, step: Step, name: str) -> Row:
                      "prepare_inputs and prepare_attn run them); ours: one vllm_prepare_step launch")
 
 
+def build_copy_page_indices(ctx, _up, *, groups: int, step: Step, name: str) -> Row:
+    e = engine(ctx, groups, step)
+    calls = {impl: [e.copy_page_indices(impl)] for impl in IMPLS}
+    return _row(e, ["page_indices"], calls, {"page_indices": (slice(0, e.num_pages),)}, name=name,
+                params=dict(num_pages=e.num_pages), note=_OURS_OP)
+
+
 ROW_ARGS: dict = {}  # row name -> (builder, groups, step): the CPU test rebuilds the rows at small steps
 
 
-def _spec(name, ours, build, *, groups, step) -> RowSpec:
+def _spec(name, ours, build, *, groups, step, families=(FAMILY,)) -> RowSpec:
     ROW_ARGS[name] = (build, groups, step)
-    return RowSpec(name=name, group=GROUP, families=(FAMILY,), ours=(ours,),
+    return RowSpec(name=name, group=GROUP, families=families, ours=(ours,),
                    build=lambda ctx, up: build(ctx, up, groups=groups, step=step, name=name))
 
 
@@ -411,6 +474,8 @@ ROWS = tuple(
              build_combine, groups=1, step=s) for s in (DECODE_256, SPEC_64, MIXED)]
     + [_spec(f"vLLM step (pos + tables + slots) {s.name}, {_g(g)}: upstream 3 launches", "vllm_prepare_step",
              build_fused, groups=g, step=s) for s, g in ((DECODE_64, 1), (DECODE_256, 2), (MIXED, 2))]
+    + [_spec(f"vLLM FlashInfer copy_page_indices {s.name}", "vllm_copy_page_indices", build_copy_page_indices,
+             groups=1, step=s, families=(FAMILY, FLASHINFER)) for s in (DECODE_64, DECODE_256)]
 )
 
 

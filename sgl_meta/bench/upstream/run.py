@@ -102,7 +102,10 @@ def run_upstream(
     log("upstream: " + probe.summary())
     vllm_reason = rows_vllm.why_not_on(device)
     probe.missing[rows_vllm.FAMILY] = [vllm_reason] if vllm_reason else []
-    log("upstream: vLLM rows: " + (vllm_reason or f"vllm {rows_vllm.VLLM_VERSION}"))
+    flashinfer_reason = None if vllm_reason else rows_vllm.why_no_flashinfer()
+    probe.missing[rows_vllm.FLASHINFER] = [flashinfer_reason] if flashinfer_reason else []
+    log("upstream: vLLM rows: " + (vllm_reason or f"vllm {rows_vllm.VLLM_VERSION}")
+        + (f"; its FlashInfer rows: {flashinfer_reason}" if flashinfer_reason else ""))
     if not probe.any_runnable and vllm_reason:
         doc["message"] = "Upstream comparison not run: " + probe.summary() + " | vLLM rows: " + vllm_reason
         doc["skipped_rows"] = [{"case": s.name, "reason": why_skipped(s, probe, None)} for s in ROW_SPECS]
