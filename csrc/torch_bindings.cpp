@@ -121,6 +121,12 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "vllm_copy_page_indices("
       "Tensor(a!) page_indices, Tensor block_table, Tensor cu_num_blocks) -> ()");
   m.def(
+      "vllm_prepare_decode_inputs("
+      "Tensor draft_tokens, Tensor target_seq_lens, Tensor num_rejected, Tensor(a!) input_ids, "
+      "Tensor(b!) positions, Tensor(c!) sample_src_positions, Tensor(d!) query_start_loc, "
+      "Tensor(e!) seq_lens, int max_model_len, int max_num_reqs, "
+      "bool advance_draft_positions=True) -> ()");
+  m.def(
       "vllm_prepare_step("
       "Tensor idx_mapping, Tensor query_start_loc, Tensor num_computed_tokens, "
       "Tensor(a!) pos, Tensor(b!) seq_lens, Tensor[] src_block_tables, Tensor num_blocks, "

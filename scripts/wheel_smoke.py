@@ -273,6 +273,17 @@ def _vllm_copy_pages_example(gen):
     return inputs, dict(page_indices=_poison((10,), torch.int32, gen)), {}
 
 
+def _vllm_decode_inputs_example(gen):
+    """Three requests of five rows, one at the max_model_len clamps; positions advance."""
+    inputs = dict(draft_tokens=torch.randint(0, 1 << 33, (3, 2), generator=gen),
+                  target_seq_lens=torch.tensor([7, 100, 40], dtype=torch.int32),
+                  num_rejected=torch.tensor([0, 0, 2], dtype=torch.int32))
+    outputs = dict(input_ids=_poison((4,), torch.int32, gen), positions=torch.tensor([5, 99, 30, 8]),
+                   sample_src_positions=torch.tensor([6, 100, 31, 9]), query_start_loc=_poison((6,), torch.int32, gen),
+                   seq_lens=_poison((5,), torch.int32, gen))
+    return inputs, outputs, dict(max_model_len=100, max_num_reqs=5, advance_draft_positions=True)
+
+
 def _flash_attention_example(gen):
     """FlashAttention metadata into K = 2 sets (deltas 1 and 2): unified-pool v2p tables with
     unbound (-1) pages, zero_tail, draft-extend's cu_seqlens_q and SWA write ids."""
@@ -331,6 +342,7 @@ EXAMPLES = {
     "vllm_combine_sampled_and_draft_tokens": _vllm_combine_example,
     "vllm_prepare_step": _vllm_prepare_step_example,
     "vllm_copy_page_indices": _vllm_copy_pages_example,
+    "vllm_prepare_decode_inputs": _vllm_decode_inputs_example,
     "update_flash_attention_metadata": _flash_attention_example,
     "flash_attention_swa_spec_page_table": _flash_attention_swa_spec_example,
     "build_kv_indices": _kv_indices_example,

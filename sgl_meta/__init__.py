@@ -14,7 +14,7 @@ from ._build import require_built_extension
 require_built_extension()
 
 from . import dsa_metadata, dsa_metadata_copy, kv_read_table, trtllm_mha_metadata, trtllm_mha_page_table  # noqa: E402
-from . import vllm_block_table, vllm_flashinfer, vllm_input_batch  # noqa: E402
+from . import vllm_block_table, vllm_flashinfer, vllm_input_batch, vllm_spec_decode  # noqa: E402
 from . import flash_attention_metadata  # noqa: E402
 from . import kv_indices  # noqa: E402
 from . import _fake  # noqa: E402,F401  (registers fake impls for torch.compile)
@@ -28,6 +28,7 @@ from .trtllm_mha_page_table import *  # noqa: E402,F401,F403
 from .vllm_block_table import *  # noqa: E402,F401,F403
 from .vllm_flashinfer import *  # noqa: E402,F401,F403
 from .vllm_input_batch import *  # noqa: E402,F401,F403
+from .vllm_spec_decode import *  # noqa: E402,F401,F403
 from .flash_attention_metadata import *  # noqa: E402,F401,F403
 
 __version__ = (Path(__file__).with_name("VERSION")).read_text().strip()
@@ -43,6 +44,7 @@ __all__ = sorted(
         *vllm_block_table.__all__,
         *vllm_flashinfer.__all__,
         *vllm_input_batch.__all__,
+        *vllm_spec_decode.__all__,
         *flash_attention_metadata.__all__,
     ]
 )

@@ -231,6 +231,43 @@ def make_copy_pages(case: CopyPagesCase, gen: torch.Generator, device="cpu") -> 
     return {k: _to(v, device) for k, v in out.items()}
 
 
+@dataclasses.dataclass
+class DecodeInputsCase:
+    """The speculator's first draft decode step: n requests of max_num_reqs,
+    K draft steps, lengths near max_model_len (the clamps) or anywhere."""
+
+    n: int = 6
+    max_num_reqs: int = 10
+    steps: int = 3  # draft_tokens.size(1)
+    max_model_len: int = 4096
+    advance: bool = True
+    near_limit: bool = False  # positions and lengths at max_model_len - 2 .. max_model_len
+    draft_dtype: torch.dtype = torch.int64
+    lens_dtype: torch.dtype = torch.int32
+    tail: int = 3  # entries of the per-token buffers past n (must survive)
+
+
+def make_decode_inputs(case: DecodeInputsCase, gen: torch.Generator, device="cpu") -> dict:
+    n, R, L = case.n, case.max_num_reqs, case.max_model_len
+    lo = max(L - 2, 0) if case.near_limit else 0
+    target = _randint(gen, lo, L + 1, (n,))
+    rejected = torch.minimum(_randint(gen, 0, case.steps + 1, (n,)), target)
+    out = dict(
+        draft_tokens=_randint(gen, 0, 2**33, (n, case.steps)).to(case.draft_dtype),
+        target_seq_lens=target.to(case.lens_dtype),
+        num_rejected=rejected.to(case.lens_dtype),
+        input_ids=poison_like(torch.zeros(n + case.tail, dtype=torch.int32), gen),
+        positions=_randint(gen, lo, L, (n + case.tail,)),
+        sample_src_positions=_randint(gen, 0, 2**40, (n + case.tail,)),
+        query_start_loc=poison_like(torch.zeros(R + 1 + case.tail, dtype=torch.int32), gen),
+        seq_lens=poison_like(torch.zeros(R + case.tail, dtype=torch.int32), gen),
+        max_model_len=L,
+        max_num_reqs=R,
+        advance_draft_positions=case.advance,
+    )
+    return {k: _to(v, device) for k, v in out.items()}
+
+
 def first_error(fn, **kwargs) -> Optional[str]:
     try:
         fn(**kwargs)

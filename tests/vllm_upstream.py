@@ -2,8 +2,9 @@
 interpreter, as the tests' upstream oracle.
 
 The kernels are loaded from vLLM's unmodified source files
-(``vllm/v1/worker/gpu/{block_table,buffer_utils,input_batch}.py``, and the
-FlashInfer backend's ``_copy_page_indices_kernel``) found under
+(``vllm/v1/worker/gpu/{block_table,buffer_utils,input_batch}.py``, the
+FlashInfer backend's ``_copy_page_indices_kernel`` and the speculator's
+``_prepare_decode_inputs_kernel``) found under
 ``$SGLMETA_VLLM_SRC`` (default ``/work/up/vllm_src``, the unpacked 0.33.0
 wheel) or an installed ``vllm``. Importing those modules through vLLM's
 package pulls in most of vLLM; instead each file is executed as a module of
@@ -113,19 +114,19 @@ def load() -> Optional[types.SimpleNamespace]:
             os.environ["TRITON_INTERPRET"] = interpret
     return types.SimpleNamespace(root=root, pad_slot_id=provided["vllm.v1.attention.backends.utils"]["PAD_SLOT_ID"],
                                  block_table=loaded["block_table"], input_batch=loaded["input_batch"],
-                                 flashinfer=_flashinfer_kernels(root, triton, tl))
+                                 flashinfer=_flashinfer_kernels(root, triton, tl),
+                                 speculator=_speculator_kernels(root, triton, tl))
 
 
-def _flashinfer_kernels(root: Path, triton, tl) -> types.SimpleNamespace:
-    """The FlashInfer backend's Triton kernel, ``_copy_page_indices_kernel``:
-    the backend module imports flashinfer and most of vLLM, so only that
-    function's definition is compiled from vLLM's file (it uses triton/tl only)."""
-    path = root / "vllm" / "v1" / "attention" / "backends" / "flashinfer.py"
+def _kernel_from(path: Path, name: str, triton, tl):
+    """Triton kernel ``name`` compiled from vLLM's file ``path`` alone (interpreter
+    on): for modules that import flashinfer or most of vLLM, whose kernels use
+    triton and tl only."""
     tree = ast.parse(path.read_text())
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_copy_page_indices_kernel"]
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
     if len(defs) != 1:
-        raise LookupError(f"_copy_page_indices_kernel not found in {path}")
-    namespace = {"triton": triton, "tl": tl, "__name__": "vllm.v1.attention.backends.flashinfer"}
+        raise LookupError(f"{name} not found in {path}")
+    namespace = {"triton": triton, "tl": tl, "__name__": name}
     interpret = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
     try:
@@ -135,7 +136,20 @@ def _flashinfer_kernels(root: Path, triton, tl) -> types.SimpleNamespace:
             os.environ.pop("TRITON_INTERPRET", None)
         else:
             os.environ["TRITON_INTERPRET"] = interpret
-    return types.SimpleNamespace(_copy_page_indices_kernel=namespace["_copy_page_indices_kernel"])
+    return namespace[name]
+
+
+def _flashinfer_kernels(root: Path, triton, tl) -> types.SimpleNamespace:
+    """The FlashInfer backend's ``_copy_page_indices_kernel``."""
+    path = root / "vllm" / "v1" / "attention" / "backends" / "flashinfer.py"
+    return types.SimpleNamespace(_copy_page_indices_kernel=_kernel_from(path, "_copy_page_indices_kernel", triton, tl))
+
+
+def _speculator_kernels(root: Path, triton, tl) -> types.SimpleNamespace:
+    """The target-dependent speculator's ``_prepare_decode_inputs_kernel``."""
+    path = root / "vllm" / "v1" / "worker" / "gpu" / "spec_decode" / "target_dependent_ar" / "speculator.py"
+    return types.SimpleNamespace(
+        _prepare_decode_inputs_kernel=_kernel_from(path, "_prepare_decode_inputs_kernel", triton, tl))
 
 
 def _ptrs(tables) -> torch.Tensor:
@@ -182,6 +196,17 @@ def copy_page_indices(up, page_indices, block_table, cu_num_blocks) -> None:
     if num_reqs > 0:
         up.flashinfer._copy_page_indices_kernel[(num_reqs,)](
             page_indices, block_table, block_table.stride(0), cu_num_blocks, BLOCK_SIZE=1024)
+
+
+def prepare_decode_inputs(up, draft_tokens, target_seq_lens, num_rejected, input_ids, positions,
+                          sample_src_positions, query_start_loc, seq_lens, max_model_len, max_num_reqs,
+                          advance_draft_positions=True) -> None:
+    """prepare_decode_inputs's launch (vLLM passes column 0 of its draft tokens)."""
+    draft = draft_tokens[:, 0] if draft_tokens.dim() == 2 else draft_tokens
+    up.speculator._prepare_decode_inputs_kernel[(draft.shape[0] + 1,)](
+        draft, draft.stride(0), target_seq_lens, num_rejected, input_ids, positions, sample_src_positions,
+        query_start_loc, seq_lens, max_model_len, max_num_reqs, BLOCK_SIZE=1024,
+        ADVANCE_DRAFT_POSITIONS=advance_draft_positions)
 
 
 def prepare_pos_seq_lens(up, *, idx_mapping, query_start_loc, num_computed_tokens, pos, seq_lens) -> None:

@@ -21,6 +21,7 @@ from .trtllm_mha_page_table import build_trtllm_mha_page_table
 from .vllm_block_table import vllm_compute_slot_mappings, vllm_gather_block_tables
 from .vllm_flashinfer import vllm_copy_page_indices
 from .vllm_input_batch import vllm_combine_sampled_and_draft_tokens, vllm_prepare_pos_seq_lens, vllm_prepare_step
+from .vllm_spec_decode import vllm_prepare_decode_inputs
 from .flash_attention_metadata import (
     draft_extend_set_metadata,
     update_flash_attention_metadata,
@@ -48,7 +49,9 @@ __all__ = [
     "update_trtllm_mha_graph_metadata_multi",
     "vllm_combine_sampled_and_draft_tokens",
     "vllm_compute_slot_mappings",
+    "vllm_copy_page_indices",
     "vllm_gather_block_tables",
+    "vllm_prepare_decode_inputs",
     "vllm_prepare_pos_seq_lens",
     "vllm_prepare_step",
     "draft_extend_set_metadata",

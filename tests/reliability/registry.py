@@ -20,10 +20,12 @@ import st_trtllm_mha_metadata
 import st_vllm_block_table
 import st_vllm_flashinfer
 import st_vllm_input_batch
+import st_vllm_spec_decode
 import st_flash_attention_metadata
 
 FAMILIES = (st_trtllm_mha_metadata, st_trtllm_mha_page_table, st_dsa_metadata_copy, st_dsa_metadata, st_kv_read_table,
-            st_vllm_block_table, st_vllm_input_batch, st_vllm_flashinfer, st_flash_attention_metadata, st_kv_indices)
+            st_vllm_block_table, st_vllm_input_batch, st_vllm_flashinfer, st_vllm_spec_decode,
+            st_flash_attention_metadata, st_kv_indices)
 
 
 @dataclass(frozen=True)
