@@ -18,6 +18,7 @@ import torch
 from .. import vllm_block_table as _bt
 from .. import vllm_flashinfer as _fi
 from .. import vllm_input_batch as _ib
+from .. import vllm_spec_decode as _sd
 
 PAD_SLOT_ID = -1
 """vLLM's ``vllm.v1.attention.backends.utils.PAD_SLOT_ID``; the plugin checks it is still -1."""
@@ -170,3 +171,25 @@ def copy_page_indices_kernel(page_indices, block_table, block_table_stride, cu_n
             f"{block_table_stride} is not block_table.stride(0) of a 2-D block_table (the launch vLLM 0.33 makes)"
         )
     _fi.vllm_copy_page_indices(page_indices=page_indices, block_table=block_table, cu_num_blocks=cu_num_blocks)
+
+
+def prepare_decode_inputs_kernel(
+    draft_tokens_ptr, draft_tokens_stride, target_seq_lens_ptr, num_rejected_ptr, input_ids_ptr, positions_ptr,
+    sample_src_positions_ptr, query_start_loc_ptr, seq_lens_ptr, max_model_len, max_num_reqs, BLOCK_SIZE=None,
+    ADVANCE_DRAFT_POSITIONS=True,
+) -> None:
+    """Stands in for the speculator's ``_prepare_decode_inputs_kernel`` launched
+    over ``(draft_tokens.shape[0] + 1,)`` (``prepare_decode_inputs``). vLLM hands
+    over column 0 of its draft tokens, a 1-D view whose stride is the row
+    stride; our op reads it as the ``[n, 1]`` view of the same elements."""
+    n = draft_tokens_ptr.shape[0]
+    if draft_tokens_ptr.dim() != 1 or (n > 1 and int(draft_tokens_stride) != draft_tokens_ptr.stride(0)):
+        raise RuntimeError(
+            "sgl-meta's _prepare_decode_inputs_kernel stand-in: draft_tokens_stride="
+            f"{draft_tokens_stride} is not the stride of a 1-D draft_tokens (the launch vLLM 0.33 makes)"
+        )
+    draft = draft_tokens_ptr.as_strided((n, 1), (max(int(draft_tokens_stride), 1), 1))
+    _sd.vllm_prepare_decode_inputs(
+        draft, target_seq_lens_ptr, num_rejected_ptr, input_ids_ptr, positions_ptr, sample_src_positions_ptr,
+        query_start_loc_ptr, seq_lens_ptr, int(max_model_len), int(max_num_reqs), bool(ADVANCE_DRAFT_POSITIONS),
+    )

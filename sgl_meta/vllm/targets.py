@@ -30,6 +30,7 @@ from ..sglang.hooks import CudaKernel, Skip, load, resolve, signature_mismatch
 _BT = "vllm.v1.worker.gpu.block_table"
 _IB = "vllm.v1.worker.gpu.input_batch"
 _FI = "vllm.v1.attention.backends.flashinfer"
+_SD = "vllm.v1.worker.gpu.spec_decode.target_dependent_ar.speculator"
 _OURS = "sgl_meta.vllm.replacements"
 _IB_NUM_REQS = "num_reqs=idx_mapping.shape[0]"
 
@@ -142,4 +143,10 @@ TARGETS: tuple = (
     Kernel(f"{_FI}._copy_page_indices_kernel", f"{_OURS}:copy_page_indices_kernel", "vllm_copy_page_indices",
            f"{_FI}.FlashInferMetadataBuilder._compute_flashinfer_kv_metadata", "(num_reqs,)",
            "paged_kv_indptr=self.paged_kv_indptr.copy_to_gpu(num_reqs+1)"),
+    # The EAGLE / MTP speculator, every step that drafts more than one token:
+    # the first draft decode step's inputs, launched eagerly over
+    # (num_reqs + 1,) with num_reqs = draft_tokens.shape[0].
+    Kernel(f"{_SD}._prepare_decode_inputs_kernel", f"{_OURS}:prepare_decode_inputs_kernel",
+           "vllm_prepare_decode_inputs", f"{_SD}.prepare_decode_inputs", "(num_reqs+1,)",
+           "num_reqs=draft_tokens.shape[0]"),
 )

@@ -71,7 +71,7 @@ def test_forced_plugin_is_found_and_installed_everywhere(runs):
     report, stderr = runs["forced"]
     lines = our_lines(stderr)
     assert len(lines) == 1, stderr[-3000:]
-    assert REPLACED + ", _copy_page_indices_kernel [" in lines[0]
+    assert REPLACED + ", _copy_page_indices_kernel, _prepare_decode_inputs_kernel [" in lines[0]
     assert "leaves alone" not in lines[0]
     for name, where in report["resolved"].items():
         assert where.startswith(OURS), (name, where)
@@ -85,21 +85,22 @@ def test_without_flashinfer_its_row_is_left_alone_and_said_so(runs):
     report, stderr = runs["forced_without_flashinfer"]
     lines = our_lines(stderr)
     assert len(lines) == 1, stderr[-3000:]
-    assert f"{REPLACED}; leaves alone _copy_page_indices_kernel ({NO_FLASHINFER}) [" in lines[0]
+    assert f"{REPLACED}, _prepare_decode_inputs_kernel; leaves alone _copy_page_indices_kernel ({NO_FLASHINFER}) [" in lines[0]
     assert "_copy_page_indices_kernel" not in report["resolved"]
     assert all(w.startswith(OURS) for w in report["resolved"].values()), report
 
 
 def test_replacements_equal_vllms_triton_kernels(runs):
     diff = runs["forced"][0]["diff"]
-    assert diff["skipped"] == [] and len(diff["installed"]) == 5
+    assert diff["skipped"] == [] and len(diff["installed"]) == 6
     # The comparison ran vLLM's own code first, ours second.
     assert not any(w.startswith(OURS) for w in diff["theirs_resolved"].values()), diff["theirs_resolved"]
     assert all(w.startswith(OURS) for w in diff["ours_resolved"].values()), diff["ours_resolved"]
-    assert len(diff["theirs_resolved"]) == 6  # the FlashInfer backend's kernel among them
+    assert len(diff["theirs_resolved"]) == 7  # the FlashInfer backend's and the speculator's kernels among them
     assert diff["steps"] == 60
     pages = diff["page_index_batches"]  # pages written per batch: 0, 1 and 2-8 requests for each of 12 engines
     assert len(pages) == 36 and 0 in pages and max(pages) > 40
+    assert diff["decode_input_batches"] == 36
     assert diff["differences"] == [], "\n".join(diff["differences"])
 
 
@@ -126,7 +127,7 @@ def test_cli_reports_every_row(runs):
     stdout, _ = runs["cli"]
     assert "vllm 0.33.0" in stdout
     without_flashinfer = importlib.util.find_spec("flashinfer") is None
-    assert stdout.count("replaces vllm.") == (4 if without_flashinfer else 5), stdout
+    assert stdout.count("replaces vllm.") == (5 if without_flashinfer else 6), stdout
     if without_flashinfer:
         assert stdout.count("keeps") == 1, stdout
         assert f"keeps    vllm.v1.attention.backends.flashinfer._copy_page_indices_kernel: {NO_FLASHINFER}" in stdout

@@ -44,8 +44,9 @@ def test_rows_are_registered_with_every_op():
     assert all(spec in ROW_SPECS for spec in rows_vllm.ROWS)
     ours = {fn for spec in rows_vllm.ROWS for fn in spec.ours}
     assert ours == {"vllm_compute_slot_mappings", "vllm_gather_block_tables", "vllm_prepare_pos_seq_lens",
-                    "vllm_combine_sampled_and_draft_tokens", "vllm_prepare_step", "vllm_copy_page_indices"}
-    assert len({spec.name for spec in rows_vllm.ROWS}) == len(rows_vllm.ROWS) == 17
+                    "vllm_combine_sampled_and_draft_tokens", "vllm_prepare_step", "vllm_copy_page_indices",
+                    "vllm_prepare_decode_inputs"}
+    assert len({spec.name for spec in rows_vllm.ROWS}) == len(rows_vllm.ROWS) == 19
 
 
 def test_rows_skip_with_the_reason(monkeypatch):

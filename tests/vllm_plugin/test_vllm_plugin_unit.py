@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import sgl_meta
+from sgl_meta import reference
 from sgl_meta.reference import vllm_block_table as ref
 from sgl_meta.vllm import plugin, replacements, targets
 
@@ -89,6 +90,7 @@ def test_every_row_checks_out_against_0_33s_layout(fake_vllm, monkeypatch):
     assert [r.name for r, _ in usable] == [
         "BlockTables.compute_slot_mappings", "BlockTables.gather_block_tables",
         "_prepare_pos_seq_lens_kernel", "_combine_sampled_and_draft_tokens_kernel", "_copy_page_indices_kernel",
+        "_prepare_decode_inputs_kernel",
     ]
 
 
@@ -180,15 +182,15 @@ def test_without_flashinfer_its_row_is_left_alone_and_said_so(fake_vllm, monkeyp
     why = "vLLM's module needs flashinfer, which is not installed (docs/vllm.md)"
     usable, skipped = plugin.plan()
     assert [(r.name, w) for r, w in skipped] == [("_copy_page_indices_kernel", why)]
-    assert len(usable) == 4
+    assert len(usable) == 5
     plugin.register()
     line = capsys.readouterr().err.strip().splitlines()
     assert len(line) == 1, line
-    assert "_combine_sampled_and_draft_tokens_kernel; leaves alone _copy_page_indices_kernel (" + why + ")" in line[0]
+    assert "_prepare_decode_inputs_kernel; leaves alone _copy_page_indices_kernel (" + why + ")" in line[0]
     plugin.uninstall()
     main()
     out = capsys.readouterr().out
-    assert out.count("replaces vllm.") == 4
+    assert out.count("replaces vllm.") == 5
     assert f"keeps    vllm.v1.attention.backends.flashinfer._copy_page_indices_kernel: {why}" in out
 
 
@@ -210,6 +212,7 @@ def test_register_installs_logs_one_line_and_is_idempotent(fake_vllm, monkeypatc
     from vllm.v1.attention.backends import flashinfer
     from vllm.v1.worker.gpu import input_batch
     from vllm.v1.worker.gpu.block_table import BlockTables
+    from vllm.v1.worker.gpu.spec_decode.target_dependent_ar import speculator
 
     dispatcher.calls.clear()
     plugin.register()
@@ -217,20 +220,22 @@ def test_register_installs_logs_one_line_and_is_idempotent(fake_vllm, monkeypatc
     assert len(line) == 1 and "replaces vLLM's BlockTables.compute_slot_mappings" in line[0], line
     assert BlockTables.compute_slot_mappings is replacements.compute_slot_mappings
     assert BlockTables.gather_block_tables is replacements.gather_block_tables
-    assert len(dispatcher.calls) == 1 and len(dispatcher.calls[0]) == 3
+    assert len(dispatcher.calls) == 1 and len(dispatcher.calls[0]) == 4
     assert input_batch._prepare_pos_seq_lens_kernel.func is replacements.prepare_pos_seq_lens_kernel
     assert input_batch._combine_sampled_and_draft_tokens_kernel.func is replacements.combine_sampled_and_draft_tokens_kernel
     assert flashinfer._copy_page_indices_kernel.func is replacements.copy_page_indices_kernel
+    assert speculator._prepare_decode_inputs_kernel.func is replacements.prepare_decode_inputs_kernel
 
     plugin.register()  # a second load in the same process changes nothing
     again = capsys.readouterr().err
-    assert "replaces nothing" in again and again.count("already replaced in this process") == 5
+    assert "replaces nothing" in again and again.count("already replaced in this process") == 6
     assert len(dispatcher.calls) == 1
 
     plugin.uninstall()
     assert BlockTables.compute_slot_mappings.__module__ == "vllm.v1.worker.gpu.block_table"
     assert not hasattr(input_batch._prepare_pos_seq_lens_kernel, "func")
     assert not hasattr(flashinfer._copy_page_indices_kernel, "func")
+    assert not hasattr(speculator._prepare_decode_inputs_kernel, "func")
 
 
 def test_register_off_installs_nothing(fake_vllm, monkeypatch, capsys):
@@ -249,7 +254,7 @@ def test_cli_prints_each_row(fake_vllm, monkeypatch, capsys):
     monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
     main()
     out = capsys.readouterr().out
-    assert out.count("replaces vllm.") == 5 and out.count("via register_kernels") == 3
+    assert out.count("replaces vllm.") == 6 and out.count("via register_kernels") == 4
     monkeypatch.setenv("VLLM_PLUGINS", "someone_else")
     main()
     assert "does not name sgl_meta" in capsys.readouterr().out
@@ -417,3 +422,47 @@ def test_installed_copy_page_indices_writes_each_requests_blocks(fake_vllm, monk
     want[:9] = torch.cat([table[r, :c] for r, c in enumerate(counts)])
     assert torch.equal(builder.paged_kv_indices, want)
     assert got.shape == (9,) and got.data_ptr() == builder.paged_kv_indices.data_ptr()
+
+
+def test_prepare_decode_inputs_stand_in_refuses_a_stride_it_was_not_written_for():
+    draft = torch.zeros(4, 3, dtype=torch.int64)[:, 0]
+    args = [torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int32),
+            torch.zeros(4, dtype=torch.int64), torch.zeros(4, dtype=torch.int64), torch.zeros(5, dtype=torch.int32),
+            torch.zeros(4, dtype=torch.int32), 100, 4]
+    with pytest.raises(RuntimeError, match="draft_tokens_stride=5 is not the stride"):
+        replacements.prepare_decode_inputs_kernel(draft, 5, *args, BLOCK_SIZE=1024, ADVANCE_DRAFT_POSITIONS=True)
+
+
+@pytest.mark.parametrize("advance", [True, False])
+def test_installed_prepare_decode_inputs_equals_the_reference(fake_vllm, monkeypatch, advance):
+    """vLLM's launcher (the fake's copy of its launch, column 0 of the draft
+    tokens) reaches our op through the dispatcher, with vLLM's buffers."""
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    plugin.register()
+    from types import SimpleNamespace
+
+    from vllm.v1.worker.gpu.spec_decode.target_dependent_ar import speculator
+
+    gen = torch.Generator().manual_seed(7)
+    n, R, L = 5, 8, 100
+    draft = torch.randint(0, 2**33, (R, 3), generator=gen)
+    target = torch.randint(90, L + 1, (n,), dtype=torch.int32, generator=gen)
+    rejected = torch.randint(0, 3, (n,), dtype=torch.int32, generator=gen)
+
+    def buffers():
+        g = torch.Generator().manual_seed(8)
+        return SimpleNamespace(input_ids=torch.randint(-9, 0, (16,), dtype=torch.int32, generator=g),
+                               positions=torch.randint(90, L, (16,), generator=g),
+                               query_start_loc=torch.randint(-9, 0, (R + 1,), dtype=torch.int32, generator=g),
+                               seq_lens=torch.randint(-9, 0, (R,), dtype=torch.int32, generator=g))
+
+    ours, want = buffers(), buffers()
+    sample_ours, sample_want = torch.arange(R) * 7, torch.arange(R) * 7
+    speculator.prepare_decode_inputs(draft[:n, 0], target, rejected, ours, sample_ours, L, R,
+                                     advance_draft_positions=advance)
+    reference.vllm_prepare_decode_inputs(draft[:n], target, rejected, want.input_ids, want.positions, sample_want,
+                                         want.query_start_loc, want.seq_lens, L, R, advance)
+    for name in ("input_ids", "positions", "query_start_loc", "seq_lens"):
+        assert torch.equal(getattr(ours, name), getattr(want, name)), name
+    assert torch.equal(sample_ours, sample_want)
+    plugin.uninstall()

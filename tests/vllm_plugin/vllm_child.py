@@ -7,7 +7,8 @@ input-batch functions) before the plugins load; "after": after.
 argv[2] = "diff" (optional): then run the same random steps through vLLM's
 BlockTables and input-batch functions, and the same random batches through its
 FlashInfer backend's ``_compute_flashinfer_kv_metadata`` and direct launches of
-``_copy_page_indices_kernel``, twice on CPU tensors, first with vLLM's own
+``_copy_page_indices_kernel``, and the speculator's ``prepare_decode_inputs``,
+twice on CPU tensors, first with vLLM's own
 Triton kernels (interpreted: the parent sets TRITON_INTERPRET=1 and an empty
 CUDA_VISIBLE_DEVICES, under which vLLM keeps Triton on a machine without a
 GPU), then with the plugin's replacements, and report every difference in what
@@ -25,6 +26,7 @@ import sys
 
 MODEL_RUNNER = "vllm.v1.worker.gpu.model_runner"
 FLASHINFER = "vllm.v1.attention.backends.flashinfer"
+SPECULATOR = "vllm.v1.worker.gpu.spec_decode.target_dependent_ar.speculator"
 
 
 def where(obj) -> str:
@@ -41,6 +43,7 @@ def resolved() -> dict:
         "_prepare_pos_seq_lens_kernel": where(input_batch._prepare_pos_seq_lens_kernel),
         "_combine_sampled_and_draft_tokens_kernel": where(input_batch._combine_sampled_and_draft_tokens_kernel),
     }
+    out["_prepare_decode_inputs_kernel"] = where(importlib.import_module(SPECULATOR)._prepare_decode_inputs_kernel)
     runner = sys.modules.get(MODEL_RUNNER)
     if runner is not None:
         out["model_runner.BlockTables.compute_slot_mappings"] = where(runner.BlockTables.compute_slot_mappings)
@@ -185,6 +188,39 @@ def page_index_cases(seed: int) -> list:
     return record
 
 
+def decode_input_cases(seed: int) -> list:
+    """The speculator's ``prepare_decode_inputs`` (vLLM's function, its kernel
+    launched as it launches it) over 0, 1 and up to 8 requests of 10 request
+    rows: column 0 of int64 draft tokens, lengths anywhere or at the
+    max_model_len clamps, positions advancing or not, vLLM's InputBuffers and
+    sampling keys (read and advanced in place)."""
+    import torch
+    from vllm.v1.worker.gpu.input_batch import InputBuffers
+
+    speculator = importlib.import_module(SPECULATOR)
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    max_reqs, max_model_len = 10, rng.choice([64, 4096])
+    record = []
+    for num_reqs in (0, 1, rng.randrange(2, max_reqs - 1)):
+        advance = rng.random() < 0.7
+        low = max_model_len - 3 if rng.random() < 0.5 else 0
+        buffers = InputBuffers(max_reqs, 32, torch.device("cpu"))
+        for t in (buffers.input_ids, buffers.query_start_loc, buffers.seq_lens):
+            t.copy_(torch.randint(-(2**31), 2**31 - 1, tuple(t.shape), dtype=t.dtype, generator=gen))
+        buffers.positions.copy_(torch.randint(low, max_model_len, tuple(buffers.positions.shape), generator=gen))
+        draft = torch.randint(0, 2**33, (max_reqs, 3), dtype=torch.int64, generator=gen)
+        target = torch.randint(low, max_model_len + 1, (num_reqs,), dtype=torch.int32, generator=gen)
+        rejected = torch.randint(0, 4, (num_reqs,), dtype=torch.int32, generator=gen)
+        sample = torch.randint(0, 2**40, (max_reqs,), dtype=torch.int64, generator=gen)
+        speculator.prepare_decode_inputs(draft[:num_reqs, 0], target, rejected, buffers, sample, max_model_len,
+                                         max_reqs, advance_draft_positions=advance)
+        record.append({"input_ids": buffers.input_ids.clone(), "positions": buffers.positions.clone(),
+                       "query_start_loc": buffers.query_start_loc.clone(), "seq_lens": buffers.seq_lens.clone(),
+                       "sample_src_positions": sample})
+    return record
+
+
 def differences(a, b, path="") -> list[str]:
     import torch
 
@@ -206,18 +242,23 @@ def differential(seeds: list[int]) -> dict:
     theirs_resolved = resolved()
     theirs = {s: scenario(s) for s in seeds}
     theirs_pages = {s: page_index_cases(s) for s in seeds}
+    theirs_decode = {s: decode_input_cases(s) for s in seeds}
     usable, skipped = plugin.plan()
     plugin.install(usable)
     ours_resolved = resolved()
     ours = {s: scenario(s) for s in seeds}
     ours_pages = {s: page_index_cases(s) for s in seeds}
+    ours_decode = {s: decode_input_cases(s) for s in seeds}
     diffs = [f"seed {s} step {i}{d}" for s in seeds for i, (x, y) in enumerate(zip(theirs[s], ours[s]))
              for d in differences(x, y)]
     diffs += [f"seed {s} page-index batch {i}{d}" for s in seeds
               for i, (x, y) in enumerate(zip(theirs_pages[s], ours_pages[s])) for d in differences(x, y)]
+    diffs += [f"seed {s} decode-input batch {i}{d}" for s in seeds
+              for i, (x, y) in enumerate(zip(theirs_decode[s], ours_decode[s])) for d in differences(x, y)]
     return {"installed": [r.name for r, _ in usable], "skipped": [f"{r.name}: {w}" for r, w in skipped],
             "steps": sum(len(v) for v in theirs.values()),
             "page_index_batches": [len(x["returned"]) for v in theirs_pages.values() for x in v],
+            "decode_input_batches": sum(len(v) for v in theirs_decode.values()),
             "differences": diffs[:20], "theirs_resolved": theirs_resolved, "ours_resolved": ours_resolved}
 
 

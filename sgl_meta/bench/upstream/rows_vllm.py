@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import types
 from importlib import metadata
 from typing import Optional
 
@@ -135,6 +136,14 @@ class _Vllm:
     def kernels(self) -> list:
         return [self.block_table._gather_block_tables_kernel, self.block_table._compute_slot_mappings_kernel,
                 self.input_batch._prepare_pos_seq_lens_kernel, self.input_batch._combine_sampled_and_draft_tokens_kernel]
+
+
+@functools.lru_cache(maxsize=1)
+def speculator():
+    """vLLM's target-dependent speculator module (EAGLE, MTP), where ``prepare_decode_inputs`` lives."""
+    from vllm.v1.worker.gpu.spec_decode.target_dependent_ar import speculator as module
+
+    return module
 
 
 @functools.lru_cache(maxsize=1)
@@ -233,6 +242,10 @@ class Engine:
         indptr[1:] = nb[rows].cumsum(0)
         self.paged_kv_indptr = t(indptr, torch.int32)
         self.num_pages = int(indptr[n])
+        # The speculator's first draft decode step (prepare_decode_inputs): column 0 of its draft
+        # tokens, the step's seq_lens as the target's, up to the draft steps rejected per request.
+        self.num_rejected = t(torch.randint(0, S + 1, (n,), generator=gen), torch.int32)
+        self.spec_draft = t(torch.randint(0, 2**17, (R, max(S, 1)), generator=gen), torch.int64)
         pgen = generator(dev, ctx.seed * 7919 + 337)
         rand = lambda shape, dtype: torch.randint(-(2**31), 2**31 - 1, shape, dtype=dtype, device=dev,  # noqa: E731
                                                   generator=pgen)
@@ -240,10 +253,19 @@ class Engine:
                        "input_ids": rand((MAX_TOKENS,), torch.int32),
                        "logits_indices": rand((self.num_logits,), torch.int64),
                        "slot_mappings": rand((G, MAX_TOKENS), torch.int64),
-                       "page_indices": rand((R * WIDTH,), torch.int32)}  # FlashInfer's paged_kv_indices buffer
+                       "page_indices": rand((R * WIDTH,), torch.int32),  # FlashInfer's paged_kv_indices buffer
+                       # the speculator's buffers: InputBuffers' positions, query_start_loc, seq_lens (read and
+                       # advanced in place: every implementation starts from the same values), its sampling keys
+                       # (below max_model_len - 1: every advanced position changes, so an unwritten one shows)
+                       "draft_positions": torch.randint(0, MAX_MODEL_LEN - 1, (MAX_TOKENS,), device=dev,
+                                                        generator=pgen),
+                       "sample_src_positions": torch.randint(0, 2**40, (R,), device=dev, generator=pgen),
+                       "query_start_loc": rand((R + 1,), torch.int32)}
         self.poison |= {f"block_table{g}": rand((R, WIDTH), torch.int32) for g in range(G)}
         self.own = {impl: {k: torch.empty_like(self.poison[k]) for k in ("pos", "seq_lens", "input_ids",
-                                                                          "logits_indices", "page_indices")}
+                                                                          "logits_indices", "page_indices",
+                                                                          "draft_positions", "sample_src_positions",
+                                                                          "query_start_loc")}
                     for impl in IMPLS}
 
     def _combine_writes(self, rows, qsl, seq, prefill_len, nl) -> torch.Tensor:
@@ -352,6 +374,23 @@ class Engine:
         fn = sgl_meta.vllm_copy_page_indices if impl == "ours" else reference.vllm_copy_page_indices
         return functools.partial(fn, page_indices=pages, block_table=table, cu_num_blocks=indptr)
 
+    def prepare_decode_inputs(self, impl: str):
+        """The speculator's ``prepare_decode_inputs`` (vLLM's function: its kernel launched over
+        ``num_reqs + 1`` with column 0 of the draft tokens and its ``InputBuffers``) vs the op on the
+        ``[n, 1]`` view of the same column (what the plugin's stand-in hands it)."""
+        o, n = self.own[impl], self.n
+        column = self.spec_draft[:n, 0]
+        args = (self.seq_lens_step, self.num_rejected)
+        if impl == "upstream":
+            buffers = types.SimpleNamespace(input_ids=o["input_ids"], positions=o["draft_positions"],
+                                            query_start_loc=o["query_start_loc"], seq_lens=o["seq_lens"])
+            return functools.partial(speculator().prepare_decode_inputs, column, *args, buffers,
+                                     o["sample_src_positions"], MAX_MODEL_LEN, MAX_REQS)
+        fn = sgl_meta.vllm_prepare_decode_inputs if impl == "ours" else reference.vllm_prepare_decode_inputs
+        return functools.partial(fn, column.as_strided((n, 1), (column.stride(0), 1)), *args, o["input_ids"],
+                                 o["draft_positions"], o["sample_src_positions"], o["query_start_loc"], o["seq_lens"],
+                                 MAX_MODEL_LEN, MAX_REQS, True)
+
     def prepare_step(self, impl: str):
         """Ours / the reference: positions, seq_lens, tables and slot mappings in one call."""
         bt, o = self.bt[impl], self.own[impl]
@@ -450,6 +489,15 @@ def build_copy_page_indices(ctx, _up, *, groups: int, step: Step, name: str) -> 
                 params=dict(num_pages=e.num_pages), note=_OURS_OP)
 
 
+def build_decode_inputs(ctx, _up, *, groups: int, step: Step, name: str) -> Row:
+    e = engine(ctx, groups, step)
+    calls = {impl: [e.prepare_decode_inputs(impl)] for impl in IMPLS}
+    regions = {"input_ids": (slice(0, e.n),), "draft_positions": (slice(0, e.n),),
+               "sample_src_positions": (slice(0, e.n),), "query_start_loc": (slice(None),), "seq_lens": (slice(None),)}
+    return _row(e, list(regions), calls, regions, name=name, params=dict(max_num_reqs=MAX_REQS),
+                note=_OURS_OP + "; positions and sampling keys advance in place, from the same values on every side")
+
+
 ROW_ARGS: dict = {}  # row name -> (builder, groups, step): the CPU test rebuilds the rows at small steps
 
 
@@ -476,6 +524,8 @@ ROWS = tuple(
              build_fused, groups=g, step=s) for s, g in ((DECODE_64, 1), (DECODE_256, 2), (MIXED, 2))]
     + [_spec(f"vLLM FlashInfer copy_page_indices {s.name}", "vllm_copy_page_indices", build_copy_page_indices,
              groups=1, step=s, families=(FAMILY, FLASHINFER)) for s in (DECODE_64, DECODE_256)]
+    + [_spec(f"vLLM speculator prepare_decode_inputs {s.name}", "vllm_prepare_decode_inputs", build_decode_inputs,
+             groups=1, step=s) for s in (DECODE_64, DECODE_256)]
 )
 
 
