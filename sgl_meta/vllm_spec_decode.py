@@ -26,7 +26,7 @@ vllm_prepare_decode_inputs = _op.define(
 
         input_ids[r] = draft_tokens[r, 0]                   # (a 1-D draft_tokens: [r]); low 32 bits
         sample_src_positions[r] += 1
-        seq = target_seq_lens[r] - num_rejected[r]          # int32, wrapping as vLLM's
+        seq = target_seq_lens[r] - num_rejected[r]          # int32, wrapping (see Lengths)
         if advance_draft_positions:
             positions[r] = min(positions[r] + 1, max_model_len - 1)
             seq = min(seq + 1, max_model_len)
@@ -37,9 +37,17 @@ vllm_prepare_decode_inputs = _op.define(
     ``positions`` and ``sample_src_positions`` are read and written in place, so a
     call (or a graph replay) advances them once more each time, as vLLM's does.
 
+    Lengths: the subtraction, the ``+ 1`` and the clamp run in int32 and wrap, as
+    vLLM's kernel computes its int32 inputs (what vLLM passes). int64
+    ``target_seq_lens`` / ``num_rejected`` are read as their low 32 bits first;
+    vLLM's kernel would compute those in int64 (the two differ only for values
+    outside int32).
+
     Args:
-        draft_tokens: ``[n]`` or ``[n, >= 1]`` int32/int64 (vLLM: column 0 of the
-            int64 ``[max_num_reqs, num_speculative_steps]`` draft tokens).
+        draft_tokens: ``[n]`` or ``[n, >= 1]`` int32/int64, any strides (only
+            ``[r]`` / ``[r, 0]`` is read, through ``stride(0)``; vLLM: column 0 of
+            the int64 ``[max_num_reqs, num_speculative_steps]`` draft tokens, a
+            strided 1-D view).
         target_seq_lens: ``[>= n]`` int32/int64 (vLLM: the step's int32 ``seq_lens``).
         num_rejected: ``[>= n]`` int32/int64 (vLLM: int32).
         input_ids: ``[>= n]`` int32, written.
@@ -48,7 +56,7 @@ vllm_prepare_decode_inputs = _op.define(
         query_start_loc: ``[>= max_num_reqs + 1]`` int32, written.
         seq_lens: ``[>= max_num_reqs]`` int32, written.
         max_model_len: in ``[1, 2**31 - 1]``.
-        max_num_reqs: ``>= n``.
+        max_num_reqs: ``>= n`` and ``< 2**31 - 1``.
         advance_draft_positions: vLLM's flag (False for Gemma 4 MTP: positions stay).
 
     Raises:

@@ -57,6 +57,30 @@ def test_one_d_draft_tokens_and_positional_call():
     assert_same({k: kw[k] for k in OUT}, want, "1-D draft tokens")
 
 
+@pytest.mark.parametrize("n", [1, 2, 6])
+def test_strided_draft_columns_as_vllm_passes_them(n):
+    """Column 0 of vLLM's [max_num_reqs, steps] buffer (a strided 1-D view), and a
+    transposed 2-D buffer: read through stride(0) alone."""
+    args = make_decode_inputs(DecodeInputsCase(n=n, steps=4), torch.Generator().manual_seed(n))
+    want = _run(reference.vllm_prepare_decode_inputs, args)
+    column = args["draft_tokens"][:, 0]
+    assert n == 1 or not column.is_contiguous()
+    assert_same(_run(sgl_meta.vllm_prepare_decode_inputs, dict(args, draft_tokens=column)), want, "column view")
+    transposed = args["draft_tokens"].t().contiguous().t()
+    assert_same(_run(sgl_meta.vllm_prepare_decode_inputs, dict(args, draft_tokens=transposed)), want, "transposed")
+    if UP is not None:
+        assert_same(_run(_up, dict(args, draft_tokens=column)), want, "vLLM on the column view")
+
+
+def test_an_output_over_a_strided_draft_element_is_refused():
+    buf = torch.zeros(6, 4, dtype=torch.int64)
+    args = make_decode_inputs(DecodeInputsCase(n=6), torch.Generator().manual_seed(9))
+    args["draft_tokens"] = buf[:, 0]
+    args["positions"] = buf.view(-1)[4:12]  # elements 4 and 8: rows 1 and 2 of the column
+    err = first_error(sgl_meta.vllm_prepare_decode_inputs, **args)
+    assert err is not None and "overlap in memory" in err, err
+
+
 def test_in_place_values_advance_once_per_call():
     args = make_decode_inputs(DecodeInputsCase(n=3, max_model_len=10**6), torch.Generator().manual_seed(2))
     before = args["sample_src_positions"].clone(), args["positions"].clone()

@@ -16,10 +16,15 @@ void vllm_prepare_decode_inputs(T draft_tokens, T target_seq_lens, T num_rejecte
                                 int64_t max_num_reqs, bool advance_draft_positions) {
   const ArgChecker check("vllm_prepare_decode_inputs");
   const T& dev = draft_tokens;
+  // draft_tokens: dtype and device only, then rank and width here. Only
+  // element [r] or [r, 0] is read, through stride(0): vLLM passes column 0 of
+  // its [max_num_reqs, steps] buffer, a 1-D view whose stride is the row's.
+  check.tensor(draft_tokens, "draft_tokens", {DT::kIndex, Expect::kAnyDim}, dev);
   const int64_t draft_dim = draft_tokens.dim();
   check.require(draft_dim == 1 || draft_dim == 2, "draft_tokens must be 1-D or 2-D, got ", draft_dim, "-D");
-  check.tensor(draft_tokens, "draft_tokens", {DT::kIndex, draft_dim, 0, 1, "", "1"}, dev);
   const int64_t n = draft_tokens.size(0);
+  if (draft_dim == 2 && n > 0)
+    check.require(draft_tokens.size(1) >= 1, "draft_tokens.size(1) must be >= 1, got ", draft_tokens.size(1));
   const char* n_why = "draft_tokens.size(0)";
   check.in_range(max_model_len, 1, INT32_MAX, "max_model_len", "seq_lens are int32");
   check.require(max_num_reqs >= n, "max_num_reqs must be >= draft_tokens.size(0) = ", n, ", got ", max_num_reqs);
@@ -38,13 +43,13 @@ void vllm_prepare_decode_inputs(T draft_tokens, T target_seq_lens, T num_rejecte
       {part("input_ids", &input_ids, n), part("positions", &positions, advance_draft_positions ? n : 0),
        part("sample_src_positions", &sample_src_positions, n),
        part("query_start_loc", &query_start_loc, max_num_reqs + 1), part("seq_lens", &seq_lens, max_num_reqs)},
-      {ArgChecker::whole("draft_tokens", &draft_tokens), part("target_seq_lens", &target_seq_lens, n),
+      {ArgChecker::WrittenOf<T>{"draft_tokens", &draft_tokens, n, 1}, part("target_seq_lens", &target_seq_lens, n),
        part("num_rejected", &num_rejected, n)});
 
   VllmDecodeInputsParams p;
   p.n = n;
   p.draft_tokens = index_array_of(draft_tokens);
-  p.draft_stride = draft_dim == 2 || n > 1 ? draft_tokens.stride(0) : 1;
+  p.draft_stride = n > 1 ? draft_tokens.stride(0) : 1;
   p.target_seq_lens = index_array_of(target_seq_lens);
   p.num_rejected = index_array_of(num_rejected);
   p.input_ids = input_ids.template mutable_data_ptr<int32_t>();

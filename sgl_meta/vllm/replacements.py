@@ -181,15 +181,14 @@ def prepare_decode_inputs_kernel(
     """Stands in for the speculator's ``_prepare_decode_inputs_kernel`` launched
     over ``(draft_tokens.shape[0] + 1,)`` (``prepare_decode_inputs``). vLLM hands
     over column 0 of its draft tokens, a 1-D view whose stride is the row
-    stride; our op reads it as the ``[n, 1]`` view of the same elements."""
+    stride, which our op reads as it is."""
     n = draft_tokens_ptr.shape[0]
     if draft_tokens_ptr.dim() != 1 or (n > 1 and int(draft_tokens_stride) != draft_tokens_ptr.stride(0)):
         raise RuntimeError(
             "sgl-meta's _prepare_decode_inputs_kernel stand-in: draft_tokens_stride="
             f"{draft_tokens_stride} is not the stride of a 1-D draft_tokens (the launch vLLM 0.33 makes)"
         )
-    draft = draft_tokens_ptr.as_strided((n, 1), (max(int(draft_tokens_stride), 1), 1))
     _sd.vllm_prepare_decode_inputs(
-        draft, target_seq_lens_ptr, num_rejected_ptr, input_ids_ptr, positions_ptr, sample_src_positions_ptr,
+        draft_tokens_ptr, target_seq_lens_ptr, num_rejected_ptr, input_ids_ptr, positions_ptr, sample_src_positions_ptr,
         query_start_loc_ptr, seq_lens_ptr, int(max_model_len), int(max_num_reqs), bool(ADVANCE_DRAFT_POSITIONS),
     )

@@ -377,7 +377,7 @@ class Engine:
     def prepare_decode_inputs(self, impl: str):
         """The speculator's ``prepare_decode_inputs`` (vLLM's function: its kernel launched over
         ``num_reqs + 1`` with column 0 of the draft tokens and its ``InputBuffers``) vs the op on the
-        ``[n, 1]`` view of the same column (what the plugin's stand-in hands it)."""
+        same column (what the plugin's stand-in hands it)."""
         o, n = self.own[impl], self.n
         column = self.spec_draft[:n, 0]
         args = (self.seq_lens_step, self.num_rejected)
@@ -387,7 +387,7 @@ class Engine:
             return functools.partial(speculator().prepare_decode_inputs, column, *args, buffers,
                                      o["sample_src_positions"], MAX_MODEL_LEN, MAX_REQS)
         fn = sgl_meta.vllm_prepare_decode_inputs if impl == "ours" else reference.vllm_prepare_decode_inputs
-        return functools.partial(fn, column.as_strided((n, 1), (column.stride(0), 1)), *args, o["input_ids"],
+        return functools.partial(fn, column, *args, o["input_ids"],
                                  o["draft_positions"], o["sample_src_positions"], o["query_start_loc"], o["seq_lens"],
                                  MAX_MODEL_LEN, MAX_REQS, True)
 
