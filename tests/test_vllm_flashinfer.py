@@ -12,7 +12,7 @@ import sgl_meta
 import vllm_upstream
 from helpers import TEST_CUDA, assert_same, capture_cuda_graph
 from sgl_meta import reference
-from vllm_cases import CopyPagesCase, clone_outputs, first_error, make_copy_pages, to_device
+from vllm_cases import CopyPagesCase, call_on_copies, first_error, make_copy_pages, to_device
 
 UP = vllm_upstream.load()
 needs_upstream = pytest.mark.skipif(UP is None, reason="vLLM 0.33 sources or Triton not found")
@@ -29,9 +29,7 @@ CASES = [
 
 
 def _run(fn, args):
-    kw = clone_outputs(args, OUT)
-    fn(**kw)
-    return {k: kw[k] for k in OUT}
+    return call_on_copies(fn, args, OUT)
 
 
 def _up(**kw):

@@ -268,6 +268,13 @@ def make_decode_inputs(case: DecodeInputsCase, gen: torch.Generator, device="cpu
     return {k: _to(v, device) for k, v in out.items()}
 
 
+def call_on_copies(fn, args: dict, names) -> dict:
+    """``fn(**args)`` with fresh copies of the outputs ``names``; those copies after the call."""
+    kw = clone_outputs(args, names)
+    fn(**kw)
+    return {k: kw[k] for k in names}
+
+
 def first_error(fn, **kwargs) -> Optional[str]:
     try:
         fn(**kwargs)
