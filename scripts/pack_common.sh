@@ -29,6 +29,11 @@ pack_sgl_meta() {
   local dest=$1 version info
   cp -r sgl_meta "$dest/src/"
   find "$dest/src" -name __pycache__ -prune -exec rm -rf {} +
+  # The extension's debug sections are three quarters of its size (21 MB -> 5 MB
+  # for sm_90): without them the vLLM carry stays under the 64 MiB a call takes.
+  if command -v strip >/dev/null && [[ -f "$dest/src/sgl_meta/_C.abi3.so" ]]; then
+    strip --strip-debug "$dest/src/sgl_meta/_C.abi3.so"
+  fi
   version=$(cat sgl_meta/VERSION)
   info="$dest/src/sgl_meta-$version.dist-info"
   mkdir -p "$info" "$dest/tests"
