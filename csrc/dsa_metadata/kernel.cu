@@ -507,8 +507,8 @@ __device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t u
 
 // One instantiation per mode and page-block kind: each holds only its own
 // code, which keeps a launch's instruction footprint (fetched by every block
-// before it can issue) small. The two scalars come before the params: they
-// then share the parameter bank's first lines with the params' scalars.
+// before it can issue) small. The two scalars come before the params, beside
+// the params' own scalars at the front of the parameter bank.
 template <int M, bool kDirect>
 __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
     fused_dsa_metadata_kernel(int64_t unit_tokens, int64_t chunks, const __grid_constant__ DsaGenParams p) {

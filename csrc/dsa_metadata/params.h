@@ -69,9 +69,8 @@ struct DsaGenParams {
   bool vec_store = false;
 
   int32_t num_sets = 0;
-  // Last: the scalars above share the first lines of the kernel's parameter
-  // bank; the kernel reads num_sets after its loads return, where a miss on a
-  // line past the sets would cost a memory round trip.
+  // Last: the scalars above, num_sets among them, sit together at the front
+  // of the kernel's parameter bank.
   DsaGenSet set[kDsaGenMaxSets];
 
   SGL_HD bool writes_pages() const { return page_table_1 || real_page_table; }

@@ -30,8 +30,8 @@ constexpr int kOutPerThread = 4;
 constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
 
 struct Args {
-  // Scalars first, the sets last: a block reads the scalars and set 0 from the
-  // first lines of the parameter bank, none behind a miss on a far line.
+  // Scalars first, the sets last: a block's scalars and set 0 sit together at
+  // the front of the parameter bank.
   int num_sets;
   int32_t max_delta;  // the largest delta: the columns of the widest set
   int first_set;  // index of set 0 of this launch in the call (messages)

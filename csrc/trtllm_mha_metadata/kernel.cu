@@ -105,8 +105,8 @@ struct PageArgs {
 
 template <int N>
 struct Args {
-  // The page blocks' scalars first: a block finds its row from them before
-  // its first load, so they share the parameter bank's first line.
+  // The page blocks' scalars first (a block finds its row from them before
+  // its first load), together at the front of the parameter bank.
   FastDivU32 chunks;  // page-table blocks per row
   uint32_t page_blocks;  // bs * chunks
   int64_t out_read;  // out_cache_loc entries read: min(max swa_out_len, numel)

@@ -93,9 +93,8 @@ struct VllmStepParams {
   int64_t slot_cols = 0;
   int64_t cp_rank = 0, cp_size = 1, cp_interleave = 1, pad_id = -1;
 
-  // Last: the kernel reads every scalar above from the first few lines of the
-  // parameter bank, and group g's entry from one more, none of them waiting
-  // behind a miss on a line two kilobytes away.
+  // Last: the scalars above sit together at the front of the parameter bank,
+  // and group g's entry after them.
   VllmGroup group[kVllmMaxGroups];
 
   // Needs each row's computed-token count.
