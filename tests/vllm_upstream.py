@@ -32,6 +32,8 @@ from typing import Optional
 
 import torch
 
+from helpers import triton_interpreter
+
 DEFAULT_SRC = "/work/up/vllm_src"
 
 
@@ -84,8 +86,6 @@ def load() -> Optional[types.SimpleNamespace]:
         "vllm.v1.worker": {}, "vllm.v1.worker.gpu": {},
     }
     saved = {name: sys.modules.get(name) for name in [*provided, "vllm.v1.worker.gpu.buffer_utils"]}
-    interpret = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"  # read when each @triton.jit runs
     loaded = {}
     try:
         for name, attrs in provided.items():
@@ -93,13 +93,14 @@ def load() -> Optional[types.SimpleNamespace]:
             mod.__path__ = []  # a package, so that submodules resolve
             mod.__dict__.update(attrs)
             sys.modules[name] = mod
-        for stem in ("buffer_utils", "block_table", "input_batch"):
-            name = f"vllm.v1.worker.gpu.{stem}"
-            spec = importlib.util.spec_from_file_location(name, gpu / f"{stem}.py")
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[name] = mod
-            spec.loader.exec_module(mod)
-            loaded[stem] = mod
+        with triton_interpreter():  # read when each @triton.jit runs
+            for stem in ("buffer_utils", "block_table", "input_batch"):
+                name = f"vllm.v1.worker.gpu.{stem}"
+                spec = importlib.util.spec_from_file_location(name, gpu / f"{stem}.py")
+                mod = importlib.util.module_from_spec(spec)
+                sys.modules[name] = mod
+                spec.loader.exec_module(mod)
+                loaded[stem] = mod
     finally:
         for name, old in saved.items():  # the rest of the process sees no vllm
             if old is None:
@@ -108,10 +109,6 @@ def load() -> Optional[types.SimpleNamespace]:
                 sys.modules[name] = old
         for stem in ("block_table", "input_batch"):
             sys.modules.pop(f"vllm.v1.worker.gpu.{stem}", None)
-        if interpret is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = interpret
     return types.SimpleNamespace(root=root, pad_slot_id=provided["vllm.v1.attention.backends.utils"]["PAD_SLOT_ID"],
                                  block_table=loaded["block_table"], input_batch=loaded["input_batch"],
                                  flashinfer=_flashinfer_kernels(root, triton, tl),
@@ -127,15 +124,8 @@ def _kernel_from(path: Path, name: str, triton, tl):
     if len(defs) != 1:
         raise LookupError(f"{name} not found in {path}")
     namespace = {"triton": triton, "tl": tl, "__name__": name}
-    interpret = os.environ.get("TRITON_INTERPRET")
-    os.environ["TRITON_INTERPRET"] = "1"
-    try:
+    with triton_interpreter():
         exec(compile(ast.Module(body=defs, type_ignores=[]), str(path), "exec"), namespace)
-    finally:
-        if interpret is None:
-            os.environ.pop("TRITON_INTERPRET", None)
-        else:
-            os.environ["TRITON_INTERPRET"] = interpret
     return namespace[name]
 
 
