@@ -207,7 +207,8 @@ def make_combine(case: CombineCase, gen: torch.Generator, device="cpu") -> dict:
 @dataclasses.dataclass
 class CopyPagesCase:
     """A FlashInfer step: n requests' gathered block-table rows (``extra_rows``
-    more rows than requests), each row's block count in [0, width]."""
+    more rows than requests), each row's block count in [1, width] but for
+    ``empty_rows`` of them (0)."""
 
     n: int = 6
     width: int = 16
@@ -219,7 +220,7 @@ class CopyPagesCase:
 
 def make_copy_pages(case: CopyPagesCase, gen: torch.Generator, device="cpu") -> dict:
     n, W = case.n, case.width
-    counts = _randint(gen, 0, W + 1, (n,))
+    counts = _randint(gen, 1, W + 1, (n,))  # empty rows only where the case asks for them
     if case.empty_rows and n:
         counts[torch.randperm(n, generator=gen)[: case.empty_rows]] = 0
     cu = torch.cat([torch.zeros(1, dtype=torch.int64), counts.cumsum(0)])
