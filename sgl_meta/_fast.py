@@ -15,11 +15,12 @@ fast path could change what a caller sees: under ``torch.compile`` tracing,
 while a TorchFunctionMode or TorchDispatchMode is active (make_fx, FakeTensorMode,
 debug modes) or the autograd profiler records, for tensor subclasses, tensors
 without data (functionalize's wrappers, ZeroTensor, a freed storage), devices
-other than CPU / CUDA, dtypes other than int32 / int64 / bool, None for a required
-tensor, or a scalar that is not a plain int: the C entry declines and the op is
-called as before. (DLPack does not carry PyTorch's lazy negative-view bit, which
-integer tensors only get from the private ``torch._neg_view``: such a tensor is
-read as its stored values.) Set
+other than CPU / CUDA, a dtype no op description names (any but int32, int64,
+bool, bfloat16, float16 and float32), None for a required tensor, or a scalar
+that is not a plain int: the C entry declines and the op is called as before.
+(DLPack does not carry PyTorch's lazy negative-view bit, which a tensor only
+gets from the private ``torch._neg_view`` or, floating, as the imaginary part of
+a conjugated complex tensor: such a tensor is read as its stored values.) Set
 ``SGLMETA_FAST_PATH=0`` to always take the dispatcher path; torch builds
 without the exchange API (it appeared in torch 2.10) do so automatically.
 """

@@ -31,6 +31,7 @@ INT32 = ("int32",)
 INT64 = ("int64",)
 INDEX = ("int32", "int64")
 BOOL = ("bool",)
+FLOATING = ("bfloat16", "float16", "float32")
 
 REQUIRED = object()
 """Marks an argument the caller must pass (no default)."""
@@ -106,6 +107,7 @@ def define(
     int64: tuple[str, ...] = (),
     index: tuple[str, ...] = (),
     boolean: tuple[str, ...] = (),
+    floating: tuple[str, ...] = (),
     defaults: Optional[dict[str, Any]] = None,
     keyword_only: bool = True,
 ) -> Callable[..., None]:
@@ -116,14 +118,17 @@ def define(
         upstream: the engine function it stands in for (docs, op table).
         doc: the public function's docstring.
         int64: tensor arguments that must be int64; ``index``: int32 or int64;
-            ``boolean``: bool (per-group flags); every other tensor argument is int32.
+            ``boolean``: bool (per-group flags); ``floating``: bfloat16, float16
+            or float32 (values the op copies, such as hidden states); every
+            other tensor argument is int32.
         defaults: Python-level defaults beyond the schema's (e.g. ``None`` for
             an optional output list, which the op receives as an empty list;
             ``None`` for an ``int?`` that means "not given").
         keyword_only: the function takes keywords only (positional functions
             keep an upstream signature, schema order).
     """
-    dtypes = {**{n: INT64 for n in int64}, **{n: INDEX for n in index}, **{n: BOOL for n in boolean}}
+    dtypes = {**{n: INT64 for n in int64}, **{n: INDEX for n in index}, **{n: BOOL for n in boolean},
+              **{n: FLOATING for n in floating}}
     op = Op(name, family, upstream, _schema_args(name, dtypes, defaults or {}, keyword_only), keyword_only,
             doc.strip().splitlines()[0])
     OPS[name] = op

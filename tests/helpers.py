@@ -8,9 +8,21 @@ import os
 import torch
 
 
+_BITS = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
+
+
+def bits(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as its bit patterns when floating (a NaN equals itself), else ``t``."""
+    return t.view(_BITS[t.dtype]) if t.dtype.is_floating_point else t
+
+
 def poison_like(t: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Random garbage of t's shape, dtype and device (never zeros): an element
-    a kernel forgets to write, or writes when it should not, shows as a diff."""
+    a kernel forgets to write, or writes when it should not, shows as a diff.
+    Floating dtypes get random bit patterns (NaNs among them: compare with
+    :func:`assert_same`, which compares bits)."""
+    if t.dtype.is_floating_point:
+        return poison_like(torch.empty(t.shape, dtype=_BITS[t.dtype], device=t.device), gen).view(t.dtype)
     info = torch.iinfo(t.dtype)
     lo, hi = max(info.min, -(2**31)), min(info.max, 2**31 - 1)
     return torch.randint(lo, hi, t.shape, generator=gen, dtype=torch.int64).to(t.dtype).to(t.device)
@@ -33,7 +45,7 @@ def assert_same(got: dict, want: dict, context: str = "") -> None:
         if w is None:
             assert g is None
             continue
-        g, w = g.cpu(), w.cpu()
+        g, w = bits(g.cpu()), bits(w.cpu())
         if not torch.equal(g, w):
             diff = (g != w).nonzero()
             first = tuple(diff[0].tolist())

@@ -62,7 +62,7 @@ def test_plain_tensors_take_the_fast_path_and_write_what_torch_ops_writes(routed
 
 @pytest.mark.parametrize(
     "change",
-    ["subclass", "none_required", "float_dtype", "bool_scalar", "numpy_scalar", "meta_device", "five_dims"],
+    ["subclass", "none_required", "float64_dtype", "bool_scalar", "numpy_scalar", "meta_device", "five_dims"],
 )
 def test_declined_calls_go_to_torch_ops(change, routed, gen):
     call, rec = routed
@@ -72,8 +72,8 @@ def test_declined_calls_go_to_torch_ops(change, routed, gen):
         args[i] = torch.nn.Parameter(args[i], requires_grad=False)
     elif change == "none_required":
         args[i] = None
-    elif change == "float_dtype":
-        args[i] = args[i].float()
+    elif change == "float64_dtype":  # in no op's dtype sets
+        args[i] = args[i].double()
     elif change == "bool_scalar":
         args[NAMES.index("forward_mode")] = False
     elif change == "numpy_scalar":
@@ -90,6 +90,19 @@ def test_declined_calls_go_to_torch_ops(change, routed, gen):
     except (RuntimeError, TypeError):
         pass  # what torch.ops says about it is the op tests' business
     assert rec.calls == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_floating_tensors_are_read_and_checked_by_the_op(dtype, routed, gen):
+    """The floating dtypes an op description can name (hidden states) take the
+    fast path: in an int32 slot the op's own dtype check answers."""
+    call, rec = routed
+    args = positional(gen)
+    i = NAMES.index("cache_seqlens_dst")
+    args[i] = args[i].to(dtype)
+    with pytest.raises(RuntimeError, match=rf"cache_seqlens_dst must have dtype int32 \(torch.int32\), got {dtype}$"):
+        call(tuple(args))
+    assert rec.calls == 0
 
 
 def test_check_failures_raise_the_ops_message(routed, gen):

@@ -65,4 +65,5 @@ def test_the_docs_op_table_is_current():
 @pytest.mark.parametrize("name", sorted(_op.OPS))
 def test_every_tensor_dtype_set_is_a_known_one(name):
     for a in _op.OPS[name].args:
-        assert a.dtypes in ((_op.INT32, _op.INT64, _op.INDEX, _op.BOOL) if a.is_tensor else ((),)), (name, a.name)
+        assert a.dtypes in ((_op.INT32, _op.INT64, _op.INDEX, _op.BOOL, _op.FLOATING) if a.is_tensor else ((),)), \
+            (name, a.name)

@@ -75,7 +75,13 @@ inline std::ostream& operator<<(std::ostream& os, const ArgName& n) {
 
 // What a tensor argument must look like; `checker.tensor(...)` checks it all.
 struct Expect {
-  enum class DType { kInt32, kInt64, kIndex /* int32 or int64 */, kBool };
+  enum class DType {
+    kInt32,
+    kInt64,
+    kIndex /* int32 or int64 */,
+    kBool,
+    kFloating /* bfloat16, float16 or float32: values an op copies, never reads as numbers */
+  };
   static constexpr int64_t kAnyDim = -1;  // dtype and device only
   DType dtype;
   int64_t dim;                 // 1, 2 or kAnyDim
@@ -148,6 +154,12 @@ class ArgChecker {
       case Expect::DType::kIndex:
         require(st == ScalarType::Int || st == ScalarType::Long, name,
                 " must have dtype int32 or int64 (torch.int32 or torch.int64), got ",
+                dtype_name(st));
+        break;
+      case Expect::DType::kFloating:
+        require(st == ScalarType::BFloat16 || st == ScalarType::Half || st == ScalarType::Float, name,
+                " must have dtype bfloat16, float16 or float32 (torch.bfloat16, torch.float16 or "
+                "torch.float32), got ",
                 dtype_name(st));
         break;
     }
@@ -290,6 +302,16 @@ class ArgChecker {
     require(a.has_value() == b.has_value(), a_name, " and ", b_name,
             " must be given together (got ", a_name, a.has_value() ? "" : "=None",
             ", ", b_name, b.has_value() ? "" : "=None", ")");
+  }
+
+  // `b` holds the same kind of values as `a` (e.g. a copy's source and
+  // destination): the same dtype, no conversion.
+  template <typename T>
+  void same_dtype(const T& a, ArgName a_name, const T& b, ArgName b_name) const {
+    const ScalarType at = a.scalar_type();
+    const ScalarType bt = b.scalar_type();
+    require(at == bt, b_name, " must have the dtype of ", a_name, " (", dtype_name(at), "), got ",
+            dtype_name(bt));
   }
 
   // A tensor-list argument must hold `expected` tensors (`why` says why).

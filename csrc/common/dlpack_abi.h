@@ -12,8 +12,10 @@ namespace sgl_meta::dlpack {
 constexpr uint32_t kMajorVersion = 1;
 constexpr int32_t kDLCPU = 1;   // DLDeviceType
 constexpr int32_t kDLCUDA = 2;  // DLDeviceType
-constexpr uint8_t kDLInt = 0;   // DLDataTypeCode
-constexpr uint8_t kDLBool = 6;  // DLDataTypeCode (8-bit, as torch.bool)
+constexpr uint8_t kDLInt = 0;     // DLDataTypeCode
+constexpr uint8_t kDLFloat = 2;   // DLDataTypeCode (IEEE float16 / float32)
+constexpr uint8_t kDLBfloat = 4;  // DLDataTypeCode (bfloat16)
+constexpr uint8_t kDLBool = 6;    // DLDataTypeCode (8-bit, as torch.bool)
 
 struct DLPackVersion {
   uint32_t major;

@@ -30,6 +30,12 @@ bool read_tensor(PyObject* obj, TensorMeta& out) {
     dtype = ScalarType::Long;
   else if (dl.dtype.code == kDLBool && dl.dtype.bits == 8)
     dtype = ScalarType::Bool;  // per-group flags (vLLM's slot_mapping_enabled, dcp_sharded)
+  else if (dl.dtype.code == kDLBfloat && dl.dtype.bits == 16)
+    dtype = ScalarType::BFloat16;  // the floating set (_op.FLOATING): rows an op copies
+  else if (dl.dtype.code == kDLFloat && dl.dtype.bits == 16)
+    dtype = ScalarType::Half;
+  else if (dl.dtype.code == kDLFloat && dl.dtype.bits == 32)
+    dtype = ScalarType::Float;
   else
     return false;
   TensorMeta::DeviceType device;

@@ -13,7 +13,8 @@
 // Anything this path does not model is handed back to the dispatcher path
 // (FastArgs returns false, the entry returns kFallback): a tensor that is not
 // exactly torch.Tensor (subclasses, fake and functional tensors), a device
-// other than CPU / CUDA, a dtype other than int32 / int64, more than 4 dims,
+// other than CPU / CUDA, a dtype other than int32 / int64 / bool / bfloat16 /
+// float16 / float32 (the dtypes an op description can name), more than 4 dims,
 // None where a tensor is required, a non-int scalar. The wrappers also take
 // the dispatcher path under torch.compile and while a TorchFunctionMode or
 // TorchDispatchMode is active, so tracing and modes see the op as before.
@@ -42,7 +43,7 @@ class FastArgs {
   // `args` must be a tuple of exactly `n` items, else ok() is false.
   FastArgs(PyObject* args, int n);
   bool ok() const { return ok_; }
-  // A torch.Tensor (exact type) on CPU or CUDA, int32 or int64, <= 4 dims.
+  // A torch.Tensor (exact type) on CPU or CUDA, of a dtype above, <= 4 dims.
   bool tensor(int i, TensorMeta& out) const;
   // None.
   bool none(int i) const;

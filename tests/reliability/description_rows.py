@@ -20,9 +20,17 @@ _DTYPE_TEXT = {
     _op.INT64: "int64 (torch.int64)",
     _op.INDEX: "int32 or int64 (torch.int32 or torch.int64)",
     _op.BOOL: "bool (torch.bool)",
+    _op.FLOATING: "bfloat16, float16 or float32 (torch.bfloat16, torch.float16 or torch.float32)",
 }
-# A dtype outside each set that is still an integer type (the likely mistake).
-_OTHER_INT = {_op.INT32: "long", _op.INT64: "int", _op.INDEX: "short", _op.BOOL: "int"}
+# Dtypes outside each set (Tensor method names): one far from it, then one of
+# the same kind (the likely mistake).
+_OUTSIDE = {
+    _op.INT32: ("float", "long"),
+    _op.INT64: ("float", "int"),
+    _op.INDEX: ("float", "short"),
+    _op.BOOL: ("float", "int"),
+    _op.FLOATING: ("int", "double"),
+}
 
 
 def _list_element(name, value):
@@ -47,9 +55,10 @@ def _rows_of(op: _op.Op, base: dict) -> list[Row]:
                 row(f"{name} = None", set_(**{name: None}), f"{name} must be a Tensor, got NoneType", TypeError)
             if given is not None:
                 expected = f"{name} must have dtype {_DTYPE_TEXT[a.dtypes]}"
-                row(f"{name} dtype float32", apply(name, lambda t: t.float()), expected, RuntimeError)
-                cast = _OTHER_INT[a.dtypes]
-                row(f"{name} dtype {cast}", apply(name, lambda t, c=cast: getattr(t, c)()), expected, RuntimeError)
+                for cast in _OUTSIDE[a.dtypes]:
+                    dtype = str(getattr(given, cast)().dtype).removeprefix("torch.")
+                    row(f"{name} dtype {dtype}", apply(name, lambda t, c=cast: getattr(t, c)()), expected,
+                        RuntimeError)
         elif a.kind == "Tensor[]" and given:
             row(f"{name} as a Tensor", set_(**{name: given[0]}), f"{name} must be a list of tensors", TypeError)
             row(f"{name}[0] None", _list_element(name, None), f"{name}[0] must be a Tensor, got NoneType", TypeError)

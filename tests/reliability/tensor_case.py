@@ -16,6 +16,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from helpers import bits
+
 
 @dataclass
 class Strided:
@@ -34,7 +36,9 @@ def strided(values: torch.Tensor, gen: torch.Generator, *, lead: int = 0, row_pa
     with ``row_pad`` extra elements per row and ``tail`` elements after it. The
     padding is random garbage (``filler`` if given) that must never be read."""
     values = values.contiguous()
-    if values.dim() == 1:
+    if values.dim() == 0:  # a device scalar (e.g. vLLM's current_draft_step)
+        size, stride, span = (), (), 1
+    elif values.dim() == 1:
         size, stride, span = tuple(values.shape), (1,), values.numel()
     else:
         rows, cols = values.shape
@@ -50,7 +54,11 @@ def strided(values: torch.Tensor, gen: torch.Generator, *, lead: int = 0, row_pa
 
 def garbage(n: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
     """Random values over the dtype's range (int64 capped at +-2**62), never all
-    zeros: the poison of outputs and of padding that must not be read."""
+    zeros: the poison of outputs and of padding that must not be read. Floating
+    dtypes get random bit patterns (NaNs and infinities among them: the ops copy
+    such values, bit for bit; :func:`compare` compares bits)."""
+    if dtype.is_floating_point:
+        return garbage(n, torch.int16 if dtype.itemsize == 2 else torch.int32, gen).view(dtype)
     info = torch.iinfo(dtype)
     lo, hi = max(info.min, -(2**62)), min(info.max, 2**62)
     return torch.randint(lo, hi, (n,), generator=gen, dtype=torch.int64).to(dtype)
@@ -116,12 +124,13 @@ def _zip_map(v, w, fn):
 
 
 def compare(case: Case, got: dict, want: dict, context: str) -> None:
-    """Element-for-element equality of every base; names the first difference."""
+    """Element-for-element (bit-for-bit) equality of every base; names the first difference."""
     for name in want:
         g_list, w_list = got[name], want[name]
         if not isinstance(w_list, list):
             g_list, w_list = [g_list], [w_list]
         for j, (g, w) in enumerate(zip(g_list, w_list)):
+            g, w = bits(g), bits(w)
             if torch.equal(g, w):
                 continue
             diff = (g != w).nonzero().flatten()
@@ -188,6 +197,6 @@ def outside_views_unchanged(case: Case, after: dict, before: dict, context: str)
                 inside = torch.zeros(want.numel(), dtype=torch.bool)
                 inside[torch.arange(want.numel()).as_strided(s.size, s.stride, s.offset).flatten()] = True
                 got, want = got[~inside], want[~inside]
-            if not torch.equal(got, want):
+            if not torch.equal(bits(got), bits(want)):
                 raise AssertionError(f"{context}: {name} changed outside what the op may write\n"
                                      f"case: {case.describe()}")
