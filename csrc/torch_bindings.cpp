@@ -127,6 +127,12 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(e!) seq_lens, int max_model_len, int max_num_reqs, "
       "bool advance_draft_positions=True) -> ()");
   m.def(
+      "vllm_update_draft_inputs("
+      "Tensor draft_tokens, Tensor current_draft_step, Tensor hidden_states, "
+      "Tensor(a!) output_draft_tokens, Tensor(b!) next_input_hidden_states, Tensor(c!) input_ids, "
+      "Tensor(d!) positions, Tensor(e!) seq_lens, Tensor(f!) sample_src_positions, int max_model_len, "
+      "int num_speculative_steps, bool advance_draft_positions=True) -> ()");
+  m.def(
       "vllm_prepare_step("
       "Tensor idx_mapping, Tensor query_start_loc, Tensor num_computed_tokens, "
       "Tensor(a!) pos, Tensor(b!) seq_lens, Tensor[] src_block_tables, Tensor num_blocks, "

@@ -48,7 +48,7 @@ declare -A CHUNKS=(
   [kv_read_table]="tests/test_kv_read_table.py"
   [kv_indices]="tests/test_kv_indices.py"
   [flash_attention_metadata]="tests/test_flash_attention_metadata.py"
-  [vllm]="tests/test_vllm_block_table.py tests/test_vllm_input_batch.py tests/test_vllm_ops_integration.py"
+  [vllm]="tests/test_vllm_block_table.py tests/test_vllm_input_batch.py tests/test_vllm_ops_integration.py tests/test_vllm_spec_decode.py"
   [reliability]="tests/reliability|not trips_device_assert"
 )
 ORDER=(trtllm_mha_metadata trtllm_mha_metadata_multi trtllm_mha_page_table dsa_metadata dsa_metadata_copy

@@ -284,6 +284,19 @@ def _vllm_decode_inputs_example(gen):
     return inputs, outputs, dict(max_model_len=100, max_num_reqs=5, advance_draft_positions=True)
 
 
+def _vllm_draft_inputs_example(gen):
+    """Three requests at draft step 1 of 3 (the next step's inputs written), bfloat16 rows of 12,
+    one request at the max_model_len clamps."""
+    inputs = dict(draft_tokens=torch.randint(0, 1 << 33, (3,), generator=gen), current_draft_step=torch.tensor(1),
+                  hidden_states=torch.randn(4, 12, generator=gen).to(torch.bfloat16))
+    outputs = dict(output_draft_tokens=_poison((5, 3), torch.int64, gen),
+                   next_input_hidden_states=_poison((5, 16), torch.bfloat16, gen),
+                   input_ids=_poison((4,), torch.int32, gen), positions=torch.tensor([5, 99, 30, 8]),
+                   seq_lens=torch.tensor([6, 100, 31, 9], dtype=torch.int32),
+                   sample_src_positions=torch.tensor([6, 100, 31, 9]))
+    return inputs, outputs, dict(max_model_len=100, num_speculative_steps=3, advance_draft_positions=True)
+
+
 def _flash_attention_example(gen):
     """FlashAttention metadata into K = 2 sets (deltas 1 and 2): unified-pool v2p tables with
     unbound (-1) pages, zero_tail, draft-extend's cu_seqlens_q and SWA write ids."""
@@ -343,6 +356,7 @@ EXAMPLES = {
     "vllm_prepare_step": _vllm_prepare_step_example,
     "vllm_copy_page_indices": _vllm_copy_pages_example,
     "vllm_prepare_decode_inputs": _vllm_decode_inputs_example,
+    "vllm_update_draft_inputs": _vllm_draft_inputs_example,
     "update_flash_attention_metadata": _flash_attention_example,
     "flash_attention_swa_spec_page_table": _flash_attention_swa_spec_example,
     "build_kv_indices": _kv_indices_example,

@@ -17,6 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import sgl_meta
 from sgl_meta import _fast, _op
 from dsa_metadata_copy_cases import DsaCase, make_case
+from helpers import bits
 
 pytestmark = pytest.mark.skipif(not _fast.available, reason="this torch has no DLPack C exchange API")
 
@@ -276,6 +277,6 @@ def test_every_op_writes_the_same_on_both_paths(name, device, gen, monkeypatch):
     for n in written:
         a, b = fast[n], slow[n]
         for x, y in zip(a, b) if isinstance(a, (list, tuple)) else [(a, b)]:
-            assert torch.equal(x, y), n
+            assert torch.equal(bits(x), bits(y)), n  # (copied hidden states: a NaN is equal to itself)
     flat = [t for n in written for t in (fast[n] if isinstance(fast[n], (list, tuple)) else [fast[n]])]
     assert any(bool((t != -7).any()) for t in flat), "the call wrote nothing"

@@ -269,6 +269,76 @@ def make_decode_inputs(case: DecodeInputsCase, gen: torch.Generator, device="cpu
     return {k: _to(v, device) for k, v in out.items()}
 
 
+@dataclasses.dataclass
+class DraftInputsCase:
+    """One draft decode step's update in the speculator: n requests at draft
+    step ``step`` of ``steps`` (num_speculative_steps), hidden rows of ``hidden``
+    elements (random bits: NaNs and infinities among them), lengths near
+    max_model_len (the clamps) or anywhere."""
+
+    n: int = 6
+    steps: int = 3  # num_speculative_steps
+    step: int = 1  # current_draft_step
+    cols: int = 0  # output_draft_tokens.size(1); 0: steps (vLLM's table)
+    hidden: int = 64
+    dtype: torch.dtype = torch.bfloat16
+    max_model_len: int = 4096
+    advance: bool = True
+    near_limit: bool = False  # positions and lengths at max_model_len - 2 .. max_model_len
+    draft_dtype: torch.dtype = torch.int64
+    step_dtype: torch.dtype = torch.int64
+    step_shape: tuple = ()  # vLLM's step is 0-d; (1,) also takes
+    out_pad: int = 0  # output_draft_tokens columns past cols (its rows strided)
+    src_pad: int = 0  # hidden_states elements past hidden per row (its rows strided)
+    dst_pad: int = 0  # next_input_hidden_states columns past hidden (must survive)
+    src_offset: int = 0  # elements before hidden_states' first row (narrower copy words)
+    dst_offset: int = 0
+    tail: int = 3  # rows of the per-request buffers past n (must survive)
+
+
+def make_draft_inputs(case: DraftInputsCase, gen: torch.Generator, device="cpu") -> dict:
+    n, L, H, rows = case.n, case.max_model_len, case.hidden, case.n + case.tail
+    cols = case.cols or case.steps
+    lo = max(L - 2, 0) if case.near_limit else 0
+
+    def rows_of(width: int, pad: int, offset: int, dtype: torch.dtype) -> torch.Tensor:
+        flat = poison_like(torch.zeros(offset + rows * (width + pad), dtype=dtype), gen)
+        return flat[offset:].view(rows, width + pad)[:, :width]
+
+    out = dict(
+        draft_tokens=_randint(gen, 0, 2**33, (n,)).to(case.draft_dtype),
+        current_draft_step=torch.full(case.step_shape, case.step, dtype=case.step_dtype),
+        hidden_states=rows_of(H, case.src_pad, case.src_offset, case.dtype),
+        output_draft_tokens=rows_of(cols, case.out_pad, 0, torch.int64),
+        next_input_hidden_states=rows_of(H + case.dst_pad, 0, case.dst_offset, case.dtype),
+        input_ids=poison_like(torch.zeros(rows, dtype=torch.int32), gen),
+        positions=_randint(gen, lo, L, (rows,)),
+        seq_lens=_randint(gen, lo, L + 1, (rows,), torch.int32),
+        sample_src_positions=_randint(gen, 0, 2**40, (rows,)),
+        max_model_len=L,
+        num_speculative_steps=case.steps,
+        advance_draft_positions=case.advance,
+    )
+    return strided_to(out, device)
+
+
+def storage_of(t: torch.Tensor) -> torch.Tensor:
+    """All of ``t``'s storage as a 1-D tensor of its dtype (what lies around a view too)."""
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage())
+
+
+def strided_copy(t: torch.Tensor, device=None) -> torch.Tensor:
+    """``t`` in a copy of its whole storage (on ``device``), same strides and
+    storage offset: ``clone`` and ``to`` would make a padded view contiguous
+    and drop what lies around it."""
+    return storage_of(t).to(device or t.device, copy=True).as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def strided_to(args: dict, device) -> dict:
+    """``args`` with every tensor a :func:`strided_copy` on ``device``."""
+    return {k: strided_copy(v, device) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+
+
 def call_on_copies(fn, args: dict, names) -> dict:
     """``fn(**args)`` with fresh copies of the outputs ``names``; those copies after the call."""
     kw = clone_outputs(args, names)

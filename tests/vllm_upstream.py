@@ -4,7 +4,7 @@ interpreter, as the tests' upstream oracle.
 The kernels are loaded from vLLM's unmodified source files
 (``vllm/v1/worker/gpu/{block_table,buffer_utils,input_batch}.py``, the
 FlashInfer backend's ``_copy_page_indices_kernel`` and the speculator's
-``_prepare_decode_inputs_kernel``) found under
+``_prepare_decode_inputs_kernel`` and ``_update_draft_inputs_kernel``) found under
 ``$SGLMETA_VLLM_SRC`` (default ``/work/up/vllm_src``, the unpacked 0.33.0
 wheel) or an installed ``vllm``. Importing those modules through vLLM's
 package pulls in most of vLLM; instead each file is executed as a module of
@@ -136,10 +136,11 @@ def _flashinfer_kernels(root: Path, triton, tl) -> types.SimpleNamespace:
 
 
 def _speculator_kernels(root: Path, triton, tl) -> types.SimpleNamespace:
-    """The target-dependent speculator's ``_prepare_decode_inputs_kernel``."""
+    """The target-dependent speculator's ``_prepare_decode_inputs_kernel`` and
+    ``_update_draft_inputs_kernel``."""
     path = root / "vllm" / "v1" / "worker" / "gpu" / "spec_decode" / "target_dependent_ar" / "speculator.py"
-    return types.SimpleNamespace(
-        _prepare_decode_inputs_kernel=_kernel_from(path, "_prepare_decode_inputs_kernel", triton, tl))
+    names = ("_prepare_decode_inputs_kernel", "_update_draft_inputs_kernel")
+    return types.SimpleNamespace(**{name: _kernel_from(path, name, triton, tl) for name in names})
 
 
 def _ptrs(tables) -> torch.Tensor:
@@ -197,6 +198,21 @@ def prepare_decode_inputs(up, draft_tokens, target_seq_lens, num_rejected, input
         draft, draft.stride(0), target_seq_lens, num_rejected, input_ids, positions, sample_src_positions,
         query_start_loc, seq_lens, max_model_len, max_num_reqs, BLOCK_SIZE=1024,
         ADVANCE_DRAFT_POSITIONS=advance_draft_positions)
+
+
+def update_draft_inputs(up, draft_tokens, current_draft_step, hidden_states, output_draft_tokens,
+                        next_input_hidden_states, input_ids, positions, seq_lens, sample_src_positions, max_model_len,
+                        num_speculative_steps, advance_draft_positions=True) -> None:
+    """update_draft_inputs's launch, over num_reqs = draft_tokens.shape[0] programs
+    (``_generate_draft`` samples draft_tokens from the first num_reqs rows)."""
+    num_reqs = draft_tokens.shape[0]
+    if num_reqs == 0:
+        return  # an empty grid: vLLM's kernel runs no program
+    up.speculator._update_draft_inputs_kernel[(num_reqs,)](
+        output_draft_tokens, output_draft_tokens.stride(0), next_input_hidden_states,
+        next_input_hidden_states.stride(0), input_ids, positions, sample_src_positions, seq_lens, draft_tokens,
+        current_draft_step, hidden_states, hidden_states.stride(0), hidden_states.shape[1], max_model_len,
+        num_speculative_steps, BLOCK_SIZE=1024, ADVANCE_DRAFT_POSITIONS=advance_draft_positions)
 
 
 def prepare_pos_seq_lens(up, *, idx_mapping, query_start_loc, num_computed_tokens, pos, seq_lens) -> None:

@@ -21,7 +21,7 @@ from .trtllm_mha_page_table import build_trtllm_mha_page_table
 from .vllm_block_table import vllm_compute_slot_mappings, vllm_gather_block_tables
 from .vllm_flashinfer import vllm_copy_page_indices
 from .vllm_input_batch import vllm_combine_sampled_and_draft_tokens, vllm_prepare_pos_seq_lens, vllm_prepare_step
-from .vllm_spec_decode import vllm_prepare_decode_inputs
+from .vllm_spec_decode import vllm_prepare_decode_inputs, vllm_update_draft_inputs
 from .flash_attention_metadata import (
     draft_extend_set_metadata,
     update_flash_attention_metadata,
@@ -54,6 +54,7 @@ __all__ = [
     "vllm_prepare_decode_inputs",
     "vllm_prepare_pos_seq_lens",
     "vllm_prepare_step",
+    "vllm_update_draft_inputs",
     "draft_extend_set_metadata",
     "update_flash_attention_metadata",
     "flash_attention_swa_spec_page_table",

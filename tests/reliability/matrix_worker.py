@@ -31,6 +31,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent.parent)]  # tables,
 import torch  # noqa: E402
 
 import sgl_meta  # noqa: E402,F401
+from helpers import bits  # noqa: E402  (floating tensors compare bit for bit: a copied NaN is equal)
 
 
 def emit(**record):
@@ -72,7 +73,7 @@ def _same(a, b) -> bool:
     ta, tb = _tensors(a), _tensors(b)
     if not ta and not tb:
         return a == b
-    return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x.cpu(), y) for (_, x), (_, y) in zip(ta, tb))
+    return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(bits(x.cpu()), bits(y)) for (_, x), (_, y) in zip(ta, tb))
 
 
 def compare_with_reference(op: str, kw: dict, before: dict, oracle_edit=None) -> dict:
@@ -91,7 +92,7 @@ def compare_with_reference(op: str, kw: dict, before: dict, oracle_edit=None) ->
         expected = dict(_tensors(before[name] if name in edited else want[name]))
         for i, got in _tensors(kw[name]):
             compared += 1
-            if i not in expected or not torch.equal(got.cpu(), expected[i]):
+            if i not in expected or not torch.equal(bits(got.cpu()), bits(expected[i])):
                 differs.append(name if i is None else f"{name}[{i}]")
     return dict(compared=compared, differs=differs)
 
