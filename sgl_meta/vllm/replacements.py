@@ -192,3 +192,30 @@ def prepare_decode_inputs_kernel(
         draft_tokens_ptr, target_seq_lens_ptr, num_rejected_ptr, input_ids_ptr, positions_ptr, sample_src_positions_ptr,
         query_start_loc_ptr, seq_lens_ptr, int(max_model_len), int(max_num_reqs), bool(ADVANCE_DRAFT_POSITIONS),
     )
+
+
+def update_draft_inputs_kernel(
+    output_draft_tokens_ptr, output_draft_tokens_stride, next_input_hidden_states_ptr,
+    next_input_hidden_states_stride, input_ids_ptr, positions_ptr, sample_src_positions_ptr, seq_lens_ptr,
+    draft_tokens_ptr, current_draft_step_ptr, hidden_states_ptr, hidden_states_stride, hidden_size, max_model_len,
+    num_speculative_steps, BLOCK_SIZE=None, ADVANCE_DRAFT_POSITIONS=True,
+) -> None:
+    """Stands in for the speculator's ``_update_draft_inputs_kernel`` launched over
+    ``(num_reqs,)`` (``update_draft_inputs``), where ``_generate_draft`` hands over
+    the ``num_reqs`` it sampled ``draft_tokens`` for: our op covers
+    ``draft_tokens.shape[0]`` requests. The step stays on the device."""
+    if (output_draft_tokens_ptr.dim() != 2 or int(output_draft_tokens_stride) != output_draft_tokens_ptr.stride(0)
+            or next_input_hidden_states_ptr.dim() != 2
+            or int(next_input_hidden_states_stride) != next_input_hidden_states_ptr.stride(0)
+            or hidden_states_ptr.dim() != 2 or int(hidden_states_stride) != hidden_states_ptr.stride(0)
+            or int(hidden_size) != hidden_states_ptr.shape[1]):
+        raise RuntimeError(
+            "sgl-meta's _update_draft_inputs_kernel stand-in: the strides and hidden_size="
+            f"{hidden_size} are not those of 2-D output_draft_tokens, next_input_hidden_states and hidden_states "
+            "(the launch vLLM 0.33 makes)"
+        )
+    _sd.vllm_update_draft_inputs(
+        draft_tokens_ptr, current_draft_step_ptr, hidden_states_ptr, output_draft_tokens_ptr,
+        next_input_hidden_states_ptr, input_ids_ptr, positions_ptr, seq_lens_ptr, sample_src_positions_ptr,
+        int(max_model_len), int(num_speculative_steps), bool(ADVANCE_DRAFT_POSITIONS),
+    )

@@ -7,8 +7,9 @@ Two kinds of row:
   ``from X import kernel`` copy and drops the launch grid). Used only where our
   stand-in can recover the grid from the launch arguments, so the row also
   checks the launcher's source still launches over that grid and still derives
-  ``num_reqs`` the way the stand-in reads it back from its arguments, and the
-  kernel's parameter names are the ones the stand-in takes.
+  ``num_reqs`` (there, or in the caller that hands it over) the way the stand-in
+  reads it back from its arguments, and the kernel's parameter names are the
+  ones the stand-in takes.
 * ``Method``: a ``BlockTables`` method set on the class, where the grid is not
   in the arguments (``gather_block_tables`` clears rows past the batch) or the
   kernel reads the block tables through a pointer array our ops do not take.
@@ -86,15 +87,18 @@ class Method:
 class Kernel:
     """A Triton kernel of vLLM, launched by ``launcher`` over ``grid``, replaced
     by a stand-in (``"module:attr"``) that takes the kernel's parameters.
-    ``num_reqs``: the launcher's statement (whitespace removed) that ties the
-    grid's ``num_reqs`` to an argument, as the stand-in recovers it."""
+    ``num_reqs``: the launcher's statement (whitespace removed; or several, a
+    tuple) that ties the grid's ``num_reqs`` to an argument, as the stand-in
+    recovers it; ``num_reqs_in``: the function that holds those statements where
+    it is not the launcher (a launcher handed ``num_reqs`` by its caller)."""
 
     target: str
     replacement: str
     op: str
     launcher: str
     grid: str
-    num_reqs: str
+    num_reqs: "str | tuple[str, ...]"
+    num_reqs_in: str = ""
 
     how = "kernel"
 
@@ -114,12 +118,16 @@ class Kernel:
             names = tuple(inspect.signature(getattr(kernel, "fn", kernel)).parameters)
         if tuple(names) != tuple(inspect.signature(ours).parameters):
             raise Skip(f"vLLM's kernel parameters differ from ours: {tuple(names)}")
-        launcher = vllm_object(self.launcher)
-        source = re.sub(r"\s+", "", inspect.getsource(launcher))
-        for fragment in (f"{self.name}[{self.grid}]", self.num_reqs):
-            if fragment not in source:
-                raise Skip(f"{self.launcher.rsplit('.', 1)[-1]} no longer has `{fragment}`: the stand-in "
-                           f"recovers the launch grid {self.grid} from its arguments through `{self.num_reqs}`")
+        statements = (self.num_reqs,) if isinstance(self.num_reqs, str) else self.num_reqs
+        holder = self.num_reqs_in or self.launcher
+        wanted = [(self.launcher, f"{self.name}[{self.grid}]")] + [(holder, s) for s in statements]
+        sources = {}
+        for where, fragment in wanted:
+            if where not in sources:
+                sources[where] = re.sub(r"\s+", "", inspect.getsource(vllm_object(where)))
+            if fragment not in sources[where]:
+                raise Skip(f"{where.rsplit('.', 1)[-1]} no longer has `{fragment}`: the stand-in recovers the "
+                           f"launch grid {self.grid} from its arguments through `{'; '.join(statements)}`")
         return ours
 
 
@@ -149,4 +157,16 @@ TARGETS: tuple = (
     Kernel(f"{_SD}._prepare_decode_inputs_kernel", f"{_OURS}:prepare_decode_inputs_kernel",
            "vllm_prepare_decode_inputs", f"{_SD}.prepare_decode_inputs", "(num_reqs+1,)",
            "num_reqs=draft_tokens.shape[0]"),
+    # Every draft decode step (inside the speculator's CUDA graph when it has
+    # one): the sampled tokens into the draft table and the next step's inputs,
+    # over (num_reqs,). update_draft_inputs takes num_reqs from _generate_draft,
+    # which samples draft_tokens from the first num_reqs hidden states: the
+    # stand-in's num_reqs is draft_tokens.shape[0].
+    Kernel(f"{_SD}._update_draft_inputs_kernel", f"{_OURS}:update_draft_inputs_kernel",
+           "vllm_update_draft_inputs", f"{_SD}.update_draft_inputs", "(num_reqs,)",
+           ("sample_hidden_states=last_hidden_states[:num_reqs]",
+            "draft_tokens=self.sample_draft(sample_hidden_states,",
+            "update_draft_inputs(draft_tokens,self.current_draft_step,hidden_states,self.draft_tokens,"
+            "self.hidden_states,self.input_buffers,self.sample_src_positions,num_reqs,"),
+           num_reqs_in=f"{_SD}.TargetDependentARSpeculator._generate_draft"),
 )

@@ -1,10 +1,11 @@
 """vLLM 0.33's own ``load_general_plugins()`` finds sgl-meta's entry point and
 installs the plugin, in fresh interpreters of the overlay venv (the plugin
 changes process-global classes and kernels); and, in the forced child, vLLM's
-BlockTables and input-batch functions and its FlashInfer backend's page-index
-copy give the same outputs and leave the same buffers with our replacements as
-with vLLM's own Triton kernels (interpreted on CPU tensors), over random
-engines, steps and batches (vllm_child.py). The overlay has no flashinfer: the
+BlockTables and input-batch functions, its FlashInfer backend's page-index
+copy and its speculator's decode-input and draft-step updates give the same
+outputs and leave the same buffers with our replacements as with vLLM's own
+Triton kernels (interpreted on CPU tensors), over random engines, steps and
+batches (vllm_child.py). The overlay has no flashinfer: the
 forced child imports vLLM's FlashInfer backend through an import stub
 (import_stubs/), the others show the row left alone for want of it.
 
@@ -71,7 +72,8 @@ def test_forced_plugin_is_found_and_installed_everywhere(runs):
     report, stderr = runs["forced"]
     lines = our_lines(stderr)
     assert len(lines) == 1, stderr[-3000:]
-    assert REPLACED + ", _copy_page_indices_kernel, _prepare_decode_inputs_kernel [" in lines[0]
+    assert REPLACED + ", _copy_page_indices_kernel, _prepare_decode_inputs_kernel, _update_draft_inputs_kernel [" \
+        in lines[0]
     assert "leaves alone" not in lines[0]
     for name, where in report["resolved"].items():
         assert where.startswith(OURS), (name, where)
@@ -85,22 +87,24 @@ def test_without_flashinfer_its_row_is_left_alone_and_said_so(runs):
     report, stderr = runs["forced_without_flashinfer"]
     lines = our_lines(stderr)
     assert len(lines) == 1, stderr[-3000:]
-    assert f"{REPLACED}, _prepare_decode_inputs_kernel; leaves alone _copy_page_indices_kernel ({NO_FLASHINFER}) [" in lines[0]
+    assert (f"{REPLACED}, _prepare_decode_inputs_kernel, _update_draft_inputs_kernel; leaves alone "
+            f"_copy_page_indices_kernel ({NO_FLASHINFER}) [") in lines[0]
     assert "_copy_page_indices_kernel" not in report["resolved"]
     assert all(w.startswith(OURS) for w in report["resolved"].values()), report
 
 
 def test_replacements_equal_vllms_triton_kernels(runs):
     diff = runs["forced"][0]["diff"]
-    assert diff["skipped"] == [] and len(diff["installed"]) == 6
+    assert diff["skipped"] == [] and len(diff["installed"]) == 7
     # The comparison ran vLLM's own code first, ours second.
     assert not any(w.startswith(OURS) for w in diff["theirs_resolved"].values()), diff["theirs_resolved"]
     assert all(w.startswith(OURS) for w in diff["ours_resolved"].values()), diff["ours_resolved"]
-    assert len(diff["theirs_resolved"]) == 7  # the FlashInfer backend's and the speculator's kernels among them
+    assert len(diff["theirs_resolved"]) == 8  # the FlashInfer backend's and the speculator's kernels among them
     assert diff["steps"] == 60
     pages = diff["page_index_batches"]  # pages written per batch: 0, 1 and 2-8 requests for each of 12 engines
     assert len(pages) == 36 and 0 in pages and max(pages) > 40
     assert diff["decode_input_batches"] == 36
+    assert len(diff["draft_steps"]) == 12 and min(diff["draft_steps"]) >= 2  # 1 and 2-8 requests, 1-3 steps each
     assert diff["differences"] == [], "\n".join(diff["differences"])
 
 
@@ -127,7 +131,7 @@ def test_cli_reports_every_row(runs):
     stdout, _ = runs["cli"]
     assert "vllm 0.33.0" in stdout
     without_flashinfer = importlib.util.find_spec("flashinfer") is None
-    assert stdout.count("replaces vllm.") == (5 if without_flashinfer else 6), stdout
+    assert stdout.count("replaces vllm.") == (6 if without_flashinfer else 7), stdout
     if without_flashinfer:
         assert stdout.count("keeps") == 1, stdout
         assert f"keeps    vllm.v1.attention.backends.flashinfer._copy_page_indices_kernel: {NO_FLASHINFER}" in stdout

@@ -90,7 +90,7 @@ def test_every_row_checks_out_against_0_33s_layout(fake_vllm, monkeypatch):
     assert [r.name for r, _ in usable] == [
         "BlockTables.compute_slot_mappings", "BlockTables.gather_block_tables",
         "_prepare_pos_seq_lens_kernel", "_combine_sampled_and_draft_tokens_kernel", "_copy_page_indices_kernel",
-        "_prepare_decode_inputs_kernel",
+        "_prepare_decode_inputs_kernel", "_update_draft_inputs_kernel",
     ]
 
 
@@ -182,15 +182,15 @@ def test_without_flashinfer_its_row_is_left_alone_and_said_so(fake_vllm, monkeyp
     why = "vLLM's module needs flashinfer, which is not installed (docs/vllm.md)"
     usable, skipped = plugin.plan()
     assert [(r.name, w) for r, w in skipped] == [("_copy_page_indices_kernel", why)]
-    assert len(usable) == 5
+    assert len(usable) == 6
     plugin.register()
     line = capsys.readouterr().err.strip().splitlines()
     assert len(line) == 1, line
-    assert "_prepare_decode_inputs_kernel; leaves alone _copy_page_indices_kernel (" + why + ")" in line[0]
+    assert "_update_draft_inputs_kernel; leaves alone _copy_page_indices_kernel (" + why + ")" in line[0]
     plugin.uninstall()
     main()
     out = capsys.readouterr().out
-    assert out.count("replaces vllm.") == 5
+    assert out.count("replaces vllm.") == 6
     assert f"keeps    vllm.v1.attention.backends.flashinfer._copy_page_indices_kernel: {why}" in out
 
 
@@ -220,15 +220,16 @@ def test_register_installs_logs_one_line_and_is_idempotent(fake_vllm, monkeypatc
     assert len(line) == 1 and "replaces vLLM's BlockTables.compute_slot_mappings" in line[0], line
     assert BlockTables.compute_slot_mappings is replacements.compute_slot_mappings
     assert BlockTables.gather_block_tables is replacements.gather_block_tables
-    assert len(dispatcher.calls) == 1 and len(dispatcher.calls[0]) == 4
+    assert len(dispatcher.calls) == 1 and len(dispatcher.calls[0]) == 5
     assert input_batch._prepare_pos_seq_lens_kernel.func is replacements.prepare_pos_seq_lens_kernel
     assert input_batch._combine_sampled_and_draft_tokens_kernel.func is replacements.combine_sampled_and_draft_tokens_kernel
     assert flashinfer._copy_page_indices_kernel.func is replacements.copy_page_indices_kernel
     assert speculator._prepare_decode_inputs_kernel.func is replacements.prepare_decode_inputs_kernel
+    assert speculator._update_draft_inputs_kernel.func is replacements.update_draft_inputs_kernel
 
     plugin.register()  # a second load in the same process changes nothing
     again = capsys.readouterr().err
-    assert "replaces nothing" in again and again.count("already replaced in this process") == 6
+    assert "replaces nothing" in again and again.count("already replaced in this process") == 7
     assert len(dispatcher.calls) == 1
 
     plugin.uninstall()
@@ -236,6 +237,7 @@ def test_register_installs_logs_one_line_and_is_idempotent(fake_vllm, monkeypatc
     assert not hasattr(input_batch._prepare_pos_seq_lens_kernel, "func")
     assert not hasattr(flashinfer._copy_page_indices_kernel, "func")
     assert not hasattr(speculator._prepare_decode_inputs_kernel, "func")
+    assert not hasattr(speculator._update_draft_inputs_kernel, "func")
 
 
 def test_register_off_installs_nothing(fake_vllm, monkeypatch, capsys):
@@ -254,7 +256,7 @@ def test_cli_prints_each_row(fake_vllm, monkeypatch, capsys):
     monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
     main()
     out = capsys.readouterr().out
-    assert out.count("replaces vllm.") == 6 and out.count("via register_kernels") == 4
+    assert out.count("replaces vllm.") == 7 and out.count("via register_kernels") == 5
     monkeypatch.setenv("VLLM_PLUGINS", "someone_else")
     main()
     assert "does not name sgl_meta" in capsys.readouterr().out
@@ -465,4 +467,106 @@ def test_installed_prepare_decode_inputs_equals_the_reference(fake_vllm, monkeyp
     for name in ("input_ids", "positions", "query_start_loc", "seq_lens"):
         assert torch.equal(getattr(ours, name), getattr(want, name)), name
     assert torch.equal(sample_ours, sample_want)
+    plugin.uninstall()
+
+
+def _changed_speculator(monkeypatch, tmp_path, old: str, new: str) -> None:
+    """The fake speculator module's update_draft_inputs and _generate_draft with ``old``
+    in their source replaced by ``new``."""
+    from vllm.v1.worker.gpu.spec_decode.target_dependent_ar import speculator
+
+    source = (FAKE / "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py").read_text()
+    assert old in source
+    changed = tmp_path / "changed_speculator.py"
+    changed.write_text(source.replace(old, new))
+    namespace: dict = {"__name__": "changed_speculator"}
+    exec(compile(changed.read_text(), str(changed), "exec"), namespace)
+    monkeypatch.setattr(speculator, "update_draft_inputs", namespace["update_draft_inputs"])
+    monkeypatch.setattr(speculator.TargetDependentARSpeculator, "_generate_draft",
+                        namespace["TargetDependentARSpeculator"]._generate_draft)
+
+
+@pytest.mark.parametrize("old,new,where", [
+    ("[(num_reqs,)]", "[(num_reqs + 1,)]",
+     "update_draft_inputs no longer has `_update_draft_inputs_kernel[(num_reqs,)]`"),
+    ("last_hidden_states[:num_reqs]", "last_hidden_states", "_generate_draft no longer has `sample_hidden_states="),
+    ("self.sample_src_positions,\n            num_reqs,", "self.sample_src_positions,\n            num_reqs + 1,",
+     "_generate_draft no longer has `update_draft_inputs(draft_tokens,"),
+])
+def test_update_draft_inputs_launch_changes_are_left_alone(fake_vllm, monkeypatch, tmp_path, old, new, where):
+    """The grid is (num_reqs,) in update_draft_inputs, and num_reqs is what
+    _generate_draft sampled draft_tokens for and hands over: a change to either
+    leaves the row alone, saying which statement moved."""
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    _changed_speculator(monkeypatch, tmp_path, old, new)
+    reason = _skipped("_update_draft_inputs_kernel")
+    assert reason is not None and reason.startswith(where), reason
+    assert "recovers the launch grid (num_reqs,) from its arguments through `sample_hidden_states=" in reason
+    assert _skipped("_prepare_decode_inputs_kernel") is None
+
+
+def test_update_draft_inputs_parameter_changes_are_left_alone(fake_vllm, monkeypatch):
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    from vllm.v1.worker.gpu.spec_decode.target_dependent_ar import speculator
+
+    kernel = speculator._update_draft_inputs_kernel
+    monkeypatch.setattr(kernel, "arg_names", kernel.arg_names[:-2] + ("BLOCK_SIZE",))
+    assert "kernel parameters differ" in _skipped("_update_draft_inputs_kernel")
+
+
+def test_update_draft_inputs_stand_in_refuses_a_launch_it_was_not_written_for():
+    out = torch.zeros(4, 3, dtype=torch.int64)
+    hidden, nxt = torch.zeros(6, 8, dtype=torch.bfloat16), torch.zeros(6, 8, dtype=torch.bfloat16)
+    bufs = [torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int64), torch.zeros(4, dtype=torch.int64),
+            torch.zeros(4, dtype=torch.int32), torch.zeros(4, dtype=torch.int64), torch.tensor(1)]
+    for strides, hidden_size in (((4, 8, 8), 8), ((3, 8, 16), 8), ((3, 8, 8), 7)):
+        with pytest.raises(RuntimeError, match="_update_draft_inputs_kernel stand-in: the strides and hidden_size="):
+            replacements.update_draft_inputs_kernel(out, strides[0], nxt, strides[1], *bufs, hidden, strides[2],
+                                                    hidden_size, 100, 3, BLOCK_SIZE=1024,
+                                                    ADVANCE_DRAFT_POSITIONS=True)
+
+
+@pytest.mark.parametrize("advance", [True, False])
+@pytest.mark.parametrize("step", [1, 2])
+def test_installed_update_draft_inputs_equals_the_reference(fake_vllm, monkeypatch, advance, step):
+    """vLLM's _generate_draft (the fake's copy of its statements: the first num_reqs
+    hidden states sampled, update_draft_inputs launched over num_reqs) reaches our op
+    through the dispatcher, with vLLM's buffers; the last step writes the tokens only."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    plugin.register()
+    from vllm.v1.worker.gpu.spec_decode.target_dependent_ar import speculator
+
+    gen = torch.Generator().manual_seed(11)
+    n, R, T, H, L, S = 5, 8, 12, 24, 100, 3
+    model_hidden = torch.randn(T, H, generator=gen).to(torch.bfloat16)
+    sampled = torch.randint(0, 2**33, (n,), generator=gen)
+
+    def state():
+        g = torch.Generator().manual_seed(12)
+        return SimpleNamespace(
+            draft_tokens=torch.randint(-9, 0, (R, S), generator=g),
+            hidden_states=torch.randn(T + 4, H, generator=g).to(torch.bfloat16),
+            current_draft_step=torch.tensor(step),
+            sample_src_positions=torch.arange(R) * 7,
+            input_buffers=SimpleNamespace(input_ids=torch.randint(-9, 0, (16,), dtype=torch.int32, generator=g),
+                                          positions=torch.randint(90, L, (16,), generator=g),
+                                          seq_lens=torch.randint(90, L + 1, (R,), dtype=torch.int32, generator=g)),
+            max_model_len=L, advance_draft_positions=advance,
+            _run_model=lambda num_tokens: (model_hidden[:num_tokens], model_hidden[:num_tokens]),
+            sample_draft=lambda hidden, positions: sampled[: hidden.shape[0]].clone())
+
+    ours, want = state(), state()
+    speculator.TargetDependentARSpeculator._generate_draft(ours, n, T, None, None, None, None, S)
+    b = want.input_buffers
+    reference.vllm_update_draft_inputs(sampled, want.current_draft_step, model_hidden, want.draft_tokens,
+                                       want.hidden_states, b.input_ids, b.positions, b.seq_lens,
+                                       want.sample_src_positions, L, S, advance)
+    for name in ("draft_tokens", "sample_src_positions"):
+        assert torch.equal(getattr(ours, name), getattr(want, name)), name
+    assert torch.equal(ours.hidden_states.view(torch.int16), want.hidden_states.view(torch.int16))
+    for name in ("input_ids", "positions", "seq_lens"):
+        assert torch.equal(getattr(ours.input_buffers, name), getattr(b, name)), name
+    assert torch.equal(ours.draft_tokens[:n, step], sampled)
     plugin.uninstall()

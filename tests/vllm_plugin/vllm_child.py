@@ -7,7 +7,8 @@ input-batch functions) before the plugins load; "after": after.
 argv[2] = "diff" (optional): then run the same random steps through vLLM's
 BlockTables and input-batch functions, and the same random batches through its
 FlashInfer backend's ``_compute_flashinfer_kv_metadata`` and direct launches of
-``_copy_page_indices_kernel``, and the speculator's ``prepare_decode_inputs``,
+``_copy_page_indices_kernel``, and the speculator's ``prepare_decode_inputs`` and
+draft steps (``_generate_draft``, which launches ``update_draft_inputs``),
 twice on CPU tensors, first with vLLM's own
 Triton kernels (interpreted: the parent sets TRITON_INTERPRET=1 and an empty
 CUDA_VISIBLE_DEVICES, under which vLLM keeps Triton on a machine without a
@@ -23,6 +24,7 @@ import json
 import math
 import random
 import sys
+import types
 
 MODEL_RUNNER = "vllm.v1.worker.gpu.model_runner"
 FLASHINFER = "vllm.v1.attention.backends.flashinfer"
@@ -43,7 +45,9 @@ def resolved() -> dict:
         "_prepare_pos_seq_lens_kernel": where(input_batch._prepare_pos_seq_lens_kernel),
         "_combine_sampled_and_draft_tokens_kernel": where(input_batch._combine_sampled_and_draft_tokens_kernel),
     }
-    out["_prepare_decode_inputs_kernel"] = where(importlib.import_module(SPECULATOR)._prepare_decode_inputs_kernel)
+    speculator = importlib.import_module(SPECULATOR)
+    out["_prepare_decode_inputs_kernel"] = where(speculator._prepare_decode_inputs_kernel)
+    out["_update_draft_inputs_kernel"] = where(speculator._update_draft_inputs_kernel)
     runner = sys.modules.get(MODEL_RUNNER)
     if runner is not None:
         out["model_runner.BlockTables.compute_slot_mappings"] = where(runner.BlockTables.compute_slot_mappings)
@@ -221,6 +225,59 @@ def decode_input_cases(seed: int) -> list:
     return record
 
 
+def draft_step_cases(seed: int) -> list:
+    """The speculator's draft decode steps: vLLM's own ``_generate_draft`` (on a
+    speculator holding only the state it reads; the draft model's forward pass
+    and the sampler are stand-ins returning random hidden states, bits NaNs
+    included, over num_tokens_padded rows and random int64 tokens for the first
+    num_reqs of them) over 1 and up to 8 requests of 10 request rows, every draft
+    step of 2 to 4 in turn (the last writes its tokens only), as the decode loop
+    fills ``current_draft_step``; bfloat16, float16 or float32 hidden sizes, a
+    multiple of 8 or not, positions advancing or not (Gemma 4 MTP)."""
+    import torch
+    from vllm.v1.worker.gpu.input_batch import InputBuffers
+
+    speculator = importlib.import_module(SPECULATOR)
+    rng = random.Random(seed)
+    gen = torch.Generator().manual_seed(seed)
+    max_reqs, max_tokens, max_model_len = 10, 40, rng.choice([64, 4096])
+    record = []
+    for num_reqs in (1, rng.randrange(2, max_reqs - 1)):
+        steps, advance = rng.choice([2, 3, 4]), rng.random() < 0.7
+        dtype, hidden = rng.choice([torch.bfloat16, torch.float16, torch.float32]), rng.choice([8, 37, 64])
+        bits = torch.int32 if dtype == torch.float32 else torch.int16
+        # The flag as EAGLE / MTP (True) or Gemma 4 MTP (False) set it; no draft model to load.
+        spec = object.__new__(type("Speculator", (speculator.TargetDependentARSpeculator,),
+                                   {"advance_draft_positions": advance, "load_draft_model": None}))
+        low = max_model_len - 3 if rng.random() < 0.5 else 0
+        spec.input_buffers = InputBuffers(max_reqs, max_tokens, torch.device("cpu"))
+        for t in (spec.input_buffers.input_ids, spec.input_buffers.seq_lens):
+            t.copy_(torch.randint(low, max_model_len + 1, tuple(t.shape), dtype=t.dtype, generator=gen))
+        spec.input_buffers.positions.copy_(torch.randint(low, max_model_len, (max_tokens,), generator=gen))
+        spec.eplb_state = None
+        spec.idx_mapping = torch.randperm(max_reqs, generator=gen)
+        spec.temperature, spec.seeds, spec.draft_logits = None, None, None
+        spec.sample_src_positions = torch.randint(0, 2**40, (max_reqs,), generator=gen)
+        spec.draft_tokens = torch.randint(-(2**40), 0, (max_reqs, steps), generator=gen)
+        spec.hidden_states = torch.randint(-(2**15), 2**15, (max_tokens, hidden), generator=gen).to(bits).view(dtype)
+        spec.current_draft_step = torch.tensor(0)
+        spec.vllm_config = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=max_model_len))
+        num_tokens = num_reqs + rng.randrange(0, 4)
+        for step in range(1, steps):
+            out = torch.randint(-(2**15), 2**15, (max_tokens, hidden), generator=gen).to(bits).view(dtype)
+            tokens = torch.randint(0, 2**33, (max_reqs,), generator=gen)
+            spec._run_model = lambda n, *args, out=out: (out[:n], out[:n])
+            spec.sample_draft = lambda hidden_states, *args, tokens=tokens: tokens[: hidden_states.shape[0]].clone()
+            spec.current_draft_step.fill_(step)
+            spec._generate_draft(num_reqs, num_tokens, None, None, None, None, steps)
+            record.append({"draft_tokens": spec.draft_tokens.clone(), "hidden_states": spec.hidden_states.view(bits).clone(),
+                           "input_ids": spec.input_buffers.input_ids.clone(),
+                           "positions": spec.input_buffers.positions.clone(),
+                           "seq_lens": spec.input_buffers.seq_lens.clone(),
+                           "sample_src_positions": spec.sample_src_positions.clone()})
+    return record
+
+
 def differences(a, b, path="") -> list[str]:
     import torch
 
@@ -243,22 +300,27 @@ def differential(seeds: list[int]) -> dict:
     theirs = {s: scenario(s) for s in seeds}
     theirs_pages = {s: page_index_cases(s) for s in seeds}
     theirs_decode = {s: decode_input_cases(s) for s in seeds}
+    theirs_drafts = {s: draft_step_cases(s) for s in seeds}
     usable, skipped = plugin.plan()
     plugin.install(usable)
     ours_resolved = resolved()
     ours = {s: scenario(s) for s in seeds}
     ours_pages = {s: page_index_cases(s) for s in seeds}
     ours_decode = {s: decode_input_cases(s) for s in seeds}
+    ours_drafts = {s: draft_step_cases(s) for s in seeds}
     diffs = [f"seed {s} step {i}{d}" for s in seeds for i, (x, y) in enumerate(zip(theirs[s], ours[s]))
              for d in differences(x, y)]
     diffs += [f"seed {s} page-index batch {i}{d}" for s in seeds
               for i, (x, y) in enumerate(zip(theirs_pages[s], ours_pages[s])) for d in differences(x, y)]
     diffs += [f"seed {s} decode-input batch {i}{d}" for s in seeds
               for i, (x, y) in enumerate(zip(theirs_decode[s], ours_decode[s])) for d in differences(x, y)]
+    diffs += [f"seed {s} draft step {i}{d}" for s in seeds
+              for i, (x, y) in enumerate(zip(theirs_drafts[s], ours_drafts[s])) for d in differences(x, y)]
     return {"installed": [r.name for r, _ in usable], "skipped": [f"{r.name}: {w}" for r, w in skipped],
             "steps": sum(len(v) for v in theirs.values()),
             "page_index_batches": [len(x["returned"]) for v in theirs_pages.values() for x in v],
             "decode_input_batches": sum(len(v) for v in theirs_decode.values()),
+            "draft_steps": [len(v) for v in theirs_drafts.values()],
             "differences": diffs[:20], "theirs_resolved": theirs_resolved, "ours_resolved": ours_resolved}
 
 
