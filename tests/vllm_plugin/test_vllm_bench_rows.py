@@ -1,8 +1,9 @@
 """The vLLM rows of ``python -m sgl_meta.bench --upstream`` on CPU at small
 shapes (vllm_bench_child.py, a fresh interpreter of the overlay venv with vLLM's
 Triton kernels interpreted): vLLM 0.33's own BlockTables methods,
-input-batch functions and FlashInfer page-index kernel (its module imported
-through flashinfer's import stub) beside ours and the reference, every element
+input-batch functions, FlashInfer page-index kernel (its module imported
+through flashinfer's import stub) and speculator functions beside ours and the
+reference, every element
 upstream defines equal, a corrupted one caught; the cold-start calls over small
 buckets equal too. In any environment: the rows are registered, and without vLLM
 (or, for the FlashInfer rows, without flashinfer) the --upstream run lists them
@@ -45,8 +46,8 @@ def test_rows_are_registered_with_every_op():
     ours = {fn for spec in rows_vllm.ROWS for fn in spec.ours}
     assert ours == {"vllm_compute_slot_mappings", "vllm_gather_block_tables", "vllm_prepare_pos_seq_lens",
                     "vllm_combine_sampled_and_draft_tokens", "vllm_prepare_step", "vllm_copy_page_indices",
-                    "vllm_prepare_decode_inputs"}
-    assert len({spec.name for spec in rows_vllm.ROWS}) == len(rows_vllm.ROWS) == 19
+                    "vllm_prepare_decode_inputs", "vllm_update_draft_inputs"}
+    assert len({spec.name for spec in rows_vllm.ROWS}) == len(rows_vllm.ROWS) == 21
 
 
 def test_rows_skip_with_the_reason(monkeypatch):

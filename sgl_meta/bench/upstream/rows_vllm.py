@@ -34,7 +34,9 @@ What upstream defines (``regions``): each gathered row's first ``num_blocks``
 entries and the padded rows, the whole slot-mapping buffer (the kernel pads
 its tail), the batch's positions, the whole ``seq_lens`` buffer, the
 ``input_ids`` entries vLLM's combine writes, all ``logits_indices``, the
-``paged_kv_indices`` view vLLM's FlashInfer backend passes (the step's pages).
+``paged_kv_indices`` view vLLM's FlashInfer backend passes (the step's pages);
+for the speculator's draft-step update, column ``step`` of the batch's rows of the
+draft-token table and the batch's rows of the next step's inputs.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ MAX_REQS = 512
 MAX_TOKENS = 8192
 WINDOW_REACH = 127  # SlidingWindowSpec.num_retained_tokens of a 128-token window
 SPEC_STEPS = 3
+DRAFT_STEP = 1  # the draft step the update rows record (not the last: every input is written)
+HIDDEN = 4096  # the draft model's hidden size (Llama 3.1 8B's EAGLE head), bfloat16
 # vLLM's default cudagraph capture sizes up to 512: 1, 2, 4, then every 8.
 CAPTURE_SIZES = (1, 2, 4) + tuple(range(8, 513, 8))
 COPY_PAGES_BLOCK = 1024  # the BLOCK_SIZE _compute_flashinfer_kv_metadata launches _copy_page_indices_kernel with
@@ -246,6 +250,11 @@ class Engine:
         # tokens, the step's seq_lens as the target's, up to the draft steps rejected per request.
         self.num_rejected = t(torch.randint(0, S + 1, (n,), generator=gen), torch.int32)
         self.spec_draft = t(torch.randint(0, 2**17, (R, max(S, 1)), generator=gen), torch.int64)
+        # A draft decode step's update (update_draft_inputs): the tokens sampled for the batch and the
+        # draft model's output hidden states of its rows, at draft step DRAFT_STEP of SPEC_STEPS.
+        self.sampled = t(torch.randint(0, 2**17, (n,), generator=gen), torch.int64)
+        self.draft_step = t(torch.tensor(DRAFT_STEP), torch.int64)
+        self.draft_hidden = torch.randn(n, HIDDEN, generator=gen).to(torch.bfloat16).to(dev)
         pgen = generator(dev, ctx.seed * 7919 + 337)
         rand = lambda shape, dtype: torch.randint(-(2**31), 2**31 - 1, shape, dtype=dtype, device=dev,  # noqa: E731
                                                   generator=pgen)
@@ -260,12 +269,19 @@ class Engine:
                        "draft_positions": torch.randint(0, MAX_MODEL_LEN - 1, (MAX_TOKENS,), device=dev,
                                                         generator=pgen),
                        "sample_src_positions": torch.randint(0, 2**40, (R,), device=dev, generator=pgen),
-                       "query_start_loc": rand((R + 1,), torch.int32)}
+                       "query_start_loc": rand((R + 1,), torch.int32),
+                       # the speculator's draft-token table and input hidden states (its first max_num_reqs
+                       # rows: a draft decode step has one token per request), poisoned apart from any
+                       # hidden value the model gives (|x| < 100), so an unwritten element shows
+                       "draft_table": rand((R, SPEC_STEPS), torch.int64),
+                       "next_hidden": (torch.rand(R, HIDDEN, device=dev, generator=pgen) * 100 + 100)
+                       .to(torch.bfloat16)}
         self.poison |= {f"block_table{g}": rand((R, WIDTH), torch.int32) for g in range(G)}
         self.own = {impl: {k: torch.empty_like(self.poison[k]) for k in ("pos", "seq_lens", "input_ids",
                                                                           "logits_indices", "page_indices",
                                                                           "draft_positions", "sample_src_positions",
-                                                                          "query_start_loc")}
+                                                                          "query_start_loc", "draft_table",
+                                                                          "next_hidden")}
                     for impl in IMPLS}
 
     def _combine_writes(self, rows, qsl, seq, prefill_len, nl) -> torch.Tensor:
@@ -391,6 +407,22 @@ class Engine:
                                  o["draft_positions"], o["sample_src_positions"], o["query_start_loc"], o["seq_lens"],
                                  MAX_MODEL_LEN, MAX_REQS, True)
 
+    def update_draft_inputs(self, impl: str):
+        """The speculator's ``update_draft_inputs`` (vLLM's function: its kernel launched over
+        ``num_reqs`` programs with its draft-token table, input hidden states and ``InputBuffers``)
+        vs the op on the same tensors (what the plugin's stand-in hands it)."""
+        o, n = self.own[impl], self.n
+        if impl == "upstream":
+            buffers = types.SimpleNamespace(input_ids=o["input_ids"], positions=o["draft_positions"],
+                                            seq_lens=o["seq_lens"])
+            return functools.partial(speculator().update_draft_inputs, self.sampled, self.draft_step,
+                                     self.draft_hidden, o["draft_table"], o["next_hidden"], buffers,
+                                     o["sample_src_positions"], n, MAX_MODEL_LEN, SPEC_STEPS)
+        fn = sgl_meta.vllm_update_draft_inputs if impl == "ours" else reference.vllm_update_draft_inputs
+        return functools.partial(fn, self.sampled, self.draft_step, self.draft_hidden, o["draft_table"],
+                                 o["next_hidden"], o["input_ids"], o["draft_positions"], o["seq_lens"],
+                                 o["sample_src_positions"], MAX_MODEL_LEN, SPEC_STEPS, True)
+
     def prepare_step(self, impl: str):
         """Ours / the reference: positions, seq_lens, tables and slot mappings in one call."""
         bt, o = self.bt[impl], self.own[impl]
@@ -498,6 +530,18 @@ def build_decode_inputs(ctx, _up, *, groups: int, step: Step, name: str) -> Row:
                 note=_OURS_OP + "; positions and sampling keys advance in place, from the same values on every side")
 
 
+def build_draft_inputs(ctx, _up, *, groups: int, step: Step, name: str) -> Row:
+    e = engine(ctx, groups, step)
+    calls = {impl: [e.update_draft_inputs(impl)] for impl in IMPLS}
+    rows = slice(0, e.n)
+    regions = {"draft_table": (rows, DRAFT_STEP), "next_hidden": (rows,), "input_ids": (rows,),
+               "draft_positions": (rows,), "seq_lens": (rows,), "sample_src_positions": (rows,)}
+    return _row(e, list(regions), calls, regions, name=name,
+                params=dict(hidden=HIDDEN, dtype="bfloat16", draft_step=DRAFT_STEP, num_speculative_steps=SPEC_STEPS),
+                note=_OURS_OP + "; positions, lengths and sampling keys advance in place, from the same values on "
+                                "every side; the step stays on the device")
+
+
 ROW_ARGS: dict = {}  # row name -> (builder, groups, step): the CPU test rebuilds the rows at small steps
 
 
@@ -526,6 +570,8 @@ ROWS = tuple(
              groups=1, step=s, families=(FAMILY, FLASHINFER)) for s in (DECODE_64, DECODE_256)]
     + [_spec(f"vLLM speculator prepare_decode_inputs {s.name}", "vllm_prepare_decode_inputs", build_decode_inputs,
              groups=1, step=s) for s in (DECODE_64, DECODE_256)]
+    + [_spec(f"vLLM speculator update_draft_inputs {s.name}, hidden {HIDDEN} bf16", "vllm_update_draft_inputs",
+             build_draft_inputs, groups=1, step=s) for s in (DECODE_64, DECODE_256)]
 )
 
 
