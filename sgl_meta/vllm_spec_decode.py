@@ -7,7 +7,7 @@ for ``_prepare_decode_inputs_kernel``, launched through ``prepare_decode_inputs`
 after the speculator's prefill (its grid depends on ``max_num_reqs`` only);
 ``vllm_update_draft_inputs`` for ``_update_draft_inputs_kernel``, launched
 through ``update_draft_inputs`` after each draft decode step's sampling (one
-program per request), inside the speculator's CUDA graph.
+program per request; inside the speculator's CUDA graph when it captures one).
 """
 
 from __future__ import annotations
