@@ -26,31 +26,38 @@ constexpr int kUnroll = 4;
 // still in one wave.
 constexpr int step_threads(bool pos, bool slots, bool gather) { return slots && !pos && !gather ? 256 : 128; }
 
-// Row b again, with the values its checks name (the hot path keeps none).
-SGL_FAILURE_PATH void fail_row(const VllmStepParams& p, int64_t b) {
-  const char* op = vllm_step_op_name(p.op);
-  const VllmRow r = vllm_read_row(p, b);
-  const bool idx_mapping_in_range = r.fault != kVllmBadRequest;
-  SGL_DEVICE_CHECK(idx_mapping_in_range, "%s: idx_mapping[%lld] = %lld is outside [-1, %lld)", op,
-                   (long long)r.at, (long long)r.value, (long long)p.req_limit);
-  const bool query_start_loc_valid = r.fault != kVllmBadQueryStart;
+// The failure paths take values, not the parameter struct (see
+// SGL_FAILURE_PATH). Row b's values as the hot path read them; the fault is
+// found again here (the hot path keeps only that there is one).
+SGL_FAILURE_PATH void fail_row(int op_id, int64_t b, int64_t req, int64_t start, int64_t end, int64_t computed_tokens,
+                               int64_t req_limit, int64_t token_cap, bool tokens, bool computed) {
+  const char* op = vllm_step_op_name(op_id);
+  VllmRow r;
+  r.req = req, r.start = start, r.end = end, r.computed = computed_tokens;
+  int64_t value = 0, at = 0;
+  const VllmFault f = vllm_row_fault(req_limit, token_cap, r, b, tokens, computed, &value, &at);
+  const bool idx_mapping_in_range = f != kVllmBadRequest;
+  SGL_DEVICE_CHECK(idx_mapping_in_range, "%s: idx_mapping[%lld] = %lld is outside [-1, %lld)", op, (long long)at,
+                   (long long)value, (long long)req_limit);
+  const bool query_start_loc_valid = f != kVllmBadQueryStart;
   SGL_DEVICE_CHECK(query_start_loc_valid,
                    "%s: query_start_loc[%lld] = %lld is negative, decreasing or past the token "
                    "buffers (%lld tokens)",
-                   op, (long long)r.at, (long long)r.value, (long long)p.token_cap);
-  const bool num_computed_tokens_non_negative = r.fault != kVllmBadComputed;
-  SGL_DEVICE_CHECK(num_computed_tokens_non_negative, "%s: num_computed_tokens[%lld] = %lld is negative",
-                   op, (long long)r.at, (long long)r.value);
-  const bool seq_len_fits_int32 = r.fault != kVllmBadSeqLen;
+                   op, (long long)at, (long long)value, (long long)token_cap);
+  const bool num_computed_tokens_non_negative = f != kVllmBadComputed;
+  SGL_DEVICE_CHECK(num_computed_tokens_non_negative, "%s: num_computed_tokens[%lld] = %lld is negative", op,
+                   (long long)at, (long long)value);
+  const bool seq_len_fits_int32 = f != kVllmBadSeqLen;
   SGL_DEVICE_CHECK(seq_len_fits_int32,
-                   "%s: num_computed_tokens + query length of row %lld = %lld does not fit int32 seq_lens",
-                   op, (long long)r.at, (long long)r.value);
+                   "%s: num_computed_tokens + query length of row %lld = %lld does not fit int32 seq_lens", op,
+                   (long long)at, (long long)value);
   __trap();
 }
 
-SGL_FAILURE_PATH void fail_group(const VllmStepParams& p, VllmFault f, int g, int64_t b, int64_t t,
-                                 int64_t value) {
-  const char* op = vllm_step_op_name(p.op);
+// A token's or a gathered row's fault in group g (req: the row's request).
+SGL_FAILURE_PATH void fail_group(int op_id, VllmFault f, int g, int64_t b, int64_t t, int64_t value, int64_t src_cols,
+                                 int64_t req) {
+  const char* op = vllm_step_op_name(op_id);
   const bool positions_non_negative = f != kVllmBadPosition;
   SGL_DEVICE_CHECK(positions_non_negative, "%s: positions[%lld] = %lld is negative", op, (long long)t,
                    (long long)value);
@@ -60,30 +67,20 @@ SGL_FAILURE_PATH void fail_group(const VllmStepParams& p, VllmFault f, int g, in
   SGL_DEVICE_CHECK(block_column_inside_block_tables,
                    "%s: position of token %lld (row %lld) reads block column %lld, past "
                    "block_tables[%d].size(1) = %lld",
-                   op, (long long)t, (long long)b, (long long)value, g, (long long)p.group[g].src_cols);
+                   op, (long long)t, (long long)b, (long long)value, g, (long long)src_cols);
   const bool num_blocks_in_range = f != kVllmBadNumBlocks;
   SGL_DEVICE_CHECK(num_blocks_in_range,
-                   "%s: num_blocks[%d, %lld] = %lld (row %lld) is outside [0, the block tables' width]",
-                   op, g, (long long)p.idx_mapping[b], (long long)value, (long long)b);
+                   "%s: num_blocks[%d, %lld] = %lld (row %lld) is outside [0, the block tables' width]", op, g,
+                   (long long)req, (long long)value, (long long)b);
   __trap();
 }
 
-SGL_FAILURE_PATH void fail_tail(const VllmStepParams& p, int64_t tail) {
+SGL_FAILURE_PATH void fail_tail(int op_id, int64_t n, int64_t tail, int64_t token_cap) {
   const bool query_start_loc_valid = false;
   SGL_DEVICE_CHECK(query_start_loc_valid,
                    "%s: query_start_loc[%lld] = %lld is negative or past the token buffers (%lld tokens)",
-                   vllm_step_op_name(p.op), (long long)p.n, (long long)tail, (long long)p.token_cap);
+                   vllm_step_op_name(op_id), (long long)n, (long long)tail, (long long)token_cap);
   __trap();
-}
-
-// Row b's gather in group g again, with the value its check names (the hot
-// path keeps only whether one failed).
-SGL_FAILURE_PATH void fail_gather(const VllmStepParams& p, int g, int64_t b) {
-  const VllmRow r = vllm_read_row(p, b);
-  const VllmGroupScalars gs = vllm_group_scalars(p, g);
-  int64_t count, null, value = 0;
-  const VllmFault f = vllm_gather_span(p, r, g, gs, p.group[g].num_blocks[r.req], &count, &null, &value);
-  fail_group(p, f, g, b, 0, value);
 }
 
 constexpr int kPosUnroll = 8;
@@ -123,7 +120,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
       for (int64_t i = p.n + threadIdx.x; i < p.seq_lens_size; i += kThreads) p.seq_lens[i] = 0;
     if (!kPos && !kSlots) return;
     int64_t tail = 0;
-    if (vllm_check_tail(p, &tail) != kVllmOk) fail_tail(p, tail);
+    if (vllm_check_tail(p, &tail) != kVllmOk) fail_tail(p.op, p.n, tail, p.token_cap);
     if (kSlots && has_group) {
       int64_t* out = p.slot_mappings + g * p.slot_stride;
       for (int64_t t = tail + threadIdx.x; t < p.slot_cols; t += kThreads) out[t] = p.pad_id;
@@ -144,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   const bool gathers = kGather && has_group && b < p.num_rows;
   // num_blocks beside the computed count (both wait only for the request index).
   const int64_t blocks = gathers && vllm_request_in_range(p, r.req) ? grp.num_blocks[r.req] : 0;
-  if (r.fault != kVllmOk) fail_row(p, b);
+  if (r.fault != kVllmOk) fail_row(p.op, b, r.req, r.start, r.end, r.computed, p.req_limit, p.token_cap, kTokens, computed);
 
   if (kPos && g == 0) {
     if (threadIdx.x == 0) p.seq_lens[b] = static_cast<int32_t>(r.computed + (r.end - r.start));
@@ -187,7 +184,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
       for (int k = 0; k < kUnroll; ++k)
         if (fault == kVllmOk && s[k].fault != kVllmOk)
           fault = s[k].fault, fault_t = t0 + k * kThreads, fault_value = s[k].value;
-      if (fault != kVllmOk) fail_group(p, fault, g, b, fault_t, fault_value);
+      if (fault != kVllmOk) fail_group(p.op, fault, g, b, fault_t, fault_value, grp.src_cols, r.req);
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const int64_t t = t0 + k * kThreads;
@@ -203,7 +200,8 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
       return;
     }
     int64_t count, null, value = 0;
-    if (vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value) != kVllmOk) fail_gather(p, g, b);
+    const VllmFault f = vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value);
+    if (f != kVllmOk) fail_group(p.op, f, g, b, 0, value, grp.src_cols, r.req);
     // 32-bit offsets: count comes from int32 num_blocks.
     const uint32_t cols = static_cast<uint32_t>(count);
     const uint32_t nulls = static_cast<uint32_t>(null < count ? null : count);

@@ -163,10 +163,10 @@ SGL_HD bool vllm_request_in_range(const VllmStepParams& p, int64_t req) {
 // reports them (kVllmOk: nothing; `value` the offending value, `at` its index).
 // `tokens` / `computed`: whether the row read its query range / its
 // computed-token count.
-SGL_HD VllmFault vllm_row_fault(const VllmStepParams& p, const VllmRow& r, int64_t b, bool tokens, bool computed,
-                                int64_t* value, int64_t* at) {
-  if (r.req != kVllmNoRequest && !vllm_request_in_range(p, r.req)) return *value = r.req, *at = b, kVllmBadRequest;
-  if (r.start < 0 || r.end < r.start || r.end > p.token_cap) {
+SGL_HD VllmFault vllm_row_fault(int64_t req_limit, int64_t token_cap, const VllmRow& r, int64_t b, bool tokens,
+                                bool computed, int64_t* value, int64_t* at) {
+  if (r.req != kVllmNoRequest && !(r.req >= 0 && r.req < req_limit)) return *value = r.req, *at = b, kVllmBadRequest;
+  if (r.start < 0 || r.end < r.start || r.end > token_cap) {
     *value = r.start < 0 ? r.start : r.end, *at = r.start < 0 ? b : b + 1;
     return kVllmBadQueryStart;
   }
@@ -192,7 +192,7 @@ SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b, bool tokens, bo
   r.start = tokens ? p.query_start_loc[b] : 0;
   r.end = tokens ? p.query_start_loc[b + 1] : 0;
   r.computed = computed && vllm_request_in_range(p, r.req) ? p.num_computed_tokens[r.req] : 0;
-  r.fault = vllm_row_fault(p, r, b, tokens, computed, &r.value, &r.at);
+  r.fault = vllm_row_fault(p.req_limit, p.token_cap, r, b, tokens, computed, &r.value, &r.at);
   return r;
 }
 

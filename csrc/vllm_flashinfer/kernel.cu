@@ -11,22 +11,23 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kUnroll = 4;  // entries per thread per pass: a 512-block row in one pass
 
-SGL_FAILURE_PATH void fail_row(const VllmCopyPagesParams& p, int64_t r) {
-  const VllmPageSpan v = vllm_page_span(p, r);
-  const bool cu_num_blocks_valid = v.ok;
+// Row r's span, with the values its check names (values, not the parameter
+// struct: see SGL_FAILURE_PATH).
+SGL_FAILURE_PATH void fail_row(int64_t r, int64_t start, int64_t end, int64_t size, int64_t cols) {
+  const bool cu_num_blocks_valid = false;
   SGL_DEVICE_CHECK(cu_num_blocks_valid,
                    "vllm_copy_page_indices: cu_num_blocks[%lld] = %lld, cu_num_blocks[%lld] = %lld must be "
                    "non-negative, non-decreasing, within page_indices (%lld entries) and span at most "
                    "block_table.size(1) = %lld blocks",
-                   (long long)r, (long long)v.start, (long long)(r + 1), (long long)v.end, (long long)p.size,
-                   (long long)p.cols);
+                   (long long)r, (long long)start, (long long)(r + 1), (long long)end, (long long)size,
+                   (long long)cols);
   __trap();
 }
 
 __global__ void __launch_bounds__(kThreads) vllm_copy_page_indices_kernel(const __grid_constant__ VllmCopyPagesParams p) {
   const int64_t r = blockIdx.x;
   const VllmPageSpan v = vllm_page_span(p, r);
-  if (!v.ok) fail_row(p, r);
+  if (!v.ok) fail_row(r, v.start, v.end, p.size, p.cols);
   // 32-bit offsets within the row: its count is at most cols <= INT32_MAX.
   const uint32_t count = static_cast<uint32_t>(v.end - v.start);
   const int32_t* src = p.block_table + r * p.stride;

@@ -13,27 +13,29 @@ constexpr int kThreads = 128;
 constexpr int kRowsPerBlock = kThreads / 32;
 #define COMBINE_OP "vllm_combine_sampled_and_draft_tokens"
 
-SGL_FAILURE_PATH void fail_row(const VllmCombineParams& p, int64_t b, VllmCombineRow r) {
+// (values, not the parameter struct: see SGL_FAILURE_PATH)
+SGL_FAILURE_PATH void fail_row(int64_t b, VllmCombineRow r, IndexArray cu_num_logits, int64_t req_limit,
+                               int64_t logits_size, int64_t max_logits, int64_t input_ids_size) {
   const bool idx_mapping_in_range = r.fault != kCombineBadRequest;
   SGL_DEVICE_CHECK(idx_mapping_in_range, COMBINE_OP ": idx_mapping[%lld] = %lld is outside [-1, %lld)",
-                   (long long)b, (long long)r.req, (long long)p.req_limit);
+                   (long long)b, (long long)r.req, (long long)req_limit);
   const bool cu_num_logits_valid = r.fault != kCombineBadLogits;
   SGL_DEVICE_CHECK(cu_num_logits_valid,
                    COMBINE_OP ": cu_num_logits[%lld] = %lld, cu_num_logits[%lld] = %lld must be "
                               "non-negative, non-decreasing and within logits_indices (%lld entries)",
-                   (long long)b, (long long)p.cu_num_logits[b], (long long)(b + 1),
-                   (long long)p.cu_num_logits[b + 1], (long long)p.logits_size);
+                   (long long)b, (long long)cu_num_logits[b], (long long)(b + 1),
+                   (long long)cu_num_logits[b + 1], (long long)logits_size);
   const bool num_logits_within_draft_steps = r.fault != kCombineTooManyLogits;
   SGL_DEVICE_CHECK(num_logits_within_draft_steps,
                    COMBINE_OP ": row %lld has %lld logits, more than draft_tokens.size(1) + "
                               "num_new_sampled_tokens = %lld",
-                   (long long)b, (long long)r.nl, (long long)(p.steps + p.num_new_sampled));
+                   (long long)b, (long long)r.nl, (long long)max_logits);
   const bool query_holds_logits = r.fault != kCombineBadQuery;
   SGL_DEVICE_CHECK(query_holds_logits,
                    COMBINE_OP ": query_start_loc of row %lld = [%lld, %lld) cannot hold its %lld logits "
                               "inside input_ids (%lld tokens)",
                    (long long)b, (long long)r.start, (long long)r.end, (long long)r.nl,
-                   (long long)p.input_ids_size);
+                   (long long)input_ids_size);
   __trap();
 }
 
@@ -42,7 +44,8 @@ __global__ void __launch_bounds__(kThreads) vllm_combine_kernel(const __grid_con
   const int lane = threadIdx.x % 32;
   if (b >= p.n) return;
   const VllmCombineRow r = vllm_combine_row(p, b, lane);
-  if (r.fault != kCombineOk) fail_row(p, b, r);
+  if (r.fault != kCombineOk)
+    fail_row(b, r, p.cu_num_logits, p.req_limit, p.logits_size, p.steps + p.num_new_sampled, p.input_ids_size);
   for (int64_t i = lane; i < r.nl; i += 32) {
     if (p.logits64)
       static_cast<int64_t*>(p.logits_indices)[r.lo + i] = r.first + i;

@@ -60,12 +60,13 @@ struct Word<2> {
   using type = uint16_t;
 };
 
-SGL_FAILURE_PATH void fail_step(const VllmDraftInputsParams& p, int64_t step) {
-  const bool current_draft_step_in_range = vllm_draft_step_ok(p, step);
+// (values, not the parameter struct: see SGL_FAILURE_PATH)
+SGL_FAILURE_PATH void fail_step(int64_t step, int64_t cols) {
+  const bool current_draft_step_in_range = false;
   SGL_DEVICE_CHECK(current_draft_step_in_range,
                    "vllm_update_draft_inputs: current_draft_step = %lld is outside [0, %lld) "
                    "(output_draft_tokens.size(1))",
-                   (long long)step, (long long)p.cols);
+                   (long long)step, (long long)cols);
   __trap();
 }
 
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(kThreads)
       seq = p.seq_lens[r];
     }
   }
-  if (!vllm_draft_step_ok(p, step)) fail_step(p, step);
+  if (!vllm_draft_step_ok(p, step)) fail_step(step, p.cols);
   if (lead) p.output_draft_tokens[r * p.out_stride + step] = draft;
   if (step >= p.num_speculative_steps - 1) return;
 #pragma unroll
