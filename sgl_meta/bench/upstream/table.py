@@ -78,6 +78,11 @@ def cold_cells(c: dict) -> list:
             f(ours, "cold_s") if ours else "-", f(ours, "warm_s") if ours else "-"]
 
 
+def _is_vllm(case: str) -> bool:
+    """vLLM's rows are named "vLLM ..." (the rest are SGLang's)."""
+    return str(case).startswith("vLLM ")
+
+
 def notes(up: dict) -> list:
     out = []
     if not up.get("available"):
@@ -89,10 +94,16 @@ def notes(up: dict) -> list:
     if up.get("replays"):
         out.append(f"Device medians over {up['replays']} replays per implementation and row (rounded up to whole "
                    "rotation cycles).")
-    if up.get("cold_start"):
+    cold = up.get("cold_start", [])
+    if any(not _is_vllm(c["name"]) for c in cold):
         b = up["buckets"]
         out.append(f"Cold start: first call over {len(b)} CUDA-graph buckets ({b[0]}..{b[-1]}), empty Triton and "
                    "SGLang JIT caches, fresh module instances; warm = the same calls again.")
+    for c in cold:
+        if _is_vllm(c["name"]) and "buckets" in c:
+            out.append(f"Cold start of the vLLM row: first call over vLLM's {c['buckets']} default CUDA-graph capture "
+                       f"sizes (1..{c['max_bucket']}), empty Triton cache and fresh vLLM kernel objects; warm = the "
+                       "same calls again.")
     for c in up.get("cold_start", []):
         if "skipped" in c:
             out.append(f"Cold start of {c['name']} skipped: {c['skipped']}.")
@@ -166,8 +177,8 @@ def markdown(doc: dict) -> str:
     """The side-by-side table as markdown (date, GPU, driver, torch, sglang)."""
     env, up = doc.get("environment", {}), doc.get("upstream") or {}
     tools = up.get("tools") or {}
-    vllm_rows = any(str(r.get("case", "")).startswith("vLLM ") for r in up.get("rows", []))
-    sglang_rows = any(not str(r.get("case", "")).startswith("vLLM ") for r in up.get("rows", []))
+    vllm_rows = any(_is_vllm(r.get("case", "")) for r in up.get("rows", []))
+    sglang_rows = any(not _is_vllm(r.get("case", "")) for r in up.get("rows", []))
     engines = ([f"SGLang {up.get('version') or up.get('expected_version')}"] if sglang_rows or not vllm_rows else []) + (
         ["vLLM"] if vllm_rows else [])
     lines = [f"### sgl_meta vs {' and '.join(engines)} kernels, same run, same inputs", ""]
