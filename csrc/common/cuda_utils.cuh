@@ -48,7 +48,11 @@ __device__ __noinline__ __attribute__((noreturn)) void device_check_failed(
 // A failure path of its own: out of line, called only once a check has
 // failed, and never returning (it ends in __trap() after its asserts), so the
 // caller keeps nothing live across the call and the hot path pays a compare
-// and a branch. Declare as `SGL_FAILURE_PATH void name(...)`.
+// and a branch. Declare as `SGL_FAILURE_PATH void name(...)`. Pass it the
+// values its messages print, not the kernel's parameter struct: a reference
+// makes the kernel form the generic address of its parameter space, a copy
+// moves the whole struct through the stack (the vLLM combine kernel spilled
+// with the struct and does not with the values).
 #define SGL_FAILURE_PATH __device__ __noinline__ __attribute__((noreturn))
 
 // Read-only global load through the non-coherent (texture) path.
