@@ -110,7 +110,8 @@ vllm_update_draft_inputs = _op.define(
             draft tokens).
         next_input_hidden_states: ``[>= n, >= hidden]``, the dtype of
             ``hidden_states``, unit inner stride, written (vLLM: the speculator's
-            input hidden states).
+            input hidden states). Writes do not bump autograd version counters:
+            never pass a tensor autograd saved for backward.
         input_ids: ``[>= n]`` int32, written.
         positions: ``[>= n]`` int64, advanced in place (with ``advance_draft_positions``).
         seq_lens: ``[>= n]`` int32, advanced in place (with ``advance_draft_positions``).
