@@ -85,16 +85,20 @@ SGL_FAILURE_PATH void fail_tail(int op_id, int64_t n, int64_t tail, int64_t toke
 
 constexpr int kPosUnroll = 8;
 
-// out[i] = computed + i for i < len.
+// out[i] = computed + i for i < len: each store at a constant offset from
+// the thread's own address, predicated (no per-store branch or address
+// arithmetic between the computed count's return and the stores).
 template <int kThreads, typename T>
 __device__ __forceinline__ void write_positions(T* out, int64_t computed, uint32_t len) {
-  for (uint32_t i0 = threadIdx.x; i0 < len; i0 += kThreads * kPosUnroll) {
+  T* o = out + threadIdx.x;
+  const int64_t c = computed + threadIdx.x;
+  uint32_t i0 = 0;
+  do {
 #pragma unroll
-    for (int k = 0; k < kPosUnroll; ++k) {
-      const uint32_t i = i0 + k * kThreads;
-      if (i < len) out[i] = static_cast<T>(computed + i);
-    }
-  }
+    for (int k = 0; k < kPosUnroll; ++k)
+      if (threadIdx.x + i0 + k * kThreads < len) o[i0 + k * kThreads] = static_cast<T>(c + i0 + k * kThreads);
+    i0 += kThreads * kPosUnroll;
+  } while (i0 < len);
 }
 
 template <int kThreads>
@@ -107,7 +111,9 @@ __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
 // the launcher picks them from the params): a launch carries only the code of
 // what it writes. Every load is issued before the branches that check what an
 // earlier load returned, at an index that stays inside its tensor whatever the
-// checks find; the checks gate the stores. A row then costs its dependent
+// checks find; the checks gate the stores (positions and seq_lens: the query
+// range alone, so they go out before the row's other checks, and a faulty row
+// traps after writing inside its outputs). A row then costs its dependent
 // loads only: the request index, what it selects, the table entries.
 template <bool kPos, bool kSlots, bool kGather, bool kCp, int kThreads = step_threads(kPos, kSlots, kGather)>
 __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
@@ -136,24 +142,29 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   const VllmGroupScalars gs = vllm_group_scalars(p, g);
   constexpr bool kTokens = kPos || kSlots;
   const bool computed = kPos || p.reads_computed();  // (a constant where kPos fixes it)
-  const VllmRow r = vllm_read_row(p, b, kTokens, computed);
+  const VllmRow r = vllm_load_row(p, b, kTokens, computed);
   const VllmGroup& grp = p.group[has_group ? g : 0];
   const bool gathers = kGather && has_group && b < p.num_rows;
   // num_blocks beside the computed count (both wait only for the request index).
   const int64_t blocks = gathers && vllm_request_in_range(p, r.req) ? grp.num_blocks[r.req] : 0;
-  if (r.fault != kVllmOk) fail_row(p.op, b, r.req, r.start, r.end, r.computed, p.req_limit, p.token_cap, kTokens, computed);
-
   if (kPos && g == 0) {
-    if (threadIdx.x == 0) p.seq_lens[b] = static_cast<int32_t>(r.computed + (r.end - r.start));
-    // The row's offsets in 32 bits (its seq_len fits int32, checked), kPosUnroll
-    // masked stores a pass: a decode row one pass of one store, a 2048-token
-    // row two passes.
-    const uint32_t len = static_cast<uint32_t>(r.end - r.start);
+    // Stored as soon as the computed count is back, before the row's check
+    // (which then runs beside the stores): only the query range gates them,
+    // and it is known a load earlier. A faulty row ends in the check's trap.
+    // The row's offsets in 32 bits (a range within the token buffers),
+    // kPosUnroll masked stores a pass: a decode row one pass of one store, a
+    // 2048-token row two passes.
+    const bool range_ok = r.start >= 0 && r.end >= r.start && r.end <= p.token_cap;
+    const uint32_t len = range_ok ? static_cast<uint32_t>(r.end - r.start) : 0u;
+    if (threadIdx.x == 0) p.seq_lens[b] = static_cast<int32_t>(r.computed + len);
     if (p.pos64)
       write_positions<kThreads>(static_cast<int64_t*>(p.pos) + r.start, r.computed, len);
     else
       write_positions<kThreads>(static_cast<int32_t*>(p.pos) + r.start, r.computed, len);
   }
+  int64_t unused_value, unused_at;
+  if (vllm_row_fault(p.req_limit, p.token_cap, r, b, kTokens, computed, &unused_value, &unused_at) != kVllmOk)
+    fail_row(p.op, b, r.req, r.start, r.end, r.computed, p.req_limit, p.token_cap, kTokens, computed);
   if (!has_group) return;
 
   if (kSlots) {
@@ -199,24 +210,32 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
       zero_row<kThreads>(dst, grp.dst_cols);
       return;
     }
-    int64_t count, null, value = 0;
-    const VllmFault f = vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value);
-    if (f != kVllmOk) fail_group(p.op, f, g, b, 0, value, grp.src_cols, r.req);
-    // 32-bit offsets: count comes from int32 num_blocks.
-    const uint32_t cols = static_cast<uint32_t>(count);
-    const uint32_t nulls = static_cast<uint32_t>(null < count ? null : count);
-    const int32_t* src = grp.src + r.req * grp.src_stride;
-    for (uint32_t j0 = threadIdx.x; j0 < cols; j0 += kThreads * kUnroll) {
+    // The row's loads go out before its span check, as soon as num_blocks is
+    // back: clamped to the tables' width they stay inside the request's row
+    // whatever num_blocks holds, and the check (with the sliding window's
+    // division) runs while they are in flight; it gates the stores.
+    // 32-bit offsets: the width is an int32 column count.
+    const int64_t width = grp.src_cols < grp.dst_cols ? grp.src_cols : grp.dst_cols;
+    const uint32_t reach = blocks < 0 ? 0u : static_cast<uint32_t>(blocks < width ? blocks : width);
+    const int32_t* src = grp.src + r.req * grp.src_stride + threadIdx.x;
+    int32_t* out = dst + threadIdx.x;
+    uint32_t j0 = 0;
+    do {
       int32_t v[kUnroll];
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        const uint32_t j = j0 + k * kThreads;
-        v[k] = j < cols && j >= nulls ? load_ro(src + j) : 0;
-      }
-#pragma unroll
       for (int k = 0; k < kUnroll; ++k)
-        if (j0 + k * kThreads < cols) dst[j0 + k * kThreads] = v[k];
-    }
+        v[k] = threadIdx.x + j0 + k * kThreads < reach ? load_ro(src + j0 + k * kThreads) : 0;
+      int64_t count = 0, null = 0, value = 0;
+      const VllmFault f = vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value);
+      if (f != kVllmOk) fail_group(p.op, f, g, b, 0, value, grp.src_cols, r.req);
+      const uint32_t nulls = static_cast<uint32_t>(null < count ? null : count);
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const uint32_t j = threadIdx.x + j0 + k * kThreads;
+        if (j < reach) out[j0 + k * kThreads] = j >= nulls ? v[k] : 0;
+      }
+      j0 += kThreads * kUnroll;
+    } while (j0 < reach);
   }
 }
 

@@ -183,15 +183,24 @@ SGL_HD VllmFault vllm_row_fault(int64_t req_limit, int64_t token_cap, const Vllm
 // constants where its instantiation fixes them). The loads come before any
 // branch, and the computed count is read as soon as the request index is, only
 // for an index inside the tables: on a GPU the row costs two dependent loads.
-// The fields are the loaded values whatever the checks find; a caller that
-// only tests `fault` (the CUDA kernel, whose failure path reads the row again)
-// leaves `value` and `at` to the compiler to drop.
-SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b, bool tokens, bool computed) {
+// vllm_load_row reads and leaves `fault` unset (the CUDA kernel checks the row
+// later, with vllm_row_fault, beside its first stores); vllm_read_row also
+// checks. The fields are the loaded values whatever the checks find.
+SGL_HD VllmRow vllm_load_row(const VllmStepParams& p, int64_t b, bool tokens, bool computed) {
   VllmRow r;
   r.req = p.idx_mapping[b];
   r.start = tokens ? p.query_start_loc[b] : 0;
   r.end = tokens ? p.query_start_loc[b + 1] : 0;
-  r.computed = computed && vllm_request_in_range(p, r.req) ? p.num_computed_tokens[r.req] : 0;
+  // A load at a safe index, then a select (not a branch around the load):
+  // every table indexed by req has req_limit rows.
+  const bool in_range = vllm_request_in_range(p, r.req);
+  const int64_t c = computed && p.req_limit > 0 ? p.num_computed_tokens[in_range ? r.req : 0] : 0;
+  r.computed = in_range ? c : 0;
+  return r;
+}
+
+SGL_HD VllmRow vllm_read_row(const VllmStepParams& p, int64_t b, bool tokens, bool computed) {
+  VllmRow r = vllm_load_row(p, b, tokens, computed);
   r.fault = vllm_row_fault(p.req_limit, p.token_cap, r, b, tokens, computed, &r.value, &r.at);
   return r;
 }
