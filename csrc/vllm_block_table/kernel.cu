@@ -83,22 +83,12 @@ SGL_FAILURE_PATH void fail_tail(int op_id, int64_t n, int64_t tail, int64_t toke
   __trap();
 }
 
-constexpr int kPosUnroll = 8;
-
-// out[i] = computed + i for i < len: each store at a constant offset from
-// the thread's own address, predicated (no per-store branch or address
-// arithmetic between the computed count's return and the stores).
+// out[i] = computed + i for i < len (offsets in 32 bits: a range within the
+// token buffers), strided over the block's threads: a decode row is one
+// store by thread 0, the other threads' loop ends at its first test.
 template <int kThreads, typename T>
 __device__ __forceinline__ void write_positions(T* out, int64_t computed, uint32_t len) {
-  T* o = out + threadIdx.x;
-  const int64_t c = computed + threadIdx.x;
-  uint32_t i0 = 0;
-  do {
-#pragma unroll
-    for (int k = 0; k < kPosUnroll; ++k)
-      if (threadIdx.x + i0 + k * kThreads < len) o[i0 + k * kThreads] = static_cast<T>(c + i0 + k * kThreads);
-    i0 += kThreads * kPosUnroll;
-  } while (i0 < len);
+  for (uint32_t i = threadIdx.x; i < len; i += kThreads) out[i] = static_cast<T>(computed + i);
 }
 
 template <int kThreads>
@@ -114,8 +104,10 @@ __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
 // checks find; the checks gate the stores (positions and seq_lens: the query
 // range alone, so they go out before the row's other checks, and a faulty row
 // traps after writing inside its outputs). A row then costs its dependent
-// loads only: the request index, what it selects, the table entries.
-template <bool kPos, bool kSlots, bool kGather, bool kCp, int kThreads = step_threads(kPos, kSlots, kGather)>
+// loads only: the request index, what it selects, the table entries. kI32:
+// the row's index arrays are int32 (read without the dtype select).
+template <bool kPos, bool kSlots, bool kGather, bool kCp, bool kI32,
+          int kThreads = step_threads(kPos, kSlots, kGather)>
 __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
   const int64_t b = blockIdx.x;
   const int g = static_cast<int>(blockIdx.y);
@@ -124,7 +116,9 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   if (b == gridDim.x - 1) {  // the tail block
     if (kPos && g == 0)
       for (int64_t i = p.n + threadIdx.x; i < p.seq_lens_size; i += kThreads) p.seq_lens[i] = 0;
-    if (!kPos && !kSlots) return;
+    // Without slot mappings the tail block only checks query_start_loc[n],
+    // which row n - 1 checks as its range's end.
+    if (!kSlots && (!kPos || p.n > 0)) return;
     int64_t tail = 0;
     if (vllm_check_tail(p, &tail) != kVllmOk) fail_tail(p.op, p.n, tail, p.token_cap);
     if (kSlots && has_group) {
@@ -142,19 +136,21 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   const VllmGroupScalars gs = vllm_group_scalars(p, g);
   constexpr bool kTokens = kPos || kSlots;
   const bool computed = kPos || p.reads_computed();  // (a constant where kPos fixes it)
-  const VllmRow r = vllm_load_row(p, b, kTokens, computed);
+  const VllmRow r = vllm_load_row<kI32>(p, b, kTokens, computed);
   const VllmGroup& grp = p.group[has_group ? g : 0];
   const bool gathers = kGather && has_group && b < p.num_rows;
   // num_blocks beside the computed count (both wait only for the request index).
   const int64_t blocks = gathers && vllm_request_in_range(p, r.req) ? grp.num_blocks[r.req] : 0;
+  // The row's checks as one predicate (fail_row finds which failed): those of
+  // the request index and the query range are done while the computed count
+  // is in flight, the count's own once it is back.
+  const bool range_ok = vllm_query_range_ok(r.start, r.end, p.token_cap);
+  const bool row_ok = vllm_request_ok(r.req, p.req_limit) && range_ok &&
+                      (!computed || vllm_computed_ok(r.computed, r.end - r.start, kTokens));
   if (kPos && g == 0) {
     // Stored as soon as the computed count is back, before the row's check
-    // (which then runs beside the stores): only the query range gates them,
-    // and it is known a load earlier. A faulty row ends in the check's trap.
-    // The row's offsets in 32 bits (a range within the token buffers),
-    // kPosUnroll masked stores a pass: a decode row one pass of one store, a
-    // 2048-token row two passes.
-    const bool range_ok = r.start >= 0 && r.end >= r.start && r.end <= p.token_cap;
+    // (which then runs beside the stores): only the query range gates them.
+    // A faulty row ends in the check's trap.
     const uint32_t len = range_ok ? static_cast<uint32_t>(r.end - r.start) : 0u;
     if (threadIdx.x == 0) p.seq_lens[b] = static_cast<int32_t>(r.computed + len);
     if (p.pos64)
@@ -162,9 +158,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
     else
       write_positions<kThreads>(static_cast<int32_t*>(p.pos) + r.start, r.computed, len);
   }
-  int64_t unused_value, unused_at;
-  if (vllm_row_fault(p.req_limit, p.token_cap, r, b, kTokens, computed, &unused_value, &unused_at) != kVllmOk)
-    fail_row(p.op, b, r.req, r.start, r.end, r.computed, p.req_limit, p.token_cap, kTokens, computed);
+  if (!row_ok) fail_row(p.op, b, r.req, r.start, r.end, r.computed, p.req_limit, p.token_cap, kTokens, computed);
   if (!has_group) return;
 
   if (kSlots) {
@@ -239,16 +233,27 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   }
 }
 
+template <bool kPos, bool kSlots, bool kGather, bool kCp>
+void launch_index(const VllmStepParams& p, dim3 grid, cudaStream_t s) {
+  constexpr int kThreads = step_threads(kPos, kSlots, kGather);
+  const bool computed = kPos || p.reads_computed();
+  const bool i32 = !p.idx_mapping.is64 && !((kPos || kSlots) && p.query_start_loc.is64) &&
+                   !(computed && p.num_computed_tokens.is64);
+  if (i32)
+    vllm_step_kernel<kPos, kSlots, kGather, kCp, true><<<grid, kThreads, 0, s>>>(p);
+  else
+    vllm_step_kernel<kPos, kSlots, kGather, kCp, false><<<grid, kThreads, 0, s>>>(p);
+}
+
 template <bool kPos, bool kSlots, bool kGather>
 void launch_parts(const VllmStepParams& p, dim3 grid, cudaStream_t s) {
-  constexpr int kThreads = step_threads(kPos, kSlots, kGather);
   if constexpr (kSlots) {  // context parallelism only matters to the slot mappings
     if (p.cp_size > 1) {
-      vllm_step_kernel<kPos, kSlots, kGather, true><<<grid, kThreads, 0, s>>>(p);
+      launch_index<kPos, kSlots, kGather, true>(p, grid, s);
       return;
     }
   }
-  vllm_step_kernel<kPos, kSlots, kGather, false><<<grid, kThreads, 0, s>>>(p);
+  launch_index<kPos, kSlots, kGather, false>(p, grid, s);
 }
 
 }  // namespace

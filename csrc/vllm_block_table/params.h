@@ -55,15 +55,16 @@ struct VllmGroup {
 };
 
 struct VllmStepParams {
-  int op = kVllmPrepareStep;
+  // Ordered by when a row reads them: the fields the positions / seq_lens
+  // rows read lie in the first 112 bytes, beside those every row reads first,
+  // so the kernel's reads of them after the computed count's return hit
+  // parameter lines already read (ptxas places those reads at their use).
   int64_t n = 0;              // idx_mapping.numel()
   IndexArray idx_mapping;     // [n]
   IndexArray query_start_loc; // [>= n + 1] (tokens: slots or pos)
+  int op = kVllmPrepareStep;
+  int groups = 0;
   IndexArray num_computed_tokens;  // [max_num_reqs] or absent
-  // The slot mappings read positions from `positions` when given, else
-  // compute them as pos receives them (c + t - start).
-  IndexArray positions;
-  bool positions_given = false;  // (an empty tensor may have no data pointer)
   // Every value a row reads by `req` lies in [0, req_limit): the request rows
   // of every table and array indexed by it.
   int64_t req_limit = 0;
@@ -71,23 +72,27 @@ struct VllmStepParams {
   int64_t token_cap = 0;
 
   // positions + seq_lens
-  bool write_pos = false;
   void* pos = nullptr;  // int32 or int64
-  bool pos64 = false;
   int32_t* seq_lens = nullptr;
   int64_t seq_lens_size = 0;
+  bool write_pos = false;
+  bool pos64 = false;
 
-  int groups = 0;
+  bool positions_given = false;  // (an empty tensor may have no data pointer)
+  bool gather = false;
+  bool mask_sliding_window = false;
+  bool slots = false;
+
+  // The slot mappings read positions from `positions` when given, else
+  // compute them as pos receives them (c + t - start).
+  IndexArray positions;
   const int32_t* block_sizes = nullptr;            // [>= G] (slots; masking)
   const bool* slot_mapping_enabled = nullptr;      // [>= G] (slots)
   const bool* dcp_sharded = nullptr;               // [>= G] (slots, cp_size > 1)
   const int32_t* sliding_window_reach = nullptr;   // [>= G] (masking)
 
-  bool gather = false;
-  int64_t num_rows = 0;
-  bool mask_sliding_window = false;
+  int64_t num_rows = 0;  // (gather)
 
-  bool slots = false;
   int64_t* slot_mappings = nullptr;  // [>= G, slot_cols], rows by slot_stride
   int64_t slot_stride = 0;
   int64_t slot_cols = 0;
@@ -159,23 +164,47 @@ SGL_HD bool vllm_request_in_range(const VllmStepParams& p, int64_t req) {
   return req >= 0 && req < p.req_limit;
 }
 
+// The row checks one at a time (vllm_row_fault words the first that fails;
+// the CUDA kernel's hot path tests them as one predicate).
+// idx_mapping[b]: a request row, or -1.
+SGL_HD bool vllm_request_ok(int64_t req, int64_t req_limit) {
+  return req == kVllmNoRequest || (req >= 0 && req < req_limit);
+}
+// A query range [start, end) inside the token buffers.
+SGL_HD bool vllm_query_range_ok(int64_t start, int64_t end, int64_t token_cap) {
+  return start >= 0 && end >= start && end <= token_cap;
+}
+// A computed count c >= 0 and, with tokens, seq_len = c + query length
+// inside int32 (len: the query length of a range that passed its check).
+SGL_HD bool vllm_computed_ok(int64_t c, int64_t len, bool tokens) {
+  return c >= 0 && (!tokens || (length_fits(c) && length_fits(c + len)));
+}
+
 // What is wrong with row b's values, checked in the order the CPU kernel
 // reports them (kVllmOk: nothing; `value` the offending value, `at` its index).
 // `tokens` / `computed`: whether the row read its query range / its
 // computed-token count.
 SGL_HD VllmFault vllm_row_fault(int64_t req_limit, int64_t token_cap, const VllmRow& r, int64_t b, bool tokens,
                                 bool computed, int64_t* value, int64_t* at) {
-  if (r.req != kVllmNoRequest && !(r.req >= 0 && r.req < req_limit)) return *value = r.req, *at = b, kVllmBadRequest;
-  if (r.start < 0 || r.end < r.start || r.end > token_cap) {
+  if (!vllm_request_ok(r.req, req_limit)) return *value = r.req, *at = b, kVllmBadRequest;
+  if (!vllm_query_range_ok(r.start, r.end, token_cap)) {
     *value = r.start < 0 ? r.start : r.end, *at = r.start < 0 ? b : b + 1;
     return kVllmBadQueryStart;
   }
   if (!computed) return kVllmOk;
   if (r.computed < 0) return *value = r.computed, *at = r.req, kVllmBadComputed;
   // (a row without a request counts from 0: its seq_len is its query length)
-  if (tokens && !(length_fits(r.computed) && length_fits(r.computed + (r.end - r.start))))
+  if (!vllm_computed_ok(r.computed, r.end - r.start, tokens))
     return *value = r.computed + (r.end - r.start), *at = b, kVllmBadSeqLen;
   return kVllmOk;
+}
+
+// A row's index array read as int32 without the dtype select where the CUDA
+// kernel's instantiation knows it is (kI32: idx_mapping, query_start_loc and
+// num_computed_tokens all int32, as vLLM keeps them).
+template <bool kI32>
+SGL_HD int64_t vllm_index(const IndexArray& a, int64_t i) {
+  return kI32 ? static_cast<const int32_t*>(a.data)[i] : a[i];
 }
 
 // `tokens`: read the row's query range; `computed`: its computed-token count
@@ -184,17 +213,18 @@ SGL_HD VllmFault vllm_row_fault(int64_t req_limit, int64_t token_cap, const Vllm
 // branch, and the computed count is read as soon as the request index is, only
 // for an index inside the tables: on a GPU the row costs two dependent loads.
 // vllm_load_row reads and leaves `fault` unset (the CUDA kernel checks the row
-// later, with vllm_row_fault, beside its first stores); vllm_read_row also
-// checks. The fields are the loaded values whatever the checks find.
+// later, with the checks above as one predicate, beside its first stores);
+// vllm_read_row also checks. The fields are the loaded values whatever the checks find.
+template <bool kI32 = false>
 SGL_HD VllmRow vllm_load_row(const VllmStepParams& p, int64_t b, bool tokens, bool computed) {
   VllmRow r;
-  r.req = p.idx_mapping[b];
-  r.start = tokens ? p.query_start_loc[b] : 0;
-  r.end = tokens ? p.query_start_loc[b + 1] : 0;
+  r.req = vllm_index<kI32>(p.idx_mapping, b);
+  r.start = tokens ? vllm_index<kI32>(p.query_start_loc, b) : 0;
+  r.end = tokens ? vllm_index<kI32>(p.query_start_loc, b + 1) : 0;
   // A load at a safe index, then a select (not a branch around the load):
   // every table indexed by req has req_limit rows.
   const bool in_range = vllm_request_in_range(p, r.req);
-  const int64_t c = computed && p.req_limit > 0 ? p.num_computed_tokens[in_range ? r.req : 0] : 0;
+  const int64_t c = computed && p.req_limit > 0 ? vllm_index<kI32>(p.num_computed_tokens, in_range ? r.req : 0) : 0;
   r.computed = in_range ? c : 0;
   return r;
 }
@@ -232,7 +262,7 @@ SGL_HD VllmGroupScalars vllm_group_scalars(const VllmStepParams& p, int g) {
 // query_start_loc[n], where the padded token tail starts.
 SGL_HD VllmFault vllm_check_tail(const VllmStepParams& p, int64_t* tail_start) {
   *tail_start = p.query_start_loc[p.n];
-  return (*tail_start < 0 || *tail_start > p.token_cap) ? kVllmBadQueryStart : kVllmOk;
+  return vllm_query_range_ok(*tail_start, *tail_start, p.token_cap) ? kVllmOk : kVllmBadQueryStart;
 }
 
 // Token t's position: positions[t] when given, else as pos receives it.
