@@ -104,7 +104,7 @@ def notes(up: dict) -> list:
             out.append(f"Cold start of the vLLM row: first call over vLLM's {c['buckets']} default CUDA-graph capture "
                        f"sizes (1..{c['max_bucket']}), empty Triton cache and fresh vLLM kernel objects; warm = the "
                        "same calls again.")
-    for c in up.get("cold_start", []):
+    for c in cold:
         if "skipped" in c:
             out.append(f"Cold start of {c['name']} skipped: {c['skipped']}.")
         elif "ours_missing" in c:
