@@ -104,9 +104,11 @@ __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
 // checks find; the checks gate the stores (positions and seq_lens: the query
 // range alone, so they go out before the row's other checks, and a faulty row
 // traps after writing inside its outputs). A row then costs its dependent
-// loads only: the request index, what it selects, the table entries. kI32:
-// the row's index arrays are int32 (read without the dtype select).
-template <bool kPos, bool kSlots, bool kGather, bool kCp, bool kI32,
+// loads only: the request index, what it selects, the table entries.
+// kVllmDtypes: the row's index arrays in vLLM's dtypes, read without the
+// dtype select (instantiated where the op writes positions, the one row
+// whose cost is its scalar loads alone).
+template <bool kPos, bool kSlots, bool kGather, bool kCp, bool kVllmDtypes,
           int kThreads = step_threads(kPos, kSlots, kGather)>
 __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
   const int64_t b = blockIdx.x;
@@ -136,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   const VllmGroupScalars gs = vllm_group_scalars(p, g);
   constexpr bool kTokens = kPos || kSlots;
   const bool computed = kPos || p.reads_computed();  // (a constant where kPos fixes it)
-  const VllmRow r = vllm_load_row<kI32>(p, b, kTokens, computed);
+  const VllmRow r = vllm_load_row<kVllmDtypes>(p, b, kTokens, computed);
   const VllmGroup& grp = p.group[has_group ? g : 0];
   const bool gathers = kGather && has_group && b < p.num_rows;
   // num_blocks beside the computed count (both wait only for the request index).
@@ -236,13 +238,13 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
 template <bool kPos, bool kSlots, bool kGather, bool kCp>
 void launch_index(const VllmStepParams& p, dim3 grid, cudaStream_t s) {
   constexpr int kThreads = step_threads(kPos, kSlots, kGather);
-  const bool computed = kPos || p.reads_computed();
-  const bool i32 = !p.idx_mapping.is64 && !((kPos || kSlots) && p.query_start_loc.is64) &&
-                   !(computed && p.num_computed_tokens.is64);
-  if (i32)
-    vllm_step_kernel<kPos, kSlots, kGather, kCp, true><<<grid, kThreads, 0, s>>>(p);
-  else
-    vllm_step_kernel<kPos, kSlots, kGather, kCp, false><<<grid, kThreads, 0, s>>>(p);
+  if constexpr (kPos) {
+    if (vllm_has_vllm_dtypes(p, true, true)) {
+      vllm_step_kernel<kPos, kSlots, kGather, kCp, true><<<grid, kThreads, 0, s>>>(p);
+      return;
+    }
+  }
+  vllm_step_kernel<kPos, kSlots, kGather, kCp, false><<<grid, kThreads, 0, s>>>(p);
 }
 
 template <bool kPos, bool kSlots, bool kGather>

@@ -55,29 +55,28 @@ struct VllmGroup {
 };
 
 struct VllmStepParams {
-  // Ordered by when a row reads them: the fields the positions / seq_lens
-  // rows read lie in the first 112 bytes, beside those every row reads first,
-  // so the kernel's reads of them after the computed count's return hit
-  // parameter lines already read (ptxas places those reads at their use).
+  // Ordered so the fields the positions / seq_lens rows read after the
+  // computed count's return (seq_lens, pos, pos64) share each 32-byte piece
+  // of the parameter bank with a field every row reads before its loads
+  // return (n, idx_mapping, query_start_loc, req_limit, token_cap,
+  // num_computed_tokens): ptxas places a parameter read at its use, and these
+  // find their piece of the constant bank already fetched.
   int64_t n = 0;              // idx_mapping.numel()
+  int32_t* seq_lens = nullptr;
   IndexArray idx_mapping;     // [n]
-  IndexArray query_start_loc; // [>= n + 1] (tokens: slots or pos)
+  void* pos = nullptr;  // int32 or int64
   int op = kVllmPrepareStep;
   int groups = 0;
-  IndexArray num_computed_tokens;  // [max_num_reqs] or absent
+  IndexArray query_start_loc; // [>= n + 1] (tokens: slots or pos)
   // Every value a row reads by `req` lies in [0, req_limit): the request rows
   // of every table and array indexed by it.
   int64_t req_limit = 0;
   // query_start_loc values may not pass it (the token outputs and positions).
   int64_t token_cap = 0;
-
-  // positions + seq_lens
-  void* pos = nullptr;  // int32 or int64
-  int32_t* seq_lens = nullptr;
+  IndexArray num_computed_tokens;  // [max_num_reqs] or absent
   int64_t seq_lens_size = 0;
   bool write_pos = false;
   bool pos64 = false;
-
   bool positions_given = false;  // (an empty tensor may have no data pointer)
   bool gather = false;
   bool mask_sliding_window = false;
@@ -199,12 +198,19 @@ SGL_HD VllmFault vllm_row_fault(int64_t req_limit, int64_t token_cap, const Vllm
   return kVllmOk;
 }
 
-// A row's index array read as int32 without the dtype select where the CUDA
-// kernel's instantiation knows it is (kI32: idx_mapping, query_start_loc and
-// num_computed_tokens all int32, as vLLM keeps them).
-template <bool kI32>
+// A row's index array read without the dtype select where the CUDA kernel's
+// instantiation knows its dtype (kBits 32 or 64; 0: either).
+template <int kBits>
 SGL_HD int64_t vllm_index(const IndexArray& a, int64_t i) {
-  return kI32 ? static_cast<const int32_t*>(a.data)[i] : a[i];
+  if constexpr (kBits == 32) return static_cast<const int32_t*>(a.data)[i];
+  if constexpr (kBits == 64) return static_cast<const int64_t*>(a.data)[i];
+  return a[i];
+}
+
+// The dtypes vLLM 0.33 passes the row's index arrays in: idx_mapping int64,
+// query_start_loc and num_computed_tokens int32.
+SGL_HD bool vllm_has_vllm_dtypes(const VllmStepParams& p, bool tokens, bool computed) {
+  return p.idx_mapping.is64 && !(tokens && p.query_start_loc.is64) && !(computed && p.num_computed_tokens.is64);
 }
 
 // `tokens`: read the row's query range; `computed`: its computed-token count
@@ -215,16 +221,18 @@ SGL_HD int64_t vllm_index(const IndexArray& a, int64_t i) {
 // vllm_load_row reads and leaves `fault` unset (the CUDA kernel checks the row
 // later, with the checks above as one predicate, beside its first stores);
 // vllm_read_row also checks. The fields are the loaded values whatever the checks find.
-template <bool kI32 = false>
+// kVllmDtypes: the arrays are in vllm_has_vllm_dtypes's dtypes.
+template <bool kVllmDtypes = false>
 SGL_HD VllmRow vllm_load_row(const VllmStepParams& p, int64_t b, bool tokens, bool computed) {
+  constexpr int kReq = kVllmDtypes ? 64 : 0, kTok = kVllmDtypes ? 32 : 0;
   VllmRow r;
-  r.req = vllm_index<kI32>(p.idx_mapping, b);
-  r.start = tokens ? vllm_index<kI32>(p.query_start_loc, b) : 0;
-  r.end = tokens ? vllm_index<kI32>(p.query_start_loc, b + 1) : 0;
+  r.req = vllm_index<kReq>(p.idx_mapping, b);
+  r.start = tokens ? vllm_index<kTok>(p.query_start_loc, b) : 0;
+  r.end = tokens ? vllm_index<kTok>(p.query_start_loc, b + 1) : 0;
   // A load at a safe index, then a select (not a branch around the load):
   // every table indexed by req has req_limit rows.
   const bool in_range = vllm_request_in_range(p, r.req);
-  const int64_t c = computed && p.req_limit > 0 ? vllm_index<kI32>(p.num_computed_tokens, in_range ? r.req : 0) : 0;
+  const int64_t c = computed && p.req_limit > 0 ? vllm_index<kTok>(p.num_computed_tokens, in_range ? r.req : 0) : 0;
   r.computed = in_range ? c : 0;
   return r;
 }
