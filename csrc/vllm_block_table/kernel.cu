@@ -239,7 +239,7 @@ template <bool kPos, bool kSlots, bool kGather, bool kCp>
 void launch_index(const VllmStepParams& p, dim3 grid, cudaStream_t s) {
   constexpr int kThreads = step_threads(kPos, kSlots, kGather);
   if constexpr (kPos) {
-    if (vllm_has_vllm_dtypes(p, true, true)) {
+    if (vllm_has_vllm_dtypes(p)) {
       vllm_step_kernel<kPos, kSlots, kGather, kCp, true><<<grid, kThreads, 0, s>>>(p);
       return;
     }
