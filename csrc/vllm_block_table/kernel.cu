@@ -88,11 +88,22 @@ SGL_FAILURE_PATH void fail_tail(int op_id, int64_t n, int64_t tail, int64_t toke
 // store by thread 0, the other threads' loop ends at its first test.
 template <int kThreads, typename T>
 __device__ __forceinline__ void write_positions(T* out, int64_t computed, uint32_t len) {
+#pragma unroll 1  // (unrolled, a decode row's one store would sit behind the unrolled loop's setup)
   for (uint32_t i = threadIdx.x; i < len; i += kThreads) out[i] = static_cast<T>(computed + i);
+}
+
+// One pass of a gathered row: columns j0 + threadIdx.x + k * kThreads below
+// `reach` (src: the row plus threadIdx.x), 0 past it.
+template <int kThreads>
+__device__ __forceinline__ void load_columns(int32_t (&v)[kUnroll], const int32_t* src, uint32_t j0, uint32_t reach) {
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k)
+    v[k] = threadIdx.x + j0 + k * kThreads < reach ? load_ro(src + j0 + k * kThreads) : 0;
 }
 
 template <int kThreads>
 __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
+#pragma unroll 1
   for (int64_t j = threadIdx.x; j < cols; j += kThreads) dst[j] = 0;
 }
 
@@ -111,12 +122,17 @@ __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
 template <bool kPos, bool kSlots, bool kGather, bool kCp, bool kVllmDtypes,
           int kThreads = step_threads(kPos, kSlots, kGather)>
 __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
+  constexpr bool kGroups = kSlots || kGather;  // (else a grid of one row of y)
   const int64_t b = blockIdx.x;
-  const int g = static_cast<int>(blockIdx.y);
-  const bool has_group = g < p.groups;
+  const int g = kGroups ? static_cast<int>(blockIdx.y) : 0;
+  const bool has_group = kGroups && g < p.groups;
 
-  if (b == gridDim.x - 1) {  // the tail block
+  // The tail block and padded rows expected not taken, their loops not
+  // unrolled: a row's code stays one short stretch (fetched from memory on a
+  // cold step, every line and jump of it costs).
+  if (__builtin_expect(b == gridDim.x - 1, 0)) {  // the tail block
     if (kPos && g == 0)
+#pragma unroll 1
       for (int64_t i = p.n + threadIdx.x; i < p.seq_lens_size; i += kThreads) p.seq_lens[i] = 0;
     // Without slot mappings the tail block only checks query_start_loc[n],
     // which row n - 1 checks as its range's end.
@@ -125,13 +141,14 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
     if (vllm_check_tail(p, &tail) != kVllmOk) fail_tail(p.op, p.n, tail, p.token_cap);
     if (kSlots && has_group) {
       int64_t* out = p.slot_mappings + g * p.slot_stride;
+#pragma unroll 1
       for (int64_t t = tail + threadIdx.x; t < p.slot_cols; t += kThreads) out[t] = p.pad_id;
     }
     return;
   }
 
-  if (b >= p.n) {  // a padded row: only the gather writes it
-    if (kGather && has_group) zero_row<kThreads>(p.group[g].dst + b * p.group[g].dst_stride, p.group[g].dst_cols);
+  if (__builtin_expect(kGather && b >= p.n, 0)) {  // a padded row (the gather's grid alone has them)
+    if (has_group) zero_row<kThreads>(p.group[g].dst + b * p.group[g].dst_stride, p.group[g].dst_cols);
     return;
   }
 
@@ -143,23 +160,22 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   const bool gathers = kGather && has_group && b < p.num_rows;
   // num_blocks beside the computed count (both wait only for the request index).
   const int64_t blocks = gathers && vllm_request_in_range(p, r.req) ? grp.num_blocks[r.req] : 0;
-  // The row's checks as one predicate (fail_row finds which failed): those of
-  // the request index and the query range are done while the computed count
-  // is in flight, the count's own once it is back.
   const bool range_ok = vllm_query_range_ok(r.start, r.end, p.token_cap);
-  const bool row_ok = vllm_request_ok(r.req, p.req_limit) && range_ok &&
-                      (!computed || vllm_computed_ok(r.computed, r.end - r.start, kTokens));
   if (kPos && g == 0) {
-    // Stored as soon as the computed count is back, before the row's check
-    // (which then runs beside the stores): only the query range gates them.
-    // A faulty row ends in the check's trap.
+    // Stored as soon as the computed count is back, the row's check written
+    // after them (it then runs beside the stores): only the query range, known
+    // while the count is in flight, gates them. A faulty row ends in the
+    // check's trap.
     const uint32_t len = range_ok ? static_cast<uint32_t>(r.end - r.start) : 0u;
     if (threadIdx.x == 0) p.seq_lens[b] = static_cast<int32_t>(r.computed + len);
-    if (p.pos64)
+    if (kVllmDtypes || p.pos64)
       write_positions<kThreads>(static_cast<int64_t*>(p.pos) + r.start, r.computed, len);
     else
       write_positions<kThreads>(static_cast<int32_t*>(p.pos) + r.start, r.computed, len);
   }
+  // The row's checks as one predicate (fail_row finds which failed).
+  const bool row_ok = vllm_request_ok(r.req, p.req_limit) && range_ok &&
+                      (!computed || vllm_computed_ok(r.computed, r.end - r.start, kTokens));
   if (!row_ok) fail_row(p.op, b, r.req, r.start, r.end, r.computed, p.req_limit, p.token_cap, kTokens, computed);
   if (!has_group) return;
 
@@ -206,32 +222,31 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
       zero_row<kThreads>(dst, grp.dst_cols);
       return;
     }
-    // The row's loads go out before its span check, as soon as num_blocks is
-    // back: clamped to the tables' width they stay inside the request's row
-    // whatever num_blocks holds, and the check (with the sliding window's
-    // division) runs while they are in flight; it gates the stores.
-    // 32-bit offsets: the width is an int32 column count.
+    // The first pass's loads go out before the row's span check, as soon as
+    // num_blocks is back: clamped to the tables' width they stay inside the
+    // request's row whatever num_blocks holds, and the check (with the sliding
+    // window's division) runs once, while they are in flight; it gates the
+    // stores. 32-bit offsets: the width is an int32 column count.
     const int64_t width = grp.src_cols < grp.dst_cols ? grp.src_cols : grp.dst_cols;
     const uint32_t reach = blocks < 0 ? 0u : static_cast<uint32_t>(blocks < width ? blocks : width);
     const int32_t* src = grp.src + r.req * grp.src_stride + threadIdx.x;
     int32_t* out = dst + threadIdx.x;
-    uint32_t j0 = 0;
-    do {
-      int32_t v[kUnroll];
-#pragma unroll
-      for (int k = 0; k < kUnroll; ++k)
-        v[k] = threadIdx.x + j0 + k * kThreads < reach ? load_ro(src + j0 + k * kThreads) : 0;
-      int64_t count = 0, null = 0, value = 0;
-      const VllmFault f = vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value);
-      if (f != kVllmOk) fail_group(p.op, f, g, b, 0, value, grp.src_cols, r.req);
-      const uint32_t nulls = static_cast<uint32_t>(null < count ? null : count);
+    int32_t v[kUnroll];
+    load_columns<kThreads>(v, src, 0, reach);
+    int64_t count = 0, null = 0, value = 0;
+    const VllmFault f = vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value);
+    if (f != kVllmOk) fail_group(p.op, f, g, b, 0, value, grp.src_cols, r.req);
+    const uint32_t nulls = static_cast<uint32_t>(null < count ? null : count);
+    for (uint32_t j0 = 0;;) {
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) {
         const uint32_t j = threadIdx.x + j0 + k * kThreads;
         if (j < reach) out[j0 + k * kThreads] = j >= nulls ? v[k] : 0;
       }
       j0 += kThreads * kUnroll;
-    } while (j0 < reach);
+      if (j0 >= reach) break;
+      load_columns<kThreads>(v, src, j0, reach);
+    }
   }
 }
 

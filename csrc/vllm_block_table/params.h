@@ -208,9 +208,9 @@ SGL_HD int64_t vllm_index(const IndexArray& a, int64_t i) {
 }
 
 // The dtypes vLLM 0.33 passes the row's index arrays in: idx_mapping int64,
-// query_start_loc and num_computed_tokens int32.
+// query_start_loc and num_computed_tokens int32; and positions int64.
 SGL_HD bool vllm_has_vllm_dtypes(const VllmStepParams& p) {
-  return p.idx_mapping.is64 && !p.query_start_loc.is64 && !p.num_computed_tokens.is64;
+  return p.idx_mapping.is64 && !p.query_start_loc.is64 && !p.num_computed_tokens.is64 && p.pos64;
 }
 
 // `tokens`: read the row's query range; `computed`: its computed-token count
