@@ -390,6 +390,7 @@ def _doc():
             "ref": {"host_us": _stats(300.0), "device_us": _stats(40.0), "launch_us": _stats(3.0), "calls": 1},
         },
         "ratio_ours_upstream": {"host": 11.1 / 23.0, "device": 9.83 / 9.44, "launch": 2.4 / 2.5},
+        "device_diff_us": {"median": 0.39, "ci95": [0.31, 0.45], "n": 300},
     }
     kv = dict(row, case="KV read table bs256", group="kv read",
               impls=dict(row["impls"], gather={"host_us": _stats(60.0), "device_us": _stats(9.2), "launch_us": None,
@@ -420,7 +421,8 @@ def test_markdown_table(tmp_path):
     doc = _doc()
     md = markdown(doc)
     assert "2026-12-01" in md and "NVIDIA H200" in md and "torch 2.11.0" in md and "sglang 0.5.23" in md
-    assert "| update bs256 | 23.0 / 9.44 | 11.1 / 9.83 | 2.50 / 2.40 | 0.48, 1.04 | 300 / 40.0 | ok |" in md
+    assert ("| update bs256 | 23.0 / 9.44 | 11.1 / 9.83 | 2.50 / 2.40 | 0.48, 1.04 | +0.39 [+0.31, +0.45] "
+            "| 300 / 40.0 | ok |") in md
     assert "| DSA copy decode bs256 |" in md and "MISMATCH" in md
     assert "| TRT-LLM MHA update | 3.000 (0.010) | 0.012 (0.010) |" in md
     assert "Cold start of DSA copy skipped: no nvcc." in md
@@ -535,6 +537,8 @@ def test_whole_mode_emulated_on_cpu(tmp_path, monkeypatch, small_shapes, capsys)
     for r in up["rows"]:
         assert {"upstream", "ours"} <= set(r["impls"]) and r["ok"] and not r["checks"]["graph"]
         assert r["ratio_ours_upstream"]["host"] > 0 and r["impls"]["ours"]["launch_us"]["median"] > 0
+        # one pair per round: 3 replays make one whole rotation cycle, 2 rounds per implementation
+        assert r["device_diff_us"]["n"] == 2 * len(r["impls"])
     # DSA generate K=5: ours writes the five graphs in one call (fused_dsa_metadata).
     assert up["rows"][3]["impls"]["ours"]["calls"] == 1 and up["rows"][3]["impls"]["upstream"]["calls"] == 1
     assert up["skipped_rows"] == []
@@ -567,3 +571,22 @@ def test_replay_orders_balance_positions(n):
     follows = Counter((a, b) for o in orders for a, b in zip(o, o[1:]))
     if n <= 3:
         assert len(set(follows.values())) <= 1 and len(follows) == n * (n - 1)
+
+
+def test_paired_difference_resolves_a_shift_below_the_spread():
+    """A 0.05 us shift under 0.5 us of round-to-round noise shared by both
+    sides: the medians' ratio cannot tell, the per-round difference can; with
+    no shift the interval holds 0."""
+    import numpy as np
+
+    from sgl_meta.bench.timing import paired_difference
+
+    rng = np.random.default_rng(7)
+    shared = rng.normal(4.5, 0.5, 1000)
+    own = lambda: rng.normal(0.0, 0.02, 1000)  # noqa: E731
+    d = paired_difference((shared + 0.05 + own()) - (shared + own()))
+    assert d["n"] == 1000 and d["ci95"][0] <= d["median"] <= d["ci95"][1]
+    assert 0.0 < d["ci95"][0] and abs(d["median"] - 0.05) < 0.01
+    same = paired_difference((shared + own()) - (shared + own()))
+    assert same["ci95"][0] < 0.0 < same["ci95"][1]
+    assert paired_difference([]) is None

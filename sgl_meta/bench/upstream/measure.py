@@ -16,6 +16,9 @@ for the KV read rows the bare gather of the same pages):
    Each round replays every implementation once, and the order rotates so that
    each takes every position equally often (a row of a few microseconds moves
    by a few percent between positions and runs, so 300 rounds by default);
+   ours minus upstream is also taken round by round (``device_diff_us``: the
+   median difference with a 95% bootstrap interval), which resolves what the
+   medians' run-to-run spread hides;
 4. launch us: host wall time of ``graph.replay()`` for that graph, i.e. the
    per-step host cost when the refresh is recorded in the step's graph.
 """
@@ -29,7 +32,7 @@ import torch
 
 from .. import graphs as graph_capture
 from ..check import BenchMismatch, compare
-from ..timing import DeviceTimer, stats
+from ..timing import DeviceTimer, paired_difference, stats
 from .fixtures import IMPLS, Row
 
 HOST_ROUNDS = 10
@@ -157,6 +160,7 @@ def measure_row(row: Row, timer: DeviceTimer, pool, replays: int = DEVICE_REPLAY
     torch.cuda.synchronize()
     dev = {impl: [] for impl in graphs}
     launch = {impl: [] for impl in graphs}
+    paired = []  # ours minus upstream, replayed in the same round
     if graphs:
         row.repoison()
         for g in graphs.values():
@@ -171,6 +175,9 @@ def measure_row(row: Row, timer: DeviceTimer, pool, replays: int = DEVICE_REPLAY
             for impl, dv, hv in zip(seq, d, h):
                 dev[impl].append(dv)
                 launch[impl].append(hv)
+            by_impl = dict(zip(seq, d))
+            if "ours" in by_impl and "upstream" in by_impl:
+                paired.append(by_impl["ours"] - by_impl["upstream"])
     for impl in impls:
         result["impls"][impl] = {
             "host_us": stats(host[impl]),
@@ -181,6 +188,7 @@ def measure_row(row: Row, timer: DeviceTimer, pool, replays: int = DEVICE_REPLAY
     if capture_errors:
         result["capture_errors"] = capture_errors
     result["ratio_ours_upstream"] = ratios(result["impls"])
+    result["device_diff_us"] = paired_difference(paired)
     if "gather" in result["impls"]:
         result["ratio_ours_gather"] = ratios(result["impls"], "gather")["device"]
     result["ok"] = not any(result["checks"].values())

@@ -18,7 +18,9 @@ LEGEND = (
     "CUDA-graph replays (CUDA events, L2 flushed before each; the implementations take turns in "
     "rotating order); launch = host time of "
     "`graph.replay()` with the refresh recorded in a graph (the per-step host cost in-graph); "
-    "ratios are sgl_meta / upstream (below 1: sgl_meta is faster)."
+    "ratios are sgl_meta / upstream (below 1: sgl_meta is faster); sgl_meta - upstream device = the median of "
+    "the per-round differences (both replayed in the same round) with its 95% bootstrap interval: an interval "
+    "that holds 0 is a difference this run does not resolve."
 )
 
 
@@ -31,6 +33,14 @@ def _us(s: Optional[dict]) -> str:
 
 def _ratio(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.2f}"
+
+
+def _diff(d: Optional[dict]) -> str:
+    """A per-round difference: median [95% interval], us."""
+    if not d:
+        return "-"
+    lo, hi = d["ci95"]
+    return f"{d['median']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
 
 
 def _impl(row: dict, impl: str) -> dict:
@@ -60,12 +70,13 @@ def row_cells(row: dict) -> list:
         _us(ref.get("device_us")),
         _ratio(r.get("host")),
         _ratio(r.get("device")),
+        _diff(row.get("device_diff_us")),
         check_text(row),
     ]
 
 
 HEADER = ["case", "upstream host", "dev", "launch", "ours host", "dev", "launch", "ref host", "dev",
-          "ours/up host", "dev", "check"]
+          "ours/up host", "dev", "ours-up dev us [95%]", "check"]
 COLD_HEADER = ["first call over the buckets", "calls/bucket", "upstream cold s", "warm s", "ours cold s", "warm s"]
 
 
@@ -190,12 +201,13 @@ def markdown(doc: dict) -> str:
     if up.get("rows"):
         lines += [
             "| case | upstream host / device us | sgl_meta host / device us | in-graph launch us (upstream / sgl_meta) "
-            "| sgl_meta / upstream host, device | eager ref host / device us | check |",
-            "|---|---|---|---|---|---|---|",
+            "| sgl_meta / upstream host, device | sgl_meta - upstream device us [95%] | eager ref host / device us "
+            "| check |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for r in up["rows"]:
             if "error" in r:
-                lines.append(f"| {r['case']} | error | | | | | {r['error']} |")
+                lines.append(f"| {r['case']} | error | | | | | | {r['error']} |")
                 continue
             u, o, e = _impl(r, "upstream"), _impl(r, "ours"), _impl(r, "ref")
             ratio = r["ratio_ours_upstream"]
@@ -203,7 +215,7 @@ def markdown(doc: dict) -> str:
                 f"| {r['case']} | {_us(u.get('host_us'))} / {_us(u.get('device_us'))} "
                 f"| {_us(o.get('host_us'))} / {_us(o.get('device_us'))} "
                 f"| {_us(u.get('launch_us'))} / {_us(o.get('launch_us'))} "
-                f"| {_ratio(ratio['host'])}, {_ratio(ratio['device'])} "
+                f"| {_ratio(ratio['host'])}, {_ratio(ratio['device'])} | {_diff(r.get('device_diff_us'))} "
                 f"| {_us(e.get('host_us'))} / {_us(e.get('device_us'))} | {check_text(r)} |"
             )
         lines.append("")
