@@ -384,3 +384,22 @@ def test_published_names():
     assert stem({"date": "2027-01-02T00:00:00", "gpu": "NVIDIA GeForce RTX 4090"}, "bench") == \
         "2027-01-02-geforce-rtx-4090-bench"
     assert stem({"date": "2027-01-02T00:00:00", "gpu": None}, "bench") == "2027-01-02-cpu-bench"
+
+
+def test_sglang_step_bench_says_it_needs_a_gpu(monkeypatch, capsys):
+    """``--sglang`` times SGLang's own CUDA-graph replays and its backends build
+    only on a GPU: without one it says so and exits 2, before importing SGLang."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["--sglang", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--sglang: needs a CUDA device" in err and "docs/sglang_step.md" in err
+
+
+def test_sglang_step_bench_says_sglang_is_missing(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sglang" else real(name, *a))
+    assert main(["--sglang"]) == 2
+    assert "needs SGLang 0.5.23 importable: pip install --no-deps sglang==0.5.23" in capsys.readouterr().err
