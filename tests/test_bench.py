@@ -157,9 +157,12 @@ def test_plot(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_bad_arguments():
+@pytest.mark.parametrize("bad", [["--preset", "no-such-model"], ["--context-len", "0"], ["--context-len", "-1"],
+                                 ["--steps", "0"], ["--warmup", "-1"], ["--check-every", "0"]])
+def test_bad_arguments(bad):
+    """Refused before anything runs (exit 2; exit 1 means a fused output differed)."""
     with pytest.raises(SystemExit) as e:
-        main(["--preset", "no-such-model"])
+        main(["--device", "cpu", *bad])
     assert e.value.code == 2
 
 

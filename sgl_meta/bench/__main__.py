@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay a simulated continuous-batching decode trace through each sgl_meta "
         "op and its eager reference, side by side: host us per call, device us per call "
         "(CUDA-graph replays), bytes-moved floor, and a correctness check every step.",
+        epilog="python -m sgl_meta.bench --sglang [--help]: SGLang's own decode-step metadata with the sgl-meta "
+        "plugin off and on (needs a GPU and SGLang 0.5.23; docs/sglang_step.md).",
     )
     names = list(PRESETS) + list(ALIASES)
     p.add_argument("--preset", nargs="+", default=["all"], metavar="NAME",
@@ -71,10 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="PATH", help="write a PNG: host/device us per call vs batch size (needs matplotlib)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--upstream", nargs="?", const="auto", metavar="auto|PATH",
-                   help="also run SGLang 0.5.23's own kernels beside ours on the same inputs (host, device, "
-                   "in-graph launch, cold start, outputs checked): auto = the installed sglang package; PATH = a "
-                   "site dir holding sglang/ or the sglang wheel. Says what is missing (sglang, GPU, triton, "
-                   "tvm-ffi, nvcc) and carries on without those rows")
+                   help="also run SGLang 0.5.23's and vLLM 0.33's own kernels beside ours on the same inputs (host, "
+                   "device, in-graph launch, cold start, outputs checked): auto = the installed sglang package; "
+                   "PATH = a site dir holding sglang/ or the sglang wheel; vLLM's rows run where vllm 0.33.0 "
+                   "imports (docs/vllm.md). Says what is missing (sglang, vllm, GPU, triton, tvm-ffi, nvcc) and "
+                   "carries on without those rows")
     p.add_argument("--cold-start", action=argparse.BooleanOptionalAction, default=True,
                    help="with --upstream: time the first call over the bucket list with empty compile caches (default on)")
     p.add_argument("--markdown", metavar="PATH", help="with --upstream: write the side-by-side table as markdown")
@@ -114,7 +117,8 @@ def main(argv=None) -> int:
     warmup = defaults["warmup"] if args.warmup is None else args.warmup
     max_bs = max(args.buckets) if args.buckets else (defaults["max_bs"] if args.max_bs is None else args.max_bs)
     context_len = defaults["context_len"] if args.context_len is None else args.context_len
-    if steps < 1 or warmup < 0 or max_bs < 1 or args.check_every < 1 or (context_len or 1) < 1:
+    if steps < 1 or warmup < 0 or max_bs < 1 or args.check_every < 1 or (
+            context_len is not None and context_len < 1):
         parser.error("--steps, --max-bs, --check-every, --context-len must be >= 1 and --warmup >= 0")
     if args.preset == ["none"]:
         if not args.upstream:
