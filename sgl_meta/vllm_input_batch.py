@@ -24,9 +24,11 @@ vllm_prepare_pos_seq_lens = _op.define(
     family="vllm_input_batch",
     upstream=f"{_UPSTREAM}.prepare_pos_seq_lens",
     index=("idx_mapping", "query_start_loc", "num_computed_tokens", "pos"),
+    keyword_only=False,
     doc="""Write each token's position and each request's sequence length; zero the padded lengths.
 
-    Stands in for vLLM 0.33's ``prepare_pos_seq_lens`` (same argument order).
+    Stands in for vLLM 0.33's ``prepare_pos_seq_lens`` (its signature: the same
+    arguments, in order or by keyword).
     With ``n = idx_mapping.numel()``, for ``b < n``, ``c = num_computed_tokens[
     idx_mapping[b]]`` (0 for ``idx_mapping[b] == -1``), ``start, end =
     query_start_loc[b], query_start_loc[b + 1]``::

@@ -66,6 +66,17 @@ def test_pos_no_request_rows_count_no_computed_tokens():
         assert got["pos"][qsl[b]:qsl[b + 1]].tolist() == list(range(int(qsl[b + 1] - qsl[b])))
 
 
+def test_pos_seq_lens_takes_vllms_positional_arguments():
+    """vLLM's call, ``prepare_pos_seq_lens(idx_mapping, query_start_loc,
+    num_computed_tokens, pos, seq_lens)``, reaches the op unchanged."""
+    args = pos_args(make_step(StepCase(n=5), torch.Generator().manual_seed(2)))
+    by_kw, by_pos = ({k: v.clone() for k, v in args.items()} for _ in range(2))
+    sgl_meta.vllm_prepare_pos_seq_lens(**by_kw)
+    sgl_meta.vllm_prepare_pos_seq_lens(*(by_pos[k] for k in ("idx_mapping", "query_start_loc",
+                                                              "num_computed_tokens", "pos", "seq_lens")))
+    assert all(torch.equal(by_kw[k], by_pos[k]) for k in args)
+
+
 COMBINE_CASES = [
     CombineCase(),
     CombineCase(n=1, steps=0),
