@@ -15,6 +15,7 @@ from typing import Optional
 
 PREFIX = "SGLMETA_"
 OLD_PREFIXES = ("SGL_META_", "SGLANG_META_")
+_WARNED: dict = {}
 
 
 def lookup(name: str) -> Optional[tuple[str, str]]:
@@ -25,6 +26,8 @@ def lookup(name: str) -> Optional[tuple[str, str]]:
         return new, os.environ[new]
     for old in (p + name for p in OLD_PREFIXES):
         if old in os.environ:
-            warnings.warn(f"{old} is deprecated, set {new} instead", FutureWarning, stacklevel=2)
+            # Attributed to the variable, not to the line of ours that read it; once per process.
+            warnings.warn_explicit(f"{old} is deprecated, set {new} instead", FutureWarning,
+                                   filename=f"environment variable {old}", lineno=0, registry=_WARNED)
             return old, os.environ[old]
     return None

@@ -63,7 +63,7 @@ def _tensor(fn: str, name: str, value) -> torch.Tensor:
 
 def _sequence(fn: str, name: str, value, item) -> list:
     if not isinstance(value, (list, tuple)):
-        what = "tensors (one per destination set)" if item is _tensor else "ints"
+        what = "tensors" if item is _tensor else "ints"
         raise TypeError(f"sgl_meta.{fn}: {name} must be a list of {what}, got {_type_name(value)}")
     return [item(fn, f"{name}[{i}]", v) for i, v in enumerate(value)]
 

@@ -163,7 +163,7 @@ def test_none_for_a_required_tensor(name, gen):
 def test_none_for_a_required_list(gen):
     kw = kwargs(gen)
     kw["dsa_cu_seqlens_k"] = None
-    with pytest.raises(TypeError, match="dsa_cu_seqlens_k must be a list of tensors .one per destination set., got NoneType"):
+    with pytest.raises(TypeError, match="dsa_cu_seqlens_k must be a list of tensors, got NoneType"):
         sgl_meta.fused_dsa_metadata(**kw)
 
 
