@@ -37,7 +37,16 @@ def inactive_reason(device: bool = True) -> Optional[str]:
     """Why the plugin must do nothing in this process, or None. ``device=False``
     leaves out the GPU check (``python -m sgl_meta.sglang`` on a machine without
     one still reports what the plugin would do where SGLang runs)."""
-    return _plugin.switch_reason(SWITCH) or _plugin.build_reason(SWITCH, "hooks", device)
+    return _plugin.switch_reason(SWITCH) or _plugin.build_reason(SWITCH, "hooks", device) or _installed_reason()
+
+
+def _installed_reason() -> Optional[str]:
+    # (SGLang calls register() from its own package: this speaks to python -m sgl_meta.sglang.)
+    if "sglang" in sys.modules:
+        return None
+    import importlib.util
+
+    return None if importlib.util.find_spec("sglang") else "sglang is not installed"
 
 
 def plan(hooks: Optional[tuple[Hook, ...]] = None) -> tuple[list[tuple[Hook, object]], list[tuple[Hook, str]]]:

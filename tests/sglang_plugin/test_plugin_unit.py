@@ -241,6 +241,21 @@ def test_build_without_cuda_kernels_is_inactive(registry, monkeypatch, capsys):
     assert capsys.readouterr().out.splitlines()[1:] == [f"inactive: {want}"]
 
 
+def test_without_sglang_the_report_is_one_line(monkeypatch, capsys):
+    """``python -m sgl_meta.sglang`` where SGLang is not installed: one line
+    saying so, not a row per hook each failing its import."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.delenv(plugin.ENV, raising=False)
+    monkeypatch.setattr(_build, "cuda_kernels", lambda: True)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sglang" else real(name, *a))
+    monkeypatch.delitem(sys.modules, "sglang", raising=False)
+    assert plugin.inactive_reason(device=False) == "sglang is not installed"
+    cli.main()
+    assert capsys.readouterr().out.splitlines()[1:] == ["inactive: sglang is not installed"]
+
+
 def test_no_visible_gpu_is_inactive(monkeypatch):
     """CUDA kernels but no GPU: inactive; the report (``device=False``) goes on."""
     monkeypatch.delenv(plugin.ENV, raising=False)
