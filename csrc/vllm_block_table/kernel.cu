@@ -25,6 +25,10 @@ constexpr int kUnroll = 4;
 // (56 registers) take 256, which halves the passes over a long prefill row,
 // still in one wave.
 constexpr int step_threads(bool pos, bool slots, bool gather) { return slots && !pos && !gather ? 256 : 128; }
+// Blocks per SM the registers must allow (0: no bound): four of 256 threads
+// (64 registers a thread) keep the slot mappings of a bs-256, two-group step
+// in one wave.
+constexpr int step_min_blocks(int threads) { return threads == 256 ? 4 : 0; }
 
 // The failure paths take values, not the parameter struct (see
 // SGL_FAILURE_PATH). Row b's values as the hot path read them; the fault is
@@ -92,6 +96,18 @@ __device__ __forceinline__ void write_positions(T* out, int64_t computed, uint32
   for (uint32_t i = threadIdx.x; i < len; i += kThreads) out[i] = static_cast<T>(computed + i);
 }
 
+// One pass of a row's token positions: tokens t0 + k * kThreads before the
+// row's end, 0 past it.
+template <int kThreads>
+__device__ __forceinline__ void token_positions(int64_t (&pos)[kUnroll], const VllmStepParams& p, const VllmRow& r,
+                                                int64_t t0) {
+#pragma unroll
+  for (int k = 0; k < kUnroll; ++k) {
+    const int64_t t = t0 + k * kThreads;
+    pos[k] = t < r.end ? vllm_token_position(p, r, t) : 0;
+  }
+}
+
 // One pass of a gathered row: columns j0 + threadIdx.x + k * kThreads below
 // `reach` (src: the row plus threadIdx.x), 0 past it.
 template <int kThreads>
@@ -121,7 +137,7 @@ __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
 // whose cost is its scalar loads alone).
 template <bool kPos, bool kSlots, bool kGather, bool kCp, bool kVllmDtypes,
           int kThreads = step_threads(kPos, kSlots, kGather)>
-__global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
+__global__ void __launch_bounds__(kThreads, step_min_blocks(kThreads)) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
   constexpr bool kGroups = kSlots || kGather;  // (else a grid of one row of y)
   const int64_t b = blockIdx.x;
   const int g = kGroups ? static_cast<int>(blockIdx.y) : 0;
@@ -182,15 +198,21 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
   if (kSlots) {
     // kUnroll tokens per thread per pass (a 2048-token prefill row in two
     // with 256 threads), in three steps: their positions, their table
-    // entries, their stores.
+    // entries, their stores. Where the positions are read from `positions`
+    // (the op without positions of its own), the next pass's loads go out
+    // while this pass's entries are in flight.
+    constexpr bool kAhead = !kPos;
     int64_t* out = p.slot_mappings + g * p.slot_stride;
     const int32_t* src = grp.src + (r.req == kVllmNoRequest ? 0 : r.req * grp.src_stride);
+    int64_t ahead[kUnroll];
+    if (kAhead) token_positions<kThreads>(ahead, p, r, r.start + threadIdx.x);
     for (int64_t t0 = r.start + threadIdx.x; t0 < r.end; t0 += kThreads * kUnroll) {
       int64_t pos[kUnroll];
+      if (kAhead) {
 #pragma unroll
-      for (int k = 0; k < kUnroll; ++k) {
-        const int64_t t = t0 + k * kThreads;
-        pos[k] = t < r.end ? vllm_token_position(p, r, t) : 0;
+        for (int k = 0; k < kUnroll; ++k) pos[k] = ahead[k];
+      } else {
+        token_positions<kThreads>(pos, p, r, t0);
       }
       VllmSlotSource s[kUnroll];
       int32_t entry[kUnroll];
@@ -199,6 +221,7 @@ __global__ void __launch_bounds__(kThreads) vllm_step_kernel(const __grid_consta
         s[k] = vllm_slot_source<kCp>(p, r, g, gs, pos[k], t0 + k * kThreads < r.end);
 #pragma unroll
       for (int k = 0; k < kUnroll; ++k) entry[k] = s[k].read ? load_ro(src + s[k].col) : 0;
+      if (kAhead) token_positions<kThreads>(ahead, p, r, t0 + kThreads * kUnroll);
       // The first fault of the pass, picked with constant indices: one failure
       // call reading s[] at a run-time index would put s[] in local memory.
       VllmFault fault = kVllmOk;
