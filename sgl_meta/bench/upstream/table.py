@@ -171,16 +171,26 @@ def print_upstream(up: dict) -> None:
         for c in up["cold_start"]:
             t.add_row(*cold_cells(c))
         console.print(t)
-    for n in ([LEGEND] if up.get("rows") else []) + notes(up):
+    for n in ([LEGEND] if up.get("rows") else []) + _terminal_notes(up):
         console.print(n, style="dim", highlight=False)
 
 
+def _terminal_notes(up: dict) -> list:
+    """notes(), less the reasons a run that compared nothing has already logged line by line."""
+    if up.get("available"):
+        return notes(up)
+    n = len(up.get("skipped_rows", []))
+    return [f"Upstream comparison not run ({n} rows), for the reasons above."] + [
+        f"Warning: {w}." for w in up.get("warnings", [])]
+
+
 def _print_plain(up: dict) -> None:
-    rows = [HEADER] + [row_cells(r) for r in up.get("rows", [])]
-    widths = [max(len(str(c)) for c in col) for col in zip(*rows)]
-    for r in rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
-    for n in notes(up):
+    if up.get("rows"):
+        rows = [HEADER] + [row_cells(r) for r in up["rows"]]
+        widths = [max(len(str(c)) for c in col) for col in zip(*rows)]
+        for r in rows:
+            print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    for n in _terminal_notes(up):
         print(n)
 
 
