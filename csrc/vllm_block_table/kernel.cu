@@ -137,7 +137,8 @@ __device__ __forceinline__ void zero_row(int32_t* dst, int64_t cols) {
 // whose cost is its scalar loads alone).
 template <bool kPos, bool kSlots, bool kGather, bool kCp, bool kVllmDtypes,
           int kThreads = step_threads(kPos, kSlots, kGather)>
-__global__ void __launch_bounds__(kThreads, step_min_blocks(kThreads)) vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
+__global__ void __launch_bounds__(kThreads, step_min_blocks(kThreads))
+    vllm_step_kernel(const __grid_constant__ VllmStepParams p) {
   constexpr bool kGroups = kSlots || kGather;  // (else a grid of one row of y)
   const int64_t b = blockIdx.x;
   const int g = kGroups ? static_cast<int>(blockIdx.y) : 0;
