@@ -477,7 +477,7 @@ def test_cli_trace_and_upstream_on_cpu(tmp_path):
 
 def test_cli_argument_errors(tmp_path):
     for args in (["--preset", "none"], ["--markdown", str(tmp_path / "x.md")], ["--replays", "5"],
-                 ["--upstream", "--replays", "0"]):
+                 ["--upstream", "--replays", "0"], ["--layouts", "2"], ["--upstream", "--layouts", "0"]):
         with pytest.raises(SystemExit) as e:
             main(["--device", "cpu", *args])
         assert e.value.code == 2
@@ -532,15 +532,20 @@ def test_whole_mode_emulated_on_cpu(tmp_path, monkeypatch, small_shapes, capsys)
         "update bs1", "page-table builder bs1", "DSA copy verify bs64 x 4", "DSA generate decode bs1, K=5",
         "KV read table bs256 x 2048 pages of 64 (v2p)")]
     monkeypatch.setattr(run, "ROW_SPECS", specs)
-    up = run.run_upstream(str(site), torch.device("cpu"), buckets=[1, 2], replays=3, log=lambda msg: None)
+    real_builds = run.builds
+    built = []
+    monkeypatch.setattr(run, "builds", lambda spec, ctx, kernels: (built.append(spec.name) or row
+                                                                     for row in real_builds(spec, ctx, kernels)))
+    up = run.run_upstream(str(site), torch.device("cpu"), buckets=[1, 2], replays=3, layouts=2, log=lambda msg: None)
     assert up["available"] and up["ok"], problems(up)
-    assert up["replays"] == 3
+    assert up["replays"] == 3 and up["layouts"] == 2
+    assert built == [n for s in specs for n in [s.name] * 2]  # each row built twice, no more
     assert [r["case"] for r in up["rows"]] == [s.name for s in specs]
     for r in up["rows"]:
         assert {"upstream", "ours"} <= set(r["impls"]) and r["ok"] and not r["checks"]["graph"]
         assert r["ratio_ours_upstream"]["host"] > 0 and r["impls"]["ours"]["launch_us"]["median"] > 0
-        # one pair per round: 3 replays make one whole rotation cycle, 2 rounds per implementation
-        assert r["device_diff_us"]["n"] == 2 * len(r["impls"])
+        # one pair per round: 3 replays make one whole rotation cycle (2 rounds per implementation) in each build
+        assert r["device_diff_us"]["n"] == 2 * 2 * len(r["impls"]) and len(r["device_diff_us"]["layouts"]) == 2
     # DSA generate K=5: ours writes the five graphs in one call (fused_dsa_metadata).
     assert up["rows"][3]["impls"]["ours"]["calls"] == 1 and up["rows"][3]["impls"]["upstream"]["calls"] == 1
     assert up["skipped_rows"] == []

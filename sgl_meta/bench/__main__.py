@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "<date>-<gpu>-bench.{json,md} for the trace replay, <date>-<gpu>-upstream.{json,md} with --upstream")
     p.add_argument("--replays", type=int, default=None, metavar="N",
                    help="with --upstream: timed graph replays per row and implementation (default 300)")
+    p.add_argument("--layouts", type=int, default=None, metavar="N",
+                   help="with --upstream: builds of each row at other addresses, the replays split between them "
+                        "(default 4)")
     # Self-test of the checker: corrupt one fused output at this step.
     p.add_argument("--corrupt-fused", type=int, metavar="STEP", help=argparse.SUPPRESS)
     # CPU self-test of the graph-mode path: "graphs" that replay the calls eagerly.
@@ -133,6 +136,8 @@ def main(argv=None) -> int:
         parser.error("--markdown writes the --upstream table; add --upstream")
     if args.replays is not None and (args.replays < 1 or not args.upstream):
         parser.error("--replays N (N >= 1) sets the --upstream rows' replays; add --upstream")
+    if args.layouts is not None and (args.layouts < 1 or not args.upstream):
+        parser.error("--layouts N (N >= 1) sets the --upstream rows' builds; add --upstream")
     if args.plot:
         from .plot import check_available
 
@@ -249,7 +254,7 @@ def run_upstream_section(doc: dict, args, device, max_bs: int) -> bool:
 
     buckets = args.buckets or capture_batch_sizes(max_bs, spec=True)
     up = run_upstream(args.upstream, device, seed=args.seed, buckets=buckets, cold_start=args.cold_start,
-                      flush_l2=args.flush_l2, replays=args.replays)
+                      flush_l2=args.flush_l2, replays=args.replays, layouts=args.layouts)
     doc["upstream"] = up
     print_upstream(up)
     bad = problems(up)

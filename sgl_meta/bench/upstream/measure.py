@@ -18,7 +18,9 @@ for the KV read rows the bare gather of the same pages):
    by a few percent between positions and runs, so 300 rounds by default);
    ours minus upstream is also taken round by round (``device_diff_us``: the
    median difference with a 95% bootstrap interval), which resolves what the
-   medians' run-to-run spread hides;
+   medians' run-to-run spread hides; the rounds are split between several
+   builds of the row at other addresses (``LAYOUTS``, each build's median in
+   ``device_diff_us["layouts"]``), checked each;
 4. launch us: host wall time of ``graph.replay()`` for that graph, i.e. the
    per-step host cost when the refresh is recorded in the step's graph.
 """
@@ -26,7 +28,9 @@ for the KV read rows the bare gather of the same pages):
 from __future__ import annotations
 
 import gc
+import statistics
 import time
+from typing import Iterable
 
 import torch
 
@@ -39,6 +43,7 @@ HOST_ROUNDS = 10
 HOST_PER_ROUND = 32
 DRAIN_EVERY = 8
 DEVICE_REPLAYS = 300  # rounds; --replays
+LAYOUTS = 4  # builds of each row the rounds are split between; --layouts
 UNWRITTEN_LIMIT = 0.01  # share of upstream's region still equal to the poison
 
 
@@ -131,68 +136,82 @@ def replay_orders(names: list, rounds: int):
         yield rot if (r // n) % 2 == 0 else rot[::-1]
 
 
-def measure_row(row: Row, timer: DeviceTimer, pool, replays: int = DEVICE_REPLAYS) -> dict:
-    impls = [i for i in IMPLS if i in row.calls]
-    result = {"case": row.name, "group": row.group, "params": row.params, "note": row.note, "impls": {}, "checks": {}}
-    row.repoison()
-    for impl in impls:
-        _run(row.calls[impl])
-    torch.cuda.synchronize()
-    result["checks"]["eager"] = check_row(row, "eager")
-
-    gc.collect()
-    gc.disable()  # collector pauses out of the host-time tails
-    try:
-        host = host_times(row, impls)
-    finally:
-        gc.enable()
-
-    graphs, capture_errors = {}, {}
-    for impl in impls:
-        try:
-            graphs[impl] = graph_capture.capture(row.calls[impl], pool)
-        except Exception as e:  # name it in the row; the other columns still count
-            # The first line: CUDA errors append pages of generic advice.
-            capture_errors[impl] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
-            # A capture that failed leaves its pool marked as recording; the
-            # next capture would fail on it, so the rest of the row gets a new one.
-            pool = torch.cuda.graph_pool_handle()
-    torch.cuda.synchronize()
-    dev = {impl: [] for impl in graphs}
-    launch = {impl: [] for impl in graphs}
-    paired = []  # ours minus upstream, replayed in the same round
-    if graphs:
+def measure_row(rows: Iterable[Row], timer: DeviceTimer, pool, replays: int = DEVICE_REPLAYS,
+                layouts: int = 1) -> dict:
+    """One row over ``layouts`` builds of it (``rows`` yields each when asked,
+    after the previous one is measured): checks on every build, host times on
+    the first, the device rounds split evenly between them and pooled."""
+    result, impls = None, []
+    host, dev, launch, paired, per_layout = {}, {}, {}, [], []
+    capture_errors = {}
+    # whole cycles of the rotation (2 x implementations rounds) per layout, so no
+    # implementation holds a position more often than another
+    for k, row in zip(range(layouts), rows):
+        if result is None:
+            impls = [i for i in IMPLS if i in row.calls]
+            result = {"case": row.name, "group": row.group, "params": row.params, "note": row.note, "impls": {},
+                      "checks": {"eager": [], "graph": []}}
         row.repoison()
-        for g in graphs.values():
-            g.replay()
+        for impl in impls:
+            _run(row.calls[impl])
         torch.cuda.synchronize()
-        result["checks"]["graph"] = check_row(row, "graph") if set(graphs) == set(impls) else []
-        # whole cycles of the rotation (2 x implementations rounds), so no
-        # implementation holds a position more often than another
-        cycle = 2 * len(graphs)
-        for seq in replay_orders(list(graphs), -(-replays // cycle) * cycle):
-            d, h = timer.time_replays([graphs[i] for i in seq])
-            for impl, dv, hv in zip(seq, d, h):
-                dev[impl].append(dv)
-                launch[impl].append(hv)
-            by_impl = dict(zip(seq, d))
-            if "ours" in by_impl and "upstream" in by_impl:
-                paired.append(by_impl["ours"] - by_impl["upstream"])
+        result["checks"]["eager"] += check_row(row, "eager")
+        if k == 0:
+            gc.collect()
+            gc.disable()  # collector pauses out of the host-time tails
+            try:
+                host = host_times(row, impls)
+            finally:
+                gc.enable()
+
+        graphs = {}
+        for impl in impls:
+            try:
+                graphs[impl] = graph_capture.capture(row.calls[impl], pool)
+            except Exception as e:  # name it in the row; the other columns still count
+                # The first line: CUDA errors append pages of generic advice.
+                capture_errors[impl] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+                # A capture that failed leaves its pool marked as recording; the
+                # next capture would fail on it, so the rest of the row gets a new one.
+                pool = torch.cuda.graph_pool_handle()
+        torch.cuda.synchronize()
+        if graphs:
+            row.repoison()
+            for g in graphs.values():
+                g.replay()
+            torch.cuda.synchronize()
+            if set(graphs) == set(impls):
+                result["checks"]["graph"] += check_row(row, "graph")
+            cycle = 2 * len(graphs)
+            layout_pairs = []
+            for seq in replay_orders(list(graphs), -(-replays // (cycle * layouts)) * cycle):
+                d, h = timer.time_replays([graphs[i] for i in seq])
+                for impl, dv, hv in zip(seq, d, h):
+                    dev.setdefault(impl, []).append(dv)
+                    launch.setdefault(impl, []).append(hv)
+                by_impl = dict(zip(seq, d))
+                if "ours" in by_impl and "upstream" in by_impl:
+                    layout_pairs.append(by_impl["ours"] - by_impl["upstream"])
+            paired += layout_pairs
+            if layout_pairs:
+                per_layout.append(statistics.median(layout_pairs))
+        del graphs
     for impl in impls:
         result["impls"][impl] = {
             "host_us": stats(host[impl]),
-            "device_us": stats(dev[impl]) if impl in graphs else None,
-            "launch_us": stats(launch[impl]) if impl in graphs else None,
+            "device_us": stats(dev[impl]) if impl in dev else None,
+            "launch_us": stats(launch[impl]) if impl in launch else None,
             "calls": len(row.calls[impl]),
         }
     if capture_errors:
         result["capture_errors"] = capture_errors
     result["ratio_ours_upstream"] = ratios(result["impls"])
     result["device_diff_us"] = paired_difference(paired)
+    if result["device_diff_us"]:
+        result["device_diff_us"]["layouts"] = per_layout  # each build's median: what placement moves
     if "gather" in result["impls"]:
         result["ratio_ours_gather"] = ratios(result["impls"], "gather")["device"]
     result["ok"] = not any(result["checks"].values())
-    del graphs
     return result
 
 

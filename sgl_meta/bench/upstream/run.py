@@ -8,6 +8,7 @@ the run carries on.
 
 from __future__ import annotations
 
+import random
 import sys
 import tempfile
 import time
@@ -24,7 +25,7 @@ from . import rows_kv_indices
 from . import rows_vllm
 from .coldstart import fresh_caches, run_cold_start
 from .fixtures import Context, RowSpec
-from .measure import DEVICE_REPLAYS, first_call_seconds, measure_row
+from .measure import DEVICE_REPLAYS, LAYOUTS, first_call_seconds, measure_row
 
 ROW_SPECS = rows_mha.ROWS + rows_dsa.ROWS + rows_dsa.GEN_ROWS + rows_kv.ROWS
 ROW_SPECS += rows_flash_attention_metadata.ROWS
@@ -35,6 +36,21 @@ ROW_SIZE = 256  # the largest batch a row uses
 
 def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def builds(spec: RowSpec, ctx: Context, kernels):
+    """The row, built afresh each time it is asked for again, behind a buffer
+    of another size: its buffers, each implementation's own among them, land
+    at other addresses. A few-microsecond row moves by up to 0.4 us between
+    runs with one set of addresses (which side's buffers sit where); over
+    several, that pools instead of deciding the run."""
+    rng = random.Random(f"{ctx.seed}:{spec.name}")
+    yield spec.build(ctx, kernels)
+    while True:
+        ctx.drop()
+        pages = rng.randrange(1, 1 << 14)
+        ctx.fixtures["layout_shift"] = torch.empty(pages * 4096, dtype=torch.uint8, device=ctx.device)
+        yield spec.build(ctx, kernels)
 
 
 def why_skipped(spec: RowSpec, probe: loader.Probe, kernels: Optional[loader.Kernels]) -> Optional[str]:
@@ -61,11 +77,14 @@ def run_upstream(
     cold_start: bool = True,
     flush_l2: bool = True,
     replays: Optional[int] = None,
+    layouts: Optional[int] = None,
     log=_log,
 ) -> dict:
     """Run the comparison; returns the ``upstream`` section of the bench JSON.
-    ``replays``: timed graph replays per row and implementation (None: DEVICE_REPLAYS)."""
+    ``replays``: timed graph replays per row and implementation (None: DEVICE_REPLAYS),
+    split between ``layouts`` builds of each row (None: LAYOUTS)."""
     replays = replays or DEVICE_REPLAYS
+    layouts = layouts or LAYOUTS
     t_start = time.perf_counter()
     loc = loader.locate(spec)
     probe = loader.probe(loc, gpu=device.type == "cuda")
@@ -82,6 +101,7 @@ def run_upstream(
         "ok": None,
         "buckets": buckets,
         "replays": replays,
+        "layouts": layouts,
         "cold_start": [],
         "rows": [],
         "skipped_rows": [],
@@ -130,7 +150,7 @@ def run_upstream(
                 doc["skipped_rows"].append({"case": spec_.name, "reason": reason})
                 continue
             try:
-                res = measure_row(spec_.build(ctx, kernels), timer, pool, replays)
+                res = measure_row(builds(spec_, ctx, kernels), timer, pool, replays, layouts)
             except Exception as e:  # one broken row must not hide the others
                 res = {"case": spec_.name, "group": spec_.group, "ok": False, "error": f"{type(e).__name__}: {e}"}
             if "capture_errors" in res or "error" in res:  # that pool may be left recording (measure_row)

@@ -103,8 +103,9 @@ def notes(up: dict) -> list:
     for w in up.get("warnings", []):
         out.append(f"Warning: {w}.")
     if up.get("replays"):
+        builds = f", split between {up['layouts']} builds of the row at other addresses" if up.get("layouts", 1) > 1 else ""
         out.append(f"Device medians over {up['replays']} replays per implementation and row (rounded up to whole "
-                   "rotation cycles).")
+                   f"rotation cycles){builds}.")
     cold = up.get("cold_start", [])
     if any(not _is_vllm(c["name"]) for c in cold):
         b = up["buckets"]
