@@ -545,7 +545,7 @@ def test_whole_mode_emulated_on_cpu(tmp_path, monkeypatch, small_shapes, capsys)
         assert {"upstream", "ours"} <= set(r["impls"]) and r["ok"] and not r["checks"]["graph"]
         assert r["ratio_ours_upstream"]["host"] > 0 and r["impls"]["ours"]["launch_us"]["median"] > 0
         # one pair per round: 3 replays make one whole rotation cycle (2 rounds per implementation) in each build
-        assert r["device_diff_us"]["n"] == 2 * 2 * len(r["impls"]) and len(r["device_diff_us"]["layouts"]) == 2
+        assert r["device_diff_us"]["n"] == 2 * 2 * len(r["impls"]) and len(r["device_diff_us"]["builds"]) == 2
     # DSA generate K=5: ours writes the five graphs in one call (fused_dsa_metadata).
     assert up["rows"][3]["impls"]["ours"]["calls"] == 1 and up["rows"][3]["impls"]["upstream"]["calls"] == 1
     assert up["skipped_rows"] == []
@@ -597,3 +597,22 @@ def test_paired_difference_resolves_a_shift_below_the_spread():
     same = paired_difference((shared + own()) - (shared + own()))
     assert same["ci95"][0] < 0.0 < same["ci95"][1]
     assert paired_difference([]) is None
+
+
+def test_paired_difference_interval_covers_the_spread_between_builds():
+    """Builds whose buffers sit elsewhere differ by more than their rounds do
+    (+-0.3 us against 0.02): the interval resamples builds, so a run of
+    builds centred on 0 does not claim a difference; one build's rounds alone
+    would."""
+    import numpy as np
+
+    from sgl_meta.bench.timing import paired_difference
+
+    rng = np.random.default_rng(3)
+    offsets = [0.3, -0.3, 0.25, -0.2, 0.1, -0.15, 0.0, -0.05]
+    builds = [off + rng.normal(0.0, 0.02, 250) for off in offsets]
+    d = paired_difference(*builds)
+    assert d["n"] == 2000 and len(d["builds"]) == 8 and abs(d["builds"][0] - 0.3) < 0.01
+    assert d["ci95"][0] < 0.0 < d["ci95"][1] and d["ci95"][1] - d["ci95"][0] > 0.1
+    one = paired_difference(builds[0])
+    assert one["ci95"][0] > 0.25

@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --upstream: timed graph replays per row and implementation (default 300)")
     p.add_argument("--layouts", type=int, default=None, metavar="N",
                    help="with --upstream: builds of each row at other addresses, the replays split between them "
-                        "(default 4)")
+                        "(default 8)")
     # Self-test of the checker: corrupt one fused output at this step.
     p.add_argument("--corrupt-fused", type=int, metavar="STEP", help=argparse.SUPPRESS)
     # CPU self-test of the graph-mode path: "graphs" that replay the calls eagerly.

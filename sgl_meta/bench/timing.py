@@ -102,19 +102,27 @@ class WallTimer:
         return us, us
 
 
-def paired_difference(diffs, resamples: int = 2000, seed: int = 0) -> dict:
+def paired_difference(*builds, resamples: int = 2000, seed: int = 0) -> dict:
     """Median of per-round differences (one implementation's replay minus the
     other's in the same round) with a 95% bootstrap interval of that median:
     pairing cancels what drifts between rounds (clocks, the other rows' cache
-    state), so a difference well below the rows' spread still shows. None for
-    an empty sample."""
-    v = np.asarray(diffs, dtype=np.float64)
-    if v.size == 0:
+    state), so a difference well below the rows' spread still shows. Each
+    argument holds the rounds of one build of the row (its buffers at other
+    addresses, which moves the difference by more than rounds do); the
+    bootstrap resamples the builds, then the rounds within each, so the
+    interval covers both. ``builds``: each build's median. None for no rounds."""
+    parts = [np.asarray(b, dtype=np.float64) for b in builds if len(b)]
+    if not parts:
         return None
     rng = np.random.default_rng(seed)
-    meds = np.median(v[rng.integers(0, v.size, size=(resamples, v.size))], axis=1)
+    meds = np.empty(resamples)
+    for i in range(resamples):
+        picked = [parts[j] for j in rng.integers(0, len(parts), size=len(parts))]
+        meds[i] = np.median(np.concatenate([p[rng.integers(0, p.size, size=p.size)] for p in picked]))
     lo, hi = np.percentile(meds, [2.5, 97.5])
-    return {"median": float(np.median(v)), "ci95": [float(lo), float(hi)], "n": int(v.size)}
+    v = np.concatenate(parts)
+    return {"median": float(np.median(v)), "ci95": [float(lo), float(hi)], "n": int(v.size),
+            "builds": [float(np.median(p)) for p in parts]}
 
 
 def stats(values) -> dict:

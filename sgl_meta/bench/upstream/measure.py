@@ -20,7 +20,8 @@ for the KV read rows the bare gather of the same pages):
    median difference with a 95% bootstrap interval), which resolves what the
    medians' run-to-run spread hides; the rounds are split between several
    builds of the row at other addresses (``LAYOUTS``, each build's median in
-   ``device_diff_us["layouts"]``), checked each;
+   ``device_diff_us["builds"]``; the interval resamples builds and rounds),
+   checked each;
 4. launch us: host wall time of ``graph.replay()`` for that graph, i.e. the
    per-step host cost when the refresh is recorded in the step's graph.
 """
@@ -28,7 +29,6 @@ for the KV read rows the bare gather of the same pages):
 from __future__ import annotations
 
 import gc
-import statistics
 import time
 from typing import Iterable
 
@@ -43,7 +43,7 @@ HOST_ROUNDS = 10
 HOST_PER_ROUND = 32
 DRAIN_EVERY = 8
 DEVICE_REPLAYS = 300  # rounds; --replays
-LAYOUTS = 4  # builds of each row the rounds are split between; --layouts
+LAYOUTS = 8  # builds of each row the rounds are split between; --layouts
 UNWRITTEN_LIMIT = 0.01  # share of upstream's region still equal to the poison
 
 
@@ -142,7 +142,7 @@ def measure_row(rows: Iterable[Row], timer: DeviceTimer, pool, replays: int = DE
     after the previous one is measured): checks on every build, host times on
     the first, the device rounds split evenly between them and pooled."""
     result, impls = None, []
-    host, dev, launch, paired, per_layout = {}, {}, {}, [], []
+    host, dev, launch, paired = {}, {}, {}, []  # paired: each build's ours - upstream per round
     capture_errors = {}
     # whole cycles of the rotation (2 x implementations rounds) per layout, so no
     # implementation holds a position more often than another
@@ -192,9 +192,7 @@ def measure_row(rows: Iterable[Row], timer: DeviceTimer, pool, replays: int = DE
                 by_impl = dict(zip(seq, d))
                 if "ours" in by_impl and "upstream" in by_impl:
                     layout_pairs.append(by_impl["ours"] - by_impl["upstream"])
-            paired += layout_pairs
-            if layout_pairs:
-                per_layout.append(statistics.median(layout_pairs))
+            paired.append(layout_pairs)
         del graphs
     for impl in impls:
         result["impls"][impl] = {
@@ -206,9 +204,7 @@ def measure_row(rows: Iterable[Row], timer: DeviceTimer, pool, replays: int = DE
     if capture_errors:
         result["capture_errors"] = capture_errors
     result["ratio_ours_upstream"] = ratios(result["impls"])
-    result["device_diff_us"] = paired_difference(paired)
-    if result["device_diff_us"]:
-        result["device_diff_us"]["layouts"] = per_layout  # each build's median: what placement moves
+    result["device_diff_us"] = paired_difference(*paired)
     if "gather" in result["impls"]:
         result["ratio_ours_gather"] = ratios(result["impls"], "gather")["device"]
     result["ok"] = not any(result["checks"].values())
