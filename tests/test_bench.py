@@ -158,7 +158,8 @@ def test_plot(tmp_path):
 
 
 @pytest.mark.parametrize("bad", [["--preset", "no-such-model"], ["--context-len", "0"], ["--context-len", "-1"],
-                                 ["--steps", "0"], ["--warmup", "-1"], ["--check-every", "0"]])
+                                 ["--steps", "0"], ["--warmup", "-1"], ["--check-every", "0"],
+                                 ["--buckets", "1,2,4", "--max-bs", "8"]])
 def test_bad_arguments(bad):
     """Refused before anything runs (exit 2; exit 1 means a fused output differed)."""
     with pytest.raises(SystemExit) as e:

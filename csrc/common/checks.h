@@ -87,7 +87,7 @@ struct Expect {
   int64_t dim;                 // 1, 2 or kAnyDim
   int64_t min_rows = 0;        // size(0) >= min_rows
   int64_t min_cols = 0;        // size(1) >= min_cols (dim == 2)
-  const char* rows_why = "";   // e.g. "bs" -- named in the error
+  const char* rows_why = "";   // e.g. "bs" -- named in the error ("": the number alone)
   const char* cols_why = "";
 };
 
@@ -108,6 +108,17 @@ std::ostream& operator<<(std::ostream& os, const DeviceOf<T>& d) {
   if (d.t.is_cuda()) return os << "cuda:" << d.t.get_device_index();
   if (d.t.is_cpu()) return os << "cpu";
   return os << "device type " << static_cast<int>(d.t.device().type());
+}
+
+// Streams a size bound: "bs = 4", or "1" alone when the bound has no name.
+struct AtLeast {
+  const char* why;
+  int64_t n;
+};
+
+inline std::ostream& operator<<(std::ostream& os, const AtLeast& a) {
+  if (*a.why) os << a.why << " = ";
+  return os << a.n;
 }
 
 class ArgChecker {
@@ -175,13 +186,12 @@ class ArgChecker {
             " but the other tensors are on ", DeviceOf{device_of});
     if (e.dim == Expect::kAnyDim) return;
     const int64_t rows = t.size(0);
-    require(rows >= e.min_rows, name, ".size(0) must be >= ", e.rows_why, " = ",
-            e.min_rows, ", got ", rows);
+    require(rows >= e.min_rows, name, ".size(0) must be >= ", AtLeast{e.rows_why, e.min_rows}, ", got ", rows);
     int64_t inner_size = rows;
     if (e.dim == 2) {
       inner_size = t.size(1);
-      require(inner_size >= e.min_cols, name, ".size(1) must be >= ", e.cols_why,
-              " = ", e.min_cols, ", got ", inner_size);
+      require(inner_size >= e.min_cols, name, ".size(1) must be >= ", AtLeast{e.cols_why, e.min_cols}, ", got ",
+              inner_size);
     }
     // A unit inner stride is what lets the kernels address rows with
     // stride(0); size-1 dimensions have no meaningful stride.

@@ -41,7 +41,7 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   check.optional_tensor(num_kv_splits, "num_kv_splits",
                         {KvDT::kInt32, 1, bs * num_group, 0, "req_pool_indices.numel() * num_group"},
                         dev);
-  check.optional_tensor(uneven_batch, "uneven_batch", {KvDT::kInt32, 1, 1, 0, "1"}, dev);
+  check.optional_tensor(uneven_batch, "uneven_batch", {KvDT::kInt32, 1, 1}, dev);
   if (bs == 0) return;  // documented no-op
 
   std::vector<ArgChecker::WrittenOf<T>> inputs =

@@ -14,7 +14,7 @@ template <typename T>
 void vllm_copy_page_indices(T page_indices, T block_table, T cu_num_blocks) {
   const ArgChecker check("vllm_copy_page_indices");
   const T& dev = cu_num_blocks;
-  check.tensor(cu_num_blocks, "cu_num_blocks", {DT::kIndex, 1, 1, 0, "1"}, dev);
+  check.tensor(cu_num_blocks, "cu_num_blocks", {DT::kIndex, 1, 1}, dev);
   const int64_t n = cu_num_blocks.size(0) - 1;
   check.tensor(block_table, "block_table", {DT::kInt32, 2, n, 0, "cu_num_blocks.numel() - 1"}, dev);
   check.tensor(page_indices, "page_indices", {DT::kInt32, 1}, dev);

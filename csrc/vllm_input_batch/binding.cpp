@@ -74,7 +74,7 @@ void vllm_combine_sampled_and_draft_tokens(T input_ids, T idx_mapping, T last_sa
   const int64_t last_dim = last_sampled_tokens.dim();
   check.require(last_dim == 1 || last_dim == 2, "last_sampled_tokens must be 1-D or 2-D, got ",
                 last_dim, "-D");
-  check.tensor(last_sampled_tokens, "last_sampled_tokens", {DT::kIndex, last_dim, 0, 1, "", "1"}, dev);
+  check.tensor(last_sampled_tokens, "last_sampled_tokens", {DT::kIndex, last_dim, 0, 1}, dev);
   check.tensor(query_start_loc, "query_start_loc", {DT::kIndex, 1, n + 1, 0, n1_why}, dev);
   check.tensor(seq_lens, "seq_lens", {DT::kIndex, 1, n, 0, n_why}, dev);
   check.tensor(prefill_len, "prefill_len", {DT::kIndex, 1}, dev);

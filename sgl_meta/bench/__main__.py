@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, help=f"unmeasured steps first (default {GPU_DEFAULTS['warmup']} GPU, {CPU_DEFAULTS['warmup']} CPU)")
     p.add_argument("--seed", type=int, default=0, help="trace and poison seed; same seed, same trace (default 0)")
     p.add_argument("--max-bs", type=int, help=f"largest batch / graph bucket (default {GPU_DEFAULTS['max_bs']} GPU, {CPU_DEFAULTS['max_bs']} CPU)")
-    p.add_argument("--buckets", type=_int_list, help="explicit bucket list, e.g. 1,2,4,8 (default: SGLang's list up to --max-bs)")
+    p.add_argument("--buckets", type=_int_list, help="explicit bucket list, e.g. 1,2,4,8; its largest is the max bs (default: SGLang's list up to --max-bs)")
     p.add_argument("--spec", action=argparse.BooleanOptionalAction, default=None,
                    help="speculative decoding on/off (default: per preset: gpt-oss, DeepSeek and Llama on FA3 on, Llama on TRT-LLM MHA off)")
     p.add_argument("--check-every", type=int, default=1, metavar="N", help="compare fused vs reference every N steps (default 1: every step)")
@@ -118,6 +118,9 @@ def main(argv=None) -> int:
     defaults = GPU_DEFAULTS if cuda else CPU_DEFAULTS
     steps = defaults["steps"] if args.steps is None else args.steps
     warmup = defaults["warmup"] if args.warmup is None else args.warmup
+    if args.buckets and args.max_bs is not None and args.max_bs != max(args.buckets):
+        parser.error(f"--buckets sets the largest batch ({max(args.buckets)}); --max-bs {args.max_bs} disagrees: "
+                     "give one of them")
     max_bs = max(args.buckets) if args.buckets else (defaults["max_bs"] if args.max_bs is None else args.max_bs)
     context_len = defaults["context_len"] if args.context_len is None else args.context_len
     if steps < 1 or warmup < 0 or max_bs < 1 or args.check_every < 1 or (
