@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -407,3 +408,16 @@ def test_sglang_step_bench_says_sglang_is_missing(monkeypatch, capsys):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sglang" else real(name, *a))
     assert main(["--sglang"]) == 2
     assert "needs SGLang 0.5.23 importable: pip install --no-deps sglang==0.5.23" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, code", [(["--sglang", "--help"], 0), (["--sglang", "--backend", "foo"], 2)])
+def test_sglang_step_bench_options_without_sglang(monkeypatch, capsys, argv, code):
+    """Its help and its argument errors need neither SGLang nor a GPU: they
+    come before the run's imports and its preflight."""
+    monkeypatch.setitem(sys.modules, "sglang", None)  # `import sglang...` raises
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == code
+    out = capsys.readouterr()
+    assert ("--mode" in out.out) if code == 0 else ("invalid choice: 'foo'" in out.err)

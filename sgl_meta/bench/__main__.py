@@ -98,12 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--sglang" in argv:  # its own options: python -m sgl_meta.bench --sglang --help
-        from .sglang_step import why_not_here
-
-        why = None if {"-h", "--help"} & set(argv) else why_not_here()
-        if why:
-            print(f"python -m sgl_meta.bench --sglang: {why}.", file=sys.stderr)
-            return 2
         from .sglang_step.cli import main as sglang_main
 
         return sglang_main([a for a in argv if a != "--sglang"])

@@ -31,8 +31,6 @@ SPEC_DRAFT_TOKENS = 4
 PAGE_SIZE = 64
 HEADROOM = 256
 """Tokens a run may grow each request by (steps, draft tokens): at most 2 per replay step plus 8."""
-MODES = ("decode", "target_verify", "draft_extend", "draft_decode")
-BACKENDS = ("trtllm_mha", "fa3", "triton", "dsa")
 DENSE = ("trtllm_mha", "fa3", "triton")
 """Backends built through the kit's dense-attention runner."""
 LEFT_OUT = [
@@ -42,12 +40,6 @@ LEFT_OUT = [
     "DSA: the top-k v2 plan (SGLANG_OPT_USE_TOPK_V2=0; it serves sgl_kernel's top-k)",
 ]
 """What the measured path leaves out of both sides (the module docstring says why)."""
-NOT_MEASURED = {
-    ("triton", "draft_decode"): "Triton draft decode: SGLang's own generate_draft_decode_kv_indices does not "
-                                "compile for the multi-step Triton draft backend built through the kit "
-                                "(page_size reaches the kernel as None), so neither side runs",
-}
-"""Points left out of the grid, and why."""
 
 
 @dataclass

@@ -23,15 +23,17 @@ import traceback
 import torch
 
 from ..report import environment, write_json
-from . import backends, points, stubs, table
-from .measure import Plan, run
+from . import points, stubs, table, why_not_here
 from .plugin_switch import Switch
+
+# backends and measure import SGLang: loaded once the run is known to be possible
+# (and after stubs.install()), so --help and argument errors need neither.
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sgl_meta.bench --sglang", description=__doc__.split("\n\n")[0])
-    p.add_argument("--backend", nargs="+", choices=backends.BACKENDS, default=list(backends.BACKENDS))
-    p.add_argument("--mode", nargs="+", choices=backends.MODES, default=list(backends.MODES))
+    p.add_argument("--backend", nargs="+", choices=points.BACKENDS, default=list(points.BACKENDS))
+    p.add_argument("--mode", nargs="+", choices=points.MODES, default=list(points.MODES))
     p.add_argument("--sizes", help="bs:context,... (default 1:131072,64:32768,256:8192)")
     p.add_argument("--steps", type=int, default=100, help="timed replay steps per point and side (default 100)")
     p.add_argument("--json", metavar="PATH", help="write environment, grid and numbers as JSON")
@@ -45,8 +47,11 @@ def _sizes(text):
     return tuple(tuple(int(v) for v in item.split(":")) for item in text.split(","))
 
 
-def run_points(grid, device: str, plan: Plan, switch, log, done=lambda out: None) -> dict:
+def run_points(grid, device: str, plan, switch, log, done=lambda out: None) -> dict:
     """Each point built twice alike (plugin off, plugin on) and measured; ``done(results so far)`` after each."""
+    from . import backends
+    from .measure import run
+
     out = {}
     for point in grid:
         try:
@@ -82,8 +87,15 @@ def compare(off: dict, on: dict) -> list:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    device = "cuda"  # (the caller checked: sgl_meta.bench.sglang_step.why_not_here)
+    why = why_not_here()
+    if why:
+        print(f"python -m sgl_meta.bench --sglang: {why}.", file=sys.stderr)
+        return 2
+    device = "cuda"
     stubbed = stubs.install()
+    from . import backends
+    from .measure import Plan
+
     grid = points.grid(args.backend, args.mode, _sizes(args.sizes))
     plan = Plan(steps=args.steps)
 
@@ -99,7 +111,7 @@ def main(argv=None) -> int:
         # Rewritten after every point, so a run stopped early keeps what it measured.
         rows = [_row(p, results[p]) for p in grid if p in results]
         state["failed"] = any(r["equal"] is False for r in rows)
-        left_out = backends.LEFT_OUT + list(backends.NOT_MEASURED.values())
+        left_out = backends.LEFT_OUT + list(points.NOT_MEASURED.values())
         doc = {"environment": env, "stubbed": stubbed, "plugin": hooks, "left_out": left_out,
                "plan": vars(plan), "rows": rows}
         text = table.markdown(doc)

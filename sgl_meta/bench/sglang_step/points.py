@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from .backends import BACKENDS, MODES, NOT_MEASURED
+MODES = ("decode", "target_verify", "draft_extend", "draft_decode")
+BACKENDS = ("trtllm_mha", "fa3", "triton", "dsa")
+NOT_MEASURED = {
+    ("triton", "draft_decode"): "Triton draft decode: SGLang's own generate_draft_decode_kv_indices does not "
+                                "compile for the multi-step Triton draft backend built through the kit "
+                                "(page_size reaches the kernel as None), so neither side runs",
+}
+"""Points left out of the grid, and why."""
 
 SIZES = ((1, 131072), (64, 32768), (256, 8192))
 """(batch size, context tokens): one long request, a mid batch, a full graph bucket."""
