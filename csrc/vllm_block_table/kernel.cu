@@ -246,17 +246,24 @@ __global__ void __launch_bounds__(kThreads, step_min_blocks(kThreads))
       zero_row<kThreads>(dst, grp.dst_cols);
       return;
     }
-    // The first pass's loads go out before the row's span check, as soon as
-    // num_blocks is back: clamped to the tables' width they stay inside the
-    // request's row whatever num_blocks holds, and the check (with the sliding
-    // window's division) runs once, while they are in flight; it gates the
-    // stores. 32-bit offsets: the width is an int32 column count.
+    // The first pass's loads go out before the row's span check: clamped to
+    // the tables' width they stay inside the request's row whatever num_blocks
+    // holds, and the check (with the sliding window's division) runs once,
+    // while they are in flight; it gates the stores. 32-bit offsets: the
+    // width is an int32 column count.
     const int64_t width = grp.src_cols < grp.dst_cols ? grp.src_cols : grp.dst_cols;
     const uint32_t reach = blocks < 0 ? 0u : static_cast<uint32_t>(blocks < width ? blocks : width);
     const int32_t* src = grp.src + r.req * grp.src_stride + threadIdx.x;
     int32_t* out = dst + threadIdx.x;
     int32_t v[kUnroll];
-    load_columns<kThreads>(v, src, 0, reach);
+    // Where the launch gathers alone, the first pass reads the row's first
+    // columns whatever num_blocks says (the stores keep to it): its loads then
+    // wait for the request index alone, and go out beside num_blocks' read
+    // (host memory, in vLLM's runner) instead of after it. Beside the slot
+    // mappings' loads in the fused step the extra columns cost more than the
+    // wait.
+    constexpr uint32_t kPass = kThreads * kUnroll;
+    load_columns<kThreads>(v, src, 0, kSlots ? reach : width < kPass ? static_cast<uint32_t>(width) : kPass);
     int64_t count = 0, null = 0, value = 0;
     const VllmFault f = vllm_gather_span(p, r, g, gs, blocks, &count, &null, &value);
     if (f != kVllmOk) fail_group(p.op, f, g, b, 0, value, grp.src_cols, r.req);
