@@ -20,7 +20,9 @@ fi
 # shellcheck disable=SC1091
 source "$VENV/bin/activate"
 python -m pip install -q --upgrade pip
-python -m pip install -q "${SGLMETA_TORCH:-torch==2.14.1}" "setuptools>=77" wheel ninja
+# numpy (a runtime dependency) before the build: torch, imported by setup.py,
+# warns twice without it.
+python -m pip install -q "${SGLMETA_TORCH:-torch==2.14.1}" "setuptools>=77" wheel ninja "numpy>=1.26"
 MAX_JOBS=${MAX_JOBS:-$(nproc)} python -m pip install -q --no-build-isolation -e ".[dev]"
 python -c "import torch, sgl_meta; print(f'sgl_meta {sgl_meta.__version__} built against torch {torch.__version__}')"
 
