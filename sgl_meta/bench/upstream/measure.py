@@ -144,8 +144,6 @@ def measure_row(rows: Iterable[Row], timer: DeviceTimer, pool, replays: int = DE
     result, impls = None, []
     host, dev, launch, paired = {}, {}, {}, []  # paired: each build's ours - upstream per round
     capture_errors = {}
-    # whole cycles of the rotation (2 x implementations rounds) per layout, so no
-    # implementation holds a position more often than another
     for k, row in zip(range(layouts), rows):
         if result is None:
             impls = [i for i in IMPLS if i in row.calls]
@@ -182,6 +180,8 @@ def measure_row(rows: Iterable[Row], timer: DeviceTimer, pool, replays: int = DE
             torch.cuda.synchronize()
             if set(graphs) == set(impls):
                 result["checks"]["graph"] += check_row(row, "graph")
+            # whole cycles of the rotation (2 x implementations rounds) in each
+            # build, so no implementation holds a position more often than another
             cycle = 2 * len(graphs)
             layout_pairs = []
             for seq in replay_orders(list(graphs), -(-replays // (cycle * layouts)) * cycle):

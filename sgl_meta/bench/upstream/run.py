@@ -49,7 +49,7 @@ def builds(spec: RowSpec, ctx: Context, kernels):
     while True:
         ctx.drop()
         pages = rng.randrange(1, 1 << 14)
-        ctx.fixtures["layout_shift"] = torch.empty(pages * 4096, dtype=torch.uint8, device=ctx.device)
+        ctx.fixture("layout_shift", lambda c: torch.empty(pages * 4096, dtype=torch.uint8, device=c.device))
         yield spec.build(ctx, kernels)
 
 
