@@ -421,3 +421,30 @@ def test_sglang_step_bench_options_without_sglang(monkeypatch, capsys, argv, cod
     assert e.value.code == code
     out = capsys.readouterr()
     assert ("--mode" in out.out) if code == 0 else ("invalid choice: 'foo'" in out.err)
+
+
+def test_sglang_step_on_minus_off_and_slower_rows():
+    """The step bench's verdict: per step, plugin on minus off; a row is slower
+    only where the whole 95% interval lies above 0. A constant +0.5 us on every
+    step is slower; steps that differ by noise centred on 0 are not; a faster
+    row is not."""
+    import types
+
+    pytest.importorskip("sglang")
+    from sgl_meta.bench.sglang_step import table
+    from sgl_meta.bench.sglang_step.measure import on_minus_off
+
+    rng = np.random.default_rng(0)
+    off_dev = list(5 + rng.normal(0, 0.3, 200))
+    side = lambda dev, host: types.SimpleNamespace(dev=dev, host=host, replay=[])  # noqa: E731
+    noise = list(rng.normal(0, 0.3, 200))
+    slower = on_minus_off(side(off_dev, off_dev), side([x + 0.5 for x in off_dev], [x + y for x, y in zip(off_dev, noise)]))
+    assert set(slower) == {"out_device_us", "out_host_us"}  # no replays recorded: no in-graph difference
+    assert slower["out_device_us"]["median"] == pytest.approx(0.5) and slower["out_device_us"]["ci95"][0] > 0
+    lo, hi = slower["out_host_us"]["ci95"]
+    assert lo < 0 < hi
+    faster = on_minus_off(side(off_dev, off_dev), side([x - 1 for x in off_dev], off_dev))
+    rows = [{"backend": "fa3", "mode": "decode", "bs": 1, "on_minus_off": slower},
+            {"backend": "dsa", "mode": "decode", "bs": 64, "on_minus_off": faster},
+            {"backend": "dsa", "mode": "decode", "bs": 256}]
+    assert table.slower(rows) == ["fa3 decode bs1: out-of-graph device +0.50 [+0.50, +0.50]"]

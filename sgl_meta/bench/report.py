@@ -7,6 +7,7 @@ import platform
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import torch
@@ -100,6 +101,14 @@ def _num(x) -> str:
     if x >= 10:
         return f"{x:.1f}"
     return f"{x:.2f}"
+
+
+def diff_cell(d: Optional[dict]) -> str:
+    """A paired difference (``timing.paired_difference``): median [95% interval], us."""
+    if not d:
+        return "-"
+    lo, hi = d["ci95"]
+    return f"{d['median']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
 
 
 def _med_p99(s) -> str:

@@ -131,5 +131,6 @@ def _row(point, result: dict) -> dict:
     a, b = result.get("off", result), result.get("on", result)
     diffs = compare(a, b) if "error" not in result else []
     return {"backend": point[0], "mode": point[1], "bs": point[2], "context": point[3],
-            "off": a.get("metrics"), "on": b.get("metrics"), "error": result.get("error"),
+            "off": a.get("metrics"), "on": b.get("metrics"), "on_minus_off": result.get("on_minus_off", {}),
+            "error": result.get("error"),
             "equal": None if "error" in result else not diffs, "diffs": diffs[:20]}

@@ -11,7 +11,11 @@ nothing else: the attention kernels are not here) is replayed. Measured:
 * launches: kernels, copies and fills the eager call puts on the GPU, and those
   recorded in the graph, each with its device us (torch.profiler, a few steps;
   in the JSON);
-* in-graph device us: CUDA events around the replay, L2 flushed before it.
+* in-graph device us: CUDA events around the replay, L2 flushed before it;
+* on - off: per step, the plugin-on sample minus the plugin-off one of the same
+  step, median with a 95% bootstrap interval (``timing.paired_difference``):
+  pairing cancels what drifts between steps, and the interval says whether a
+  difference is the plugin's or the spread of the steps.
 
 Each side has its own backend and batch, built alike from one seed; every step
 runs both in turn (the one that goes first alternates), so drift in the
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..timing import SLEEP_CYCLES, DeviceTimer, stats
+from ..timing import SLEEP_CYCLES, DeviceTimer, paired_difference, stats
 from . import batches
 from .backends import Setup
 
@@ -176,4 +180,16 @@ def run(off: Setup, on: Setup, switch, plan: Plan) -> dict:
             with forward_context(ForwardContext(attn_backend=side.setup.backend)):
                 out[name] = {"snapshots": side.snapshots, "metrics": side.metrics(cuda, plan)}
     switch.on()
+    out["on_minus_off"] = on_minus_off(*sides)
+    return out
+
+
+def on_minus_off(off: _Side, on: _Side) -> dict:
+    """Per timed step, plugin on minus plugin off (both sides took the same steps):
+    ``{"out_host_us" | "out_device_us" | "in_graph_device_us": paired_difference}``."""
+    out = {}
+    for key, attr in (("out_host_us", "host"), ("out_device_us", "dev"), ("in_graph_device_us", "replay")):
+        a, b = getattr(off, attr), getattr(on, attr)
+        if a and len(a) == len(b):
+            out[key] = paired_difference([y - x for x, y in zip(a, b)])
     return out

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from ..report import _num
+from ..report import _num, diff_cell
 
 HEADER = ("backend", "mode", "bs", "context", "out-of-graph host us (off / on)",
           "out-of-graph device us (off / on)", "launches out / in graph (off / on)",
-          "in-graph replay device us (off / on)", "buffers equal")
+          "in-graph replay device us (off / on)", "on - off out-of-graph device us [95%]",
+          "on - off in-graph device us [95%]", "on - off host us [95%]", "buffers equal")
+DIFFS = (("out_device_us", "out-of-graph device"), ("in_graph_device_us", "in-graph device"),
+         ("out_host_us", "host"))
 
 
 def _med(metrics, key):
@@ -28,14 +31,26 @@ def row(r: dict) -> list:
     off, on = r["off"], r["on"]
     if r["error"]:
         first_line = r["error"].strip().splitlines()[0] if r["error"].strip() else r["error"]
-        return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]), f"failed: {first_line[:120]}",
-                "", "", "", ""]
+        return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]), f"failed: {first_line[:120]}"] + [""] * 7
     return [r["backend"], r["mode"], str(r["bs"]), str(r["context"]),
             _pair(_med(off, "out_host_us"), _med(on, "out_host_us")),
             _pair(_med(off, "out_device_us"), _med(on, "out_device_us")),
             f"{_launch(off)} / {_launch(on)}",
             _pair(_med(off, "in_graph_device_us"), _med(on, "in_graph_device_us")),
+            *(diff_cell(r.get("on_minus_off", {}).get(key)) for key, _ in DIFFS),
             "yes" if r["equal"] else "NO: " + "; ".join(r["diffs"][:3])]
+
+
+def slower(rows) -> list:
+    """``"backend mode bs: what +x us [lo, hi]"`` for every difference whose whole
+    95% interval lies above 0 (the plugin slower beyond the spread of the steps)."""
+    out = []
+    for r in rows:
+        for key, what in DIFFS:
+            d = (r.get("on_minus_off") or {}).get(key)
+            if d and d["ci95"][0] > 0:
+                out.append(f"{r['backend']} {r['mode']} bs{r['bs']}: {what} {diff_cell(d)}")
+    return out
 
 
 def markdown(doc: dict) -> str:
@@ -48,11 +63,16 @@ def markdown(doc: dict) -> str:
         "|" + "---|" * len(HEADER),
     ]
     lines += ["| " + " | ".join(row(r)) + " |" for r in doc["rows"]]
+    worse = slower(doc["rows"])
+    lines += ["", "Plugin on slower than off (the whole 95% interval of on - off above 0): "
+              + ("; ".join(worse) if worse else "none") + "."]
     lines += ["", f"Import stubs (not installed; no kernel of theirs runs, only device-size queries answered): "
               f"{', '.join(doc['stubbed']) or 'none'}.",
               "Left out of both sides: " + "; ".join(doc["left_out"]) + ".",
               "Plugin off and on measured step by step in turn, each side on its own backend built alike. "
               "Out-of-graph device us: CUDA events around the eager call, queued behind a ~1 ms spin kernel "
-              "(longer than the host takes to issue it), so the GPU time without host gaps. Launches: "
+              "(longer than the host takes to issue it), so the GPU time without host gaps. On - off: per step, "
+              "the plugin-on sample minus the plugin-off one of the same step; median [95% bootstrap interval]. "
+              "Launches: "
               "GPU kernels/copies of the eager call + those recorded in the graph; '-' replay: nothing recorded."]
     return "\n".join(lines)

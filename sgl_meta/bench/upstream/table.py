@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Optional
 
-from ..report import environment_line
+from ..report import diff_cell, environment_line
 
 COLS = ("host_us", "device_us", "launch_us")
 
@@ -33,14 +33,6 @@ def _us(s: Optional[dict]) -> str:
 
 def _ratio(x: Optional[float]) -> str:
     return "-" if x is None else f"{x:.2f}"
-
-
-def _diff(d: Optional[dict]) -> str:
-    """A per-round difference: median [95% interval], us."""
-    if not d:
-        return "-"
-    lo, hi = d["ci95"]
-    return f"{d['median']:+.2f} [{lo:+.2f}, {hi:+.2f}]"
 
 
 def _impl(row: dict, impl: str) -> dict:
@@ -70,7 +62,7 @@ def row_cells(row: dict) -> list:
         _us(ref.get("device_us")),
         _ratio(r.get("host")),
         _ratio(r.get("device")),
-        _diff(row.get("device_diff_us")),
+        diff_cell(row.get("device_diff_us")),
         check_text(row),
     ]
 
@@ -226,7 +218,7 @@ def markdown(doc: dict) -> str:
                 f"| {r['case']} | {_us(u.get('host_us'))} / {_us(u.get('device_us'))} "
                 f"| {_us(o.get('host_us'))} / {_us(o.get('device_us'))} "
                 f"| {_us(u.get('launch_us'))} / {_us(o.get('launch_us'))} "
-                f"| {_ratio(ratio['host'])}, {_ratio(ratio['device'])} | {_diff(r.get('device_diff_us'))} "
+                f"| {_ratio(ratio['host'])}, {_ratio(ratio['device'])} | {diff_cell(r.get('device_diff_us'))} "
                 f"| {_us(e.get('host_us'))} / {_us(e.get('device_us'))} | {check_text(r)} |"
             )
         lines.append("")
