@@ -1,11 +1,13 @@
 // fused_dsa_metadata: the CUDA kernel (no torch headers).
 //
 // One launch, two kinds of thread block:
-//   [0]        the scan block: cache_seqlens, cu_seqlens_k (scan over bs),
+//   [0, S)     scan blocks (S = 1 in DECODE, else 2). Block 0: cache_seqlens,
+//              cu_seqlens_k (scan over bs), paged_mqa_ctx_lens, the checks of
+//              every request index and extend length (named device asserts),
+//              and in DECODE the expanded rows too (one per request). Block 1:
 //              seqlens_expanded, dsa_cache_seqlens, dsa_cu_seqlens_k (scan over
-//              the n expanded rows), paged_mqa_ctx_lens, and the checks of
-//              every request index and extend length (named device asserts);
-//   [1, 1 + G) page blocks: copy the live prefixes of req_to_token rows into
+//              the n expanded rows);
+//   [S, S + G) page blocks: copy the live prefixes of req_to_token rows into
 //              page_table_1 / real_page_table, every set, every row of the
 //              request.
 //
@@ -313,14 +315,26 @@ __device__ void scan_draft_rows(const DsaGenParams& p, ScanSmem& sm) {
   }
 }
 
+// Scan blocks before the page blocks: DECODE's expanded rows are its requests
+// (one block); TARGET_VERIFY and DRAFT_EXTEND scan their expanded rows in a
+// second block, beside the requests' (neither reads what the other writes), so
+// that each block's serial path is one scan's.
+template <int M>
+constexpr int kScanBlocks = M == kDsaGenDecode ? 1 : 2;
+
 template <int M>
 __device__ void scan_block(const DsaGenParams& p, ScanSmem& sm) {
   if (threadIdx.x < p.num_sets) {
     p.set[threadIdx.x].cu_seqlens_k[0] = 0;
-    p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
+    if (M == kDsaGenDecode) p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
   }
+  if (p.bs > 0) scan_requests<M>(p, sm);
+}
+
+template <int M>
+__device__ void row_block(const DsaGenParams& p, ScanSmem& sm) {
+  if (threadIdx.x < p.num_sets) p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
   if (p.bs == 0) return;
-  scan_requests<M>(p, sm);
   if (M == kDsaGenTargetVerify) scan_verify_rows(p, sm);
   if (M == kDsaGenDraftExtend) scan_draft_rows(p, sm);
 }
@@ -367,31 +381,47 @@ __device__ void copy_unit(const DsaGenParams& p, const int32_t* src, int64_t beg
       load_vec(src + col[k], nel[k], p.vec_load, v[k]);
     }
   }
-  // Pages whose first token lies in [begin, end): at most 1024 per unit.
+  // Pages whose first token lies in [begin, end): at most 1024 per unit. Every
+  // slot is loaded before any is divided (the division branches on the page
+  // size, and a load after a branch waits for it).
   const int64_t q0 = p.page.ceil_div(begin), q1 = p.page.ceil_div(end);
   int32_t page[kPagesPerThread];
+  bool has_page[kPagesPerThread];
   if (p.real_page_table) {
 #pragma unroll
     for (int k = 0; k < kPagesPerThread; ++k) {
       const int64_t q = q0 + k * kThreads + threadIdx.x;
-      page[k] = q < q1 ? static_cast<int32_t>(p.page.div(__ldg(src + q * p.page.page_size))) : 0;
+      has_page[k] = q < q1;
+      page[k] = has_page[k] ? __ldg(src + q * p.page.page_size) : 0;
     }
+#pragma unroll
+    for (int k = 0; k < kPagesPerThread; ++k) page[k] = static_cast<int32_t>(p.page.div(page[k]));
   }
+  // The stores: each row's pointers one stride past the previous row's, and
+  // what decides each store (full vector or not, page or not) computed once.
+  bool full[kVecs];
+#pragma unroll
+  for (int k = 0; k < kVecs; ++k) full[k] = p.page_table_1 && nel[k] == 4 && p.vec_store;
   for (int s = 0; s < p.num_sets; ++s) {
     const DsaGenSet& d = p.set[s];
-    for (int64_t row = row_begin; row < row_begin + row_count; ++row) {
-      if (p.page_table_1) {
-        int32_t* out = d.page_table_1 + row * d.page_table_1_stride;
+    if (p.page_table_1) {
+      int32_t* out = d.page_table_1 + row_begin * d.page_table_1_stride;
+      for (int64_t row = 0; row < row_count; ++row, out += d.page_table_1_stride) {
 #pragma unroll
-        for (int k = 0; k < kVecs; ++k) store_vec(out + col[k], nel[k], p.vec_store, v[k]);
-      }
-      if (p.real_page_table) {
-        int32_t* out = d.real_page_table + row * d.real_page_table_stride;
-#pragma unroll
-        for (int k = 0; k < kPagesPerThread; ++k) {
-          const int64_t q = q0 + k * kThreads + threadIdx.x;
-          if (q < q1) out[q] = page[k];
+        for (int k = 0; k < kVecs; ++k) {
+          if (full[k])
+            *reinterpret_cast<int4*>(out + col[k]) = make_int4(v[k][0], v[k][1], v[k][2], v[k][3]);
+          else
+            store_vec(out + col[k], nel[k], false, v[k]);
         }
+      }
+    }
+    if (p.real_page_table) {
+      int32_t* out = d.real_page_table + row_begin * d.real_page_table_stride + q0 + threadIdx.x;
+      for (int64_t row = 0; row < row_count; ++row, out += d.real_page_table_stride) {
+#pragma unroll
+        for (int k = 0; k < kPagesPerThread; ++k)
+          if (has_page[k]) out[k * kThreads] = page[k];
       }
     }
   }
@@ -513,18 +543,22 @@ template <int M, bool kDirect>
 __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
     fused_dsa_metadata_kernel(int64_t unit_tokens, int64_t chunks, const __grid_constant__ DsaGenParams p) {
   __shared__ Smem smem;
+  constexpr unsigned kScan = kScanBlocks<M>;
   if (blockIdx.x == 0) {
     scan_block<M>(p, smem.scan);
+  } else if (kScan == 2 && blockIdx.x == 1) {
+    row_block<M>(p, smem.scan);
   } else if (kDirect) {
-    direct_page_block<M>(p, smem.page, unit_tokens, blockIdx.x - 1, chunks);
+    direct_page_block<M>(p, smem.page, unit_tokens, blockIdx.x - kScan, chunks);
   } else {
-    page_block<M>(p, smem.page, unit_tokens, blockIdx.x - 1, gridDim.x - 1);
+    page_block<M>(p, smem.page, unit_tokens, blockIdx.x - kScan, gridDim.x - kScan);
   }
 }
 
 template <int M>
-void launch(const DsaGenParams& p, dim3 grid, bool direct, int64_t unit_tokens, int64_t chunks,
+void launch(const DsaGenParams& p, int64_t page_blocks, bool direct, int64_t unit_tokens, int64_t chunks,
             cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(kScanBlocks<M> + page_blocks));
   if (direct)
     fused_dsa_metadata_kernel<M, true><<<grid, kThreads, 0, s>>>(unit_tokens, chunks, p);
   else
@@ -553,14 +587,13 @@ const char* fused_dsa_metadata_cuda(const DsaGenParams& p, void* stream) {
     direct = max_units <= cap;
     page_blocks = direct ? max_units : cap;
   }
-  const dim3 grid(static_cast<unsigned>(1 + page_blocks));
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (p.mode == kDsaGenDecode)
-    launch<kDsaGenDecode>(p, grid, direct, unit_tokens, chunks, s);
+    launch<kDsaGenDecode>(p, page_blocks, direct, unit_tokens, chunks, s);
   else if (p.mode == kDsaGenTargetVerify)
-    launch<kDsaGenTargetVerify>(p, grid, direct, unit_tokens, chunks, s);
+    launch<kDsaGenTargetVerify>(p, page_blocks, direct, unit_tokens, chunks, s);
   else
-    launch<kDsaGenDraftExtend>(p, grid, direct, unit_tokens, chunks, s);
+    launch<kDsaGenDraftExtend>(p, page_blocks, direct, unit_tokens, chunks, s);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
