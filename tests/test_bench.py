@@ -428,23 +428,53 @@ def test_sglang_step_on_minus_off_and_slower_rows():
     only where the whole 95% interval lies above 0. A constant +0.5 us on every
     step is slower; steps that differ by noise centred on 0 are not; a faster
     row is not."""
-    import types
-
     pytest.importorskip("sglang")
     from sgl_meta.bench.sglang_step import table
     from sgl_meta.bench.sglang_step.measure import on_minus_off
 
     rng = np.random.default_rng(0)
     off_dev = list(5 + rng.normal(0, 0.3, 200))
-    side = lambda dev, host: types.SimpleNamespace(dev=dev, host=host, replay=[])  # noqa: E731
     noise = list(rng.normal(0, 0.3, 200))
-    slower = on_minus_off(side(off_dev, off_dev), side([x + 0.5 for x in off_dev], [x + y for x, y in zip(off_dev, noise)]))
+    off = {"out_host_us": off_dev, "out_device_us": off_dev, "in_graph_device_us": []}
+    slower = on_minus_off([(off, {"out_host_us": [x + y for x, y in zip(off_dev, noise)],
+                                  "out_device_us": [x + 0.5 for x in off_dev], "in_graph_device_us": []})])
     assert set(slower) == {"out_device_us", "out_host_us"}  # no replays recorded: no in-graph difference
     assert slower["out_device_us"]["median"] == pytest.approx(0.5) and slower["out_device_us"]["ci95"][0] > 0
     lo, hi = slower["out_host_us"]["ci95"]
     assert lo < 0 < hi
-    faster = on_minus_off(side(off_dev, off_dev), side([x - 1 for x in off_dev], off_dev))
+    faster = on_minus_off([(off, dict(off, out_device_us=[x - 1 for x in off_dev]))])
     rows = [{"backend": "fa3", "mode": "decode", "bs": 1, "on_minus_off": slower},
             {"backend": "dsa", "mode": "decode", "bs": 64, "on_minus_off": faster},
             {"backend": "dsa", "mode": "decode", "bs": 256}]
     assert table.slower(rows) == ["fa3 decode bs1: out-of-graph device +0.50 [+0.50, +0.50]"]
+
+
+def test_sglang_step_builds_pooled():
+    """A point's builds (its buffers at other addresses) pool into one row: the
+    medians over every build's steps, every build's snapshots, the launches of
+    the first; on - off resamples builds, so builds that disagree (one +0.4,
+    one -0.4: a layout, not the plugin) give an interval that holds 0, where
+    either build alone would not."""
+    pytest.importorskip("sglang")
+    from sgl_meta.bench.sglang_step.measure import Plan, merge, on_minus_off
+
+    assert Plan(steps=100, builds=4).per_build().steps == 25 and Plan(steps=101, builds=4).per_build().steps == 26
+    rng = np.random.default_rng(1)
+
+    def build(shift):
+        off = list(5 + rng.normal(0, 0.02, 50))
+        on = [x + shift + rng.normal(0, 0.02) for x in off]
+        side = lambda v, tag: {"snapshots": [tag], "metrics": {"out_launches": 1},  # noqa: E731
+                               "samples": {"out_host_us": v, "out_device_us": v, "in_graph_device_us": []}}
+        return {"off": side(off, f"off{shift}"), "on": side(on, f"on{shift}")}
+
+    builds = [build(+0.4), build(-0.4)]
+    for b in builds:
+        alone = on_minus_off([(b["off"]["samples"], b["on"]["samples"])])["out_device_us"]
+        assert not alone["ci95"][0] <= 0 <= alone["ci95"][1]
+    pooled = merge(builds)
+    lo, hi = pooled["on_minus_off"]["out_device_us"]["ci95"]
+    assert lo < 0 < hi and len(pooled["on_minus_off"]["out_device_us"]["builds"]) == 2
+    assert pooled["off"]["snapshots"] == ["off0.4", "off-0.4"] and pooled["on"]["metrics"]["out_launches"] == 1
+    assert pooled["off"]["metrics"]["out_device_us"]["n"] == 100
+    assert "in_graph_device_us" not in pooled["off"]["metrics"]

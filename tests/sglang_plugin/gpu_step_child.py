@@ -22,7 +22,7 @@ SIZES = ((1, 8192), (8, 4096))
 def main() -> None:
     stubs.install()
     grid = points.grid(backends=("trtllm_mha", "dsa"), sizes=SIZES)
-    plan = Plan(check_steps=3, warmup=1, steps=2, profile_steps=1)
+    plan = Plan(check_steps=3, warmup=1, steps=2, profile_steps=1, builds=2)
 
     def log(line):
         print(line, file=sys.stderr, flush=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import random
 import sys
 import traceback
 
@@ -36,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", nargs="+", choices=points.MODES, default=list(points.MODES))
     p.add_argument("--sizes", help="bs:context,... (default 1:131072,64:32768,256:8192)")
     p.add_argument("--steps", type=int, default=100, help="timed replay steps per point and side (default 100)")
+    p.add_argument("--builds", type=int, default=4,
+                   help="builds of each point, its buffers at other addresses, the steps split between them "
+                        "(default 4)")
     p.add_argument("--json", metavar="PATH", help="write environment, grid and numbers as JSON")
     p.add_argument("--markdown", metavar="PATH", help="write the table as markdown")
     return p
@@ -48,29 +52,42 @@ def _sizes(text):
 
 
 def run_points(grid, device: str, plan, switch, log, done=lambda out: None) -> dict:
-    """Each point built twice alike (plugin off, plugin on) and measured; ``done(results so far)`` after each."""
+    """Each point built ``plan.builds`` times, each time twice alike (plugin off,
+    plugin on) behind a spacer of random size (so that the buffers sit at other
+    addresses), and measured; ``done(results so far)`` after each point."""
     from . import backends
-    from .measure import run
+    from .measure import merge, run
 
+    rng = random.Random(0)
     out = {}
     for point in grid:
+        builds = []
         try:
-            switch.off()
-            off = backends.build(*point, device=device)
-            switch.on()
-            on = backends.build(*point, device=device)
-            switch.refresh()  # copies made by modules the builds imported
-            out[point] = run(off, on, switch, plan)
+            for _ in range(plan.builds):
+                spacer = torch.empty(rng.randrange(1, 1 << 20) * 64, dtype=torch.uint8, device=device)
+                switch.off()
+                off = backends.build(*point, device=device)
+                switch.on()
+                on = backends.build(*point, device=device)
+                switch.refresh()  # copies made by modules the builds imported
+                builds.append(run(off, on, switch, plan.per_build()))
+                off = on = spacer = None
+                _release(device)
+            out[point] = merge(builds)
         except Exception as err:  # one point's failure is reported in its row; the rest still run
             out[point] = {"error": f"{type(err).__name__}: {err}"}
             log(traceback.format_exc())
-        off = on = None
-        gc.collect()
-        if device == "cuda":
-            torch.cuda.empty_cache()
+        off = on = spacer = builds = None
+        _release(device)
         log(f"  {point}: {out[point].get('error', 'done')}")
         done(out)
     return out
+
+
+def _release(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
 
 
 def compare(off: dict, on: dict) -> list:
@@ -97,7 +114,7 @@ def main(argv=None) -> int:
     from .measure import Plan
 
     grid = points.grid(args.backend, args.mode, _sizes(args.sizes))
-    plan = Plan(steps=args.steps)
+    plan = Plan(steps=args.steps, builds=args.builds)
 
     def log(line):
         print(line, file=sys.stderr, flush=True)

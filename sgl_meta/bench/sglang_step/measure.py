@@ -17,6 +17,13 @@ nothing else: the attention kernels are not here) is replayed. Measured:
   pairing cancels what drifts between steps, and the interval says whether a
   difference is the plugin's or the spread of the steps.
 
+A point is built several times (``Plan.builds``; the caller puts each build's
+buffers at other addresses), its steps split between the builds: where a
+kernel's buffers sit moves its time by a few tenths of a us, in either
+direction, the same for SGLang's kernels and ours, so one build per side can
+read as a difference that is only the layout. ``merge`` pools the builds, and
+the interval resamples builds, then steps.
+
 Each side has its own backend and batch, built alike from one seed; every step
 runs both in turn (the one that goes first alternates), so drift in the
 machine's speed reaches both sides alike. The first steps only snapshot the
@@ -39,8 +46,12 @@ from .backends import Setup
 class Plan:
     check_steps: int = 4
     warmup: int = 10
-    steps: int = 100
+    steps: int = 100  # timed steps per point and side, over all builds
     profile_steps: int = 3
+    builds: int = 4
+
+    def per_build(self) -> "Plan":
+        return Plan(self.check_steps, self.warmup, -(-self.steps // self.builds), self.profile_steps, 1)
 
 
 def _launches(fn, reps: int) -> tuple:
@@ -137,23 +148,29 @@ class _Side:
         if self.graph is not None:
             self.replay.append(timer.time_replays([self.graph])[0][0])
 
+    def samples(self) -> dict:
+        return {key: getattr(self, attr) for key, attr in SAMPLES}
+
     def metrics(self, cuda: bool, plan: Plan) -> dict:
+        """What a build measures besides its samples: the launches and their kernels."""
         if not cuda:
-            return {"out_host_us": stats(self.host)}
+            return {}
         self.select()
         out_launches, out_kernels = _launches(self.out_graph, plan.profile_steps)
-        return {"out_host_us": stats(self.host), "out_device_us": stats(self.dev),
-                "out_launches": out_launches, "out_kernels_us": out_kernels,
-                "in_graph_launches": self.in_graph_launches, "in_graph_kernels_us": self.in_graph_kernels,
-                "in_graph_device_us": stats(self.replay)}
+        return {"out_launches": out_launches, "out_kernels_us": out_kernels,
+                "in_graph_launches": self.in_graph_launches, "in_graph_kernels_us": self.in_graph_kernels}
+
+
+SAMPLES = (("out_host_us", "host"), ("out_device_us", "dev"), ("in_graph_device_us", "replay"))
+"""Per timed step: (metric, _Side attribute)."""
 
 
 def run(off: Setup, on: Setup, switch, plan: Plan) -> dict:
-    """Both sides of one point, step by step in turn (the side that goes first
-    alternates), so that drift in the machine's speed reaches both alike.
+    """One build of both sides of a point, step by step in turn (the side that
+    goes first alternates), so that drift in the machine's speed reaches both alike.
 
-    ``{"off": {"snapshots", "metrics"}, "on": {...}}``; the two setups must be
-    built alike (same seed) so that their batches stay equal step for step."""
+    ``{"off": {"snapshots", "metrics", "samples"}, "on": {...}}``; the two setups
+    must be built alike (same seed) so that their batches stay equal step for step."""
     from sglang.srt.model_executor.forward_context import ForwardContext, forward_context
 
     cuda = off.batch.seq_lens.is_cuda
@@ -178,18 +195,37 @@ def run(off: Setup, on: Setup, switch, plan: Plan) -> dict:
         out = {}
         for name, side in zip(("off", "on"), sides):
             with forward_context(ForwardContext(attn_backend=side.setup.backend)):
-                out[name] = {"snapshots": side.snapshots, "metrics": side.metrics(cuda, plan)}
+                out[name] = {"snapshots": side.snapshots, "metrics": side.metrics(cuda, plan),
+                             "samples": side.samples()}
     switch.on()
-    out["on_minus_off"] = on_minus_off(*sides)
     return out
 
 
-def on_minus_off(off: _Side, on: _Side) -> dict:
-    """Per timed step, plugin on minus plugin off (both sides took the same steps):
-    ``{"out_host_us" | "out_device_us" | "in_graph_device_us": paired_difference}``."""
+def merge(builds: list) -> dict:
+    """The builds of one point (``run``'s results) as one: each side's snapshots
+    of every build, its launches from the first, the medians over every step,
+    and ``on_minus_off``: per metric, the per-step differences of each build
+    through ``paired_difference`` (builds resampled, then steps)."""
     out = {}
-    for key, attr in (("out_host_us", "host"), ("out_device_us", "dev"), ("in_graph_device_us", "replay")):
-        a, b = getattr(off, attr), getattr(on, attr)
-        if a and len(a) == len(b):
-            out[key] = paired_difference([y - x for x, y in zip(a, b)])
+    for name in ("off", "on"):
+        metrics = dict(builds[0][name]["metrics"])
+        for key, _ in SAMPLES:
+            pooled = [v for b in builds for v in b[name]["samples"][key]]
+            if pooled or key == "out_host_us":
+                metrics[key] = stats(pooled)
+        out[name] = {"snapshots": [s for b in builds for s in b[name]["snapshots"]], "metrics": metrics}
+    out["on_minus_off"] = on_minus_off([(b["off"]["samples"], b["on"]["samples"]) for b in builds])
+    return out
+
+
+def on_minus_off(builds: list) -> dict:
+    """``[(off samples, on samples) per build]`` -> per metric, the per-step
+    differences (on - off; both sides took the same steps) through
+    ``paired_difference``, one group per build."""
+    out = {}
+    for key, _ in SAMPLES:
+        groups = [[y - x for x, y in zip(off[key], on[key])] for off, on in builds
+                  if off[key] and len(off[key]) == len(on[key])]
+        if groups:
+            out[key] = paired_difference(*groups)
     return out

@@ -57,7 +57,8 @@ def markdown(doc: dict) -> str:
     env = doc["environment"]
     lines = [
         f"SGLang decode-step metadata, plugin off / on ({env.get('gpu') or env['device']}, torch {env['torch']}, "
-        f"sgl_meta {env['sgl_meta']}); medians of {doc['plan']['steps']} replay steps.",
+        f"sgl_meta {env['sgl_meta']}); medians of {doc['plan']['steps']} replay steps over "
+        f"{doc['plan'].get('builds', 1)} builds of each point.",
         "",
         "| " + " | ".join(HEADER) + " |",
         "|" + "---|" * len(HEADER),
@@ -69,10 +70,13 @@ def markdown(doc: dict) -> str:
     lines += ["", f"Import stubs (not installed; no kernel of theirs runs, only device-size queries answered): "
               f"{', '.join(doc['stubbed']) or 'none'}.",
               "Left out of both sides: " + "; ".join(doc["left_out"]) + ".",
-              "Plugin off and on measured step by step in turn, each side on its own backend built alike. "
+              "Plugin off and on measured step by step in turn, each side on its own backend built alike; each "
+              "point built several times behind a spacer of random size (its buffers at other addresses), the "
+              "steps split between the builds. "
               "Out-of-graph device us: CUDA events around the eager call, queued behind a ~1 ms spin kernel "
               "(longer than the host takes to issue it), so the GPU time without host gaps. On - off: per step, "
-              "the plugin-on sample minus the plugin-off one of the same step; median [95% bootstrap interval]. "
+              "the plugin-on sample minus the plugin-off one of the same step; median [95% bootstrap interval, "
+              "builds resampled, then steps]. "
               "Launches: "
               "GPU kernels/copies of the eager call + those recorded in the graph; '-' replay: nothing recorded."]
     return "\n".join(lines)
