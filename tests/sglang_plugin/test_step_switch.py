@@ -40,6 +40,17 @@ CHILD = textwrap.dedent(
     switch.on()
     out["on"] = (getattr(mod, fn_name) is hooked_fn and getattr(late, fn_name) is hooked_fn
                  and mha.TRTLLMHAAttnBackend.__dict__["init_forward_metadata_out_graph"] is not ref[1])
+    # A module imported while the switch is off copies SGLang's function; the
+    # switch turned on before refresh records it: refresh gives it the current side.
+    switch.off()
+    early = types.ModuleType("imported_while_off")
+    setattr(early, fn_name, getattr(mod, fn_name))
+    sys.modules["imported_while_off"] = early
+    switch.on()
+    switch.refresh()
+    out["copied_while_off"] = getattr(early, fn_name) is hooked_fn
+    switch.off()
+    out["copied_while_off"] &= getattr(early, fn_name) is ref[0]
     print(json.dumps(out))
     """
 )
@@ -53,5 +64,6 @@ def test_switch_restores_and_reapplies_every_hooked_attribute():
     proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"hooked": True, "n": out["n"], "off": True, "on": True}, (out, proc.stderr[-3000:])
+    assert out == {"hooked": True, "n": out["n"], "off": True, "on": True, "copied_while_off": True}, \
+        (out, proc.stderr[-3000:])
     assert out["n"] >= 3

@@ -65,11 +65,7 @@ def run_points(grid, device: str, plan, switch, log, done=lambda out: None) -> d
         try:
             for _ in range(plan.builds):
                 spacer = torch.empty(rng.randrange(1, 1 << 20) * 64, dtype=torch.uint8, device=device)
-                switch.off()
-                off = backends.build(*point, device=device)
-                switch.on()
-                on = backends.build(*point, device=device)
-                switch.refresh()  # copies made by modules the builds imported
+                off, on = _build_pair(backends, point, device, switch)
                 builds.append(run(off, on, switch, plan.per_build()))
                 off = on = spacer = None
                 _release(device)
@@ -82,6 +78,20 @@ def run_points(grid, device: str, plan, switch, log, done=lambda out: None) -> d
         log(f"  {point}: {out[point].get('error', 'done')}")
         done(out)
     return out
+
+
+def _build_pair(backends, point, device: str, switch) -> tuple:
+    """The point built with SGLang's attributes, then with the plugin's. A module
+    the first build imports copies SGLang's function by name (and a backend may
+    keep it at construction): the switch records such copies before it turns
+    the plugin on, so that the second build gets the plugin's."""
+    switch.off()
+    off = backends.build(*point, device=device)
+    switch.refresh()
+    switch.on()
+    on = backends.build(*point, device=device)
+    switch.refresh()
+    return off, on
 
 
 def _release(device: str) -> None:

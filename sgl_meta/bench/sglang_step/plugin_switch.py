@@ -101,6 +101,8 @@ class Switch:
                 continue
             self._changes.append((owner, name, pair[0], pair[1]))
             current.add((owner, name))
+            # A copy made while the switch was the other way holds that side's value.
+            setattr(owner, name, pair[0] if self.state == "off" else pair[1])
 
     def _set(self, which: int, state: str) -> None:
         if self.state == state:
