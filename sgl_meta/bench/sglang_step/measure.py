@@ -33,6 +33,7 @@ buffers the attention kernels read (compared between the sides by the caller).
 from __future__ import annotations
 
 import time
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -51,7 +52,7 @@ class Plan:
     builds: int = 4
 
     def per_build(self) -> "Plan":
-        return Plan(self.check_steps, self.warmup, -(-self.steps // self.builds), self.profile_steps, 1)
+        return dataclasses.replace(self, steps=-(-self.steps // self.builds), builds=1)
 
 
 def _launches(fn, reps: int) -> tuple:

@@ -64,7 +64,7 @@ def markdown(doc: dict) -> str:
         "|" + "---|" * len(HEADER),
     ]
     lines += ["| " + " | ".join(row(r)) + " |" for r in doc["rows"]]
-    lines += [f"Note: {n}" for n in doc.get("notes", [])]
+    lines += [""] * bool(doc.get("notes")) + [f"Note: {n}" for n in doc.get("notes", [])]
     worse = slower(doc["rows"])
     lines += ["", "Plugin on slower than off (the whole 95% interval of on - off above 0): "
               + ("; ".join(worse) if worse else "none") + "."]
