@@ -182,6 +182,21 @@ EDGE_CASES = {
     "many_requests": GenCase(bs=1100, width=40, next_n=1, lens="short"),
     "many_verify_rows": GenCase(mode=TARGET_VERIFY, bs=300, next_n=4, width=40),
     "many_draft_rows": GenCase(mode=DRAFT_EXTEND, bs=1030, next_n=2, width=24, total="more"),
+    # The scans' shapes: one warp up to 32 requests (verify: expanded rows), the block from 33.
+    "warp_scan_decode": GenCase(bs=32, pool=40),
+    "block_scan_decode": GenCase(bs=33, pool=40),
+    "warp_scan_verify": GenCase(mode=TARGET_VERIFY, bs=8, next_n=4),
+    "block_scan_verify": GenCase(mode=TARGET_VERIFY, bs=11, next_n=3, pool=12),
+    "warp_scan_draft_extend": GenCase(mode=DRAFT_EXTEND, bs=32, pool=40, total="more"),
+    "block_scan_draft_extend": GenCase(mode=DRAFT_EXTEND, bs=33, pool=40, total="more"),
+    # The page blocks' shapes at a request or two: 16-byte vectors with pages
+    # taken from them (page 4), page-only units, the general direct path (page 2,
+    # unaligned rows) and draft-extend rows after another request's.
+    "one_request_page_4": GenCase(bs=1, width=3000, page_size=4, lens="full"),
+    "one_request_real_only": GenCase(bs=1, width=3000, page_size=8, lens="full", page_table_1=False),
+    "one_request_page_2": GenCase(bs=1, width=3000, page_size=2, lens="full"),
+    "one_request_unaligned": GenCase(bs=1, width=3000, page_size=64, lens="full", layout="offset"),
+    "two_requests_draft_extend": GenCase(mode=DRAFT_EXTEND, bs=2, width=3000, page_size=64, lens="full"),
     # DeepSeek-V3.2: top-k 2048, physical page 64, MTP 4 draft tokens.
     "realistic_decode": GenCase(bs=16, width=8192, page_size=64, topk=2048, lens="mixed", pool=40),
     "realistic_verify": GenCase(mode=TARGET_VERIFY, bs=8, width=4096, page_size=64, topk=2048, next_n=4),

@@ -62,6 +62,10 @@ DECODE_CASES = [
     FaCase(skip_page_table=True, delta=5),
     FaCase(skip_page_table=True, swa="mapping", full_v2p=True),
     FaCase(max_seq_pages=0, delta=1),
+    # The scan's shapes: one warp up to 32 rows, the block from 33, passes of 128.
+    FaCase(bs=32, page_size=16, max_seq_pages=6, delta=2, pool=40),
+    FaCase(bs=33, page_size=16, max_seq_pages=6, delta=2, pool=40),
+    FaCase(bs=300, page_size=64, max_seq_pages=3, pool=301),
 ]
 
 
@@ -87,6 +91,9 @@ DRAFT_EXTEND_CASES = [
     FaCase(swa="mapping", tokens_per_req=3),
     FaCase(swa="mapping", page_size=1, max_seq_pages=20, tokens_per_req=1, mapping_dtype=torch.int32),
     FaCase(swa="mapping", bs=9, page_size=2, max_seq_pages=300, tokens_per_req=5),
+    FaCase(bs=32, page_size=16, max_seq_pages=6, pool=40),
+    FaCase(bs=33, page_size=16, max_seq_pages=6, pool=40),
+    FaCase(bs=300, page_size=64, max_seq_pages=3, pool=301),
 ]
 
 

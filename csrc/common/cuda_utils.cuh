@@ -69,4 +69,20 @@ __device__ __forceinline__ T load_once(const T* p) {
   return __ldcs(p);
 }
 
+// Inclusive prefix sum over the lanes of a warp (lane order = threadIdx.x
+// order; unsigned T wraps). Only the first `lanes` lanes are summed exactly
+// (later lanes get partial sums): the steps stop at the first power of two >=
+// lanes, so a single live lane costs no shuffle. `lanes` is warp-uniform.
+template <typename T>
+__device__ __forceinline__ T warp_inclusive_sum(T v, int lanes = 32) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    if (d >= lanes) break;
+    const T other = __shfl_up_sync(0xffffffffu, v, d);
+    if (lane >= d) v += other;
+  }
+  return v;
+}
+
 }  // namespace sgl_meta

@@ -33,6 +33,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "common/cuda_utils.cuh"
+#include "common/fast_div.h"
 #include "common/sm_count.h"
 #include "dsa_metadata/params.h"
 
@@ -140,7 +141,36 @@ __device__ __forceinline__ int64_t draft_rows(const DsaGenParams& p, int64_t r, 
   return r >= p.bs ? 0 : draft_rows_of(p, extend_len(p, r), start);
 }
 
-// ---- block 0 -----------------------------------------------------------------
+// ---- scan blocks ---------------------------------------------------------------
+
+// The scans take one of two shapes, chosen per call from host shapes: every
+// thread of the block, 256 rows per pass (cub), or (kWarp) warp 0 alone for up
+// to 32 rows in one pass: no shared memory, no barrier, and only the shuffle
+// steps those rows need.
+constexpr int kWarpRows = 32;
+static_assert(kItems == 1, "the scans take one row per thread");
+
+template <bool kWarp>
+constexpr int kPassRows = kWarp ? kWarpRows : kTile;
+
+// Inclusive sum over a pass of `rows` rows; `total`: the pass's sum (block
+// shape; the one-warp shape has a single pass and leaves it 0).
+template <bool kWarp, typename T>
+__device__ __forceinline__ T pass_inclusive_sum(ScanSmem& sm, T v, int64_t rows, T& total) {
+  total = 0;
+  if (kWarp) return warp_inclusive_sum(v, static_cast<int>(min_i64(rows, kWarpRows)));
+  T out;
+  if constexpr (sizeof(T) == 8)
+    ScanI64(sm.i64).InclusiveSum(v, out, total);
+  else
+    ScanU32(sm.u32).InclusiveSum(v, out, total);
+  return out;
+}
+
+template <bool kWarp>
+__device__ __forceinline__ void pass_sync() {
+  if (!kWarp) __syncthreads();
+}
 
 __device__ void write_expanded(const DsaGenParams& p, int64_t e, int32_t len, int32_t dsa,
                                uint32_t cu) {
@@ -159,155 +189,124 @@ __device__ void write_expanded(const DsaGenParams& p, int64_t e, int32_t len, in
 // lengths enter every sum clamped at 0.)
 template <int M>
 __device__ __forceinline__ void check_tile(const DsaGenParams& p, int64_t base) {
-  const bool check_extend = M == kDsaGenDraftExtend && p.n > 0;
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int64_t r = base + threadIdx.x * kItems + i;
-    if (r >= p.bs) break;
-    if (p.writes_pages()) check_request(p, r, p.req_pool_indices[r]);
-    if (check_extend && (!p.static_extend || r == 0)) {
-      const int64_t e = p.extend_seq_lens[r];
-      if (__builtin_expect(e < 0, 0)) fail_extend(r, e);
-    }
+  const int64_t r = base + threadIdx.x;
+  if (r >= p.bs) return;
+  if (p.writes_pages()) check_request(p, r, p.req_pool_indices[r]);
+  if (M == kDsaGenDraftExtend && p.n > 0 && (!p.static_extend || r == 0)) {
+    const int64_t e = p.extend_seq_lens[r];
+    if (__builtin_expect(e < 0, 0)) fail_extend(r, e);
   }
 }
 
 // Requests: cache_seqlens, cu_seqlens_k, paged_mqa_ctx_lens; DECODE also its
 // expanded rows (one per request, the same lengths).
-template <int M>
+template <int M, bool kWarp>
 __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
   uint32_t carry = 0, dsa_carry = 0;
-  for (int64_t base = 0; base < p.bs; base += kTile) {
-    int32_t c[kItems];
-    uint32_t v[kItems], dv[kItems];
-    bool fits[kItems];
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int64_t r = base + threadIdx.x * kItems + i;
-      const int64_t seq = r < p.bs ? p.seq_lens[r] : 0;
-      fits[i] = cache_len_fits<M>(p, seq);
-      c[i] = cache_len<M>(p, to_i32(seq));
-      v[i] = static_cast<uint32_t>(c[i]);
-      dv[i] = static_cast<uint32_t>(min_i32(c[i], p.topk));
-    }
+  for (int64_t base = 0; base < p.bs; base += kPassRows<kWarp>) {
+    const int64_t r = base + threadIdx.x;
+    const int64_t seq = r < p.bs ? p.seq_lens[r] : 0;
+    const bool fits = cache_len_fits<M>(p, seq);
+    const int32_t c = cache_len<M>(p, to_i32(seq));
     check_tile<M>(p, base);
-    uint32_t total, dsa_total;
-    ScanU32(sm.u32).InclusiveSum(v, v, total);
+    uint32_t total, dsa_total = 0;
+    const uint32_t v = pass_inclusive_sum<kWarp>(sm, static_cast<uint32_t>(c), p.bs - base, total);
+    uint32_t dv = 0;
     if (M == kDsaGenDecode) {
-      __syncthreads();
-      ScanU32(sm.u32).InclusiveSum(dv, dv, dsa_total);
+      pass_sync<kWarp>();
+      dv = pass_inclusive_sum<kWarp>(sm, static_cast<uint32_t>(min_i32(c, p.topk)), p.bs - base,
+                                     dsa_total);
     }
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int64_t r = base + threadIdx.x * kItems + i;
-      if (r >= p.bs) break;
-      check_length(p, fits[i], kSeqLen, r);
-      check_length(p, running_sum_fits(carry + v[i]), kCuSeqlensK, r);
-      if (M == kDsaGenDecode)
-        check_length(p, running_sum_fits(dsa_carry + dv[i]), kDsaCuSeqlensK, r);
+    if (r < p.bs) {
+      check_length(p, fits, kSeqLen, r);
+      check_length(p, running_sum_fits(carry + v), kCuSeqlensK, r);
+      if (M == kDsaGenDecode) check_length(p, running_sum_fits(dsa_carry + dv), kDsaCuSeqlensK, r);
       for (int s = 0; s < p.num_sets; ++s) {
         const DsaGenSet& d = p.set[s];
-        d.cache_seqlens[r] = c[i];
-        d.cu_seqlens_k[r + 1] = static_cast<int32_t>(carry + v[i]);
+        d.cache_seqlens[r] = c;
+        d.cu_seqlens_k[r + 1] = static_cast<int32_t>(carry + v);
         if (d.paged_mqa_ctx_lens) {
           int32_t* row = d.paged_mqa_ctx_lens + r * d.paged_mqa_ctx_lens_stride;
-          for (int64_t j = 0; j < p.next_n; ++j) row[j] = c[i];
+          for (int64_t j = 0; j < p.next_n; ++j) row[j] = c;
         }
       }
-      if (M == kDsaGenDecode)
-        write_expanded(p, r, c[i], min_i32(c[i], p.topk), dsa_carry + dv[i]);
+      if (M == kDsaGenDecode) write_expanded(p, r, c, min_i32(c, p.topk), dsa_carry + dv);
     }
     carry += total;
-    if (M == kDsaGenDecode) dsa_carry += dsa_total;
-    __syncthreads();  // the scan storage is reused by the next tile
+    dsa_carry += dsa_total;
+    pass_sync<kWarp>();  // the scan storage is reused by the next pass
   }
 }
 
 // TARGET_VERIFY: expanded row e is draft token j = e % next_n of request
 // e / next_n, length seq + j + 1 (not capped).
+template <bool kWarp>
 __device__ void scan_verify_rows(const DsaGenParams& p, ScanSmem& sm) {
   const uint32_t next_n = static_cast<uint32_t>(p.next_n);
   uint32_t carry = 0;
-  for (int64_t base = 0; base < p.n; base += kTile) {
-    int32_t len[kItems];
-    uint32_t dv[kItems];
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int64_t e = base + threadIdx.x * kItems + i;
-      len[i] = 0;
-      if (e < p.n) {
-        const uint32_t r = static_cast<uint32_t>(e) / next_n;
-        const uint32_t j = static_cast<uint32_t>(e) - r * next_n;
-        len[i] = add_i32(to_i32(p.seq_lens[r]), j + 1);
-      }
-      dv[i] = e < p.n ? static_cast<uint32_t>(min_i32(len[i], p.topk)) : 0u;
+  for (int64_t base = 0; base < p.n; base += kPassRows<kWarp>) {
+    const int64_t e = base + threadIdx.x;
+    int32_t len = 0;
+    if (e < p.n) {
+      const uint32_t r = static_cast<uint32_t>(e) / next_n;
+      const uint32_t j = static_cast<uint32_t>(e) - r * next_n;
+      len = add_i32(to_i32(p.seq_lens[r]), j + 1);
     }
+    const uint32_t dv0 = e < p.n ? static_cast<uint32_t>(min_i32(len, p.topk)) : 0u;
     uint32_t total;
-    ScanU32(sm.u32).InclusiveSum(dv, dv, total);
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int64_t e = base + threadIdx.x * kItems + i;
-      if (e >= p.n) break;
-      check_length(p, running_sum_fits(carry + dv[i]), kDsaCuSeqlensK, e);
-      write_expanded(p, e, len[i], min_i32(len[i], p.topk), carry + dv[i]);
+    const uint32_t dv = pass_inclusive_sum<kWarp>(sm, dv0, p.n - base, total);
+    if (e < p.n) {
+      check_length(p, running_sum_fits(carry + dv), kDsaCuSeqlensK, e);
+      write_expanded(p, e, len, min_i32(len, p.topk), carry + dv);
     }
     carry += total;
-    __syncthreads();
+    pass_sync<kWarp>();
   }
 }
 
 // DRAFT_EXTEND: request r covers rows [start_r, start_r + count_r); row j of it
 // has length max(seq - ext + j + 1, 0). One thread walks a request's rows (a
 // request extends by a few tokens). Rows past every request take request 0's
-// length (upstream's scan default).
+// length (upstream's scan default). Every length is loaded before the first
+// scan: one memory round trip.
+template <bool kWarp>
 __device__ void scan_draft_rows(const DsaGenParams& p, ScanSmem& sm) {
+  const int32_t seq0 = to_i32(p.seq_lens[0]);
   int64_t start_carry = 0;
   uint32_t dsa_carry = 0;
-  for (int64_t base = 0; base < p.bs && start_carry < p.n; base += kTile) {
-    int64_t ext[kItems];
-    uint32_t dsa_sum[kItems];
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int64_t r = base + threadIdx.x * kItems + i;
-      ext[i] = r < p.bs ? extend_len(p, r) : 0;
-    }
+  for (int64_t base = 0; base < p.bs && start_carry < p.n; base += kPassRows<kWarp>) {
+    const int64_t r = base + threadIdx.x;
+    const bool in = r < p.bs;
+    const int64_t raw_ext = in ? p.extend_seq_lens[p.static_extend ? 0 : r] : 0;
+    const int32_t seq = in ? to_i32(p.seq_lens[r]) : 0;
+    const int64_t ext = in ? extend_len_of(p, raw_ext) : 0;
     int64_t start_total;
-    ScanI64(sm.i64).ExclusiveSum(ext, ext, start_total);  // ext[i] := tile-local start
-    int32_t seq[kItems];
-    int64_t count[kItems], raw_ext[kItems];
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int64_t r = base + threadIdx.x * kItems + i;
-      const int64_t start = start_carry + ext[i];
-      count[i] = draft_rows(p, r, start);
-      seq[i] = count[i] > 0 ? to_i32(p.seq_lens[r]) : 0;
-      raw_ext[i] = count[i] > 0 ? p.extend_seq_lens[p.static_extend ? 0 : r] : 0;
-      uint32_t sum = 0;
-      for (int64_t j = 0; j < count[i]; ++j)
-        sum += static_cast<uint32_t>(min_i32(draft_extend_len(seq[i], raw_ext[i], j), p.topk));
-      dsa_sum[i] = sum;
+    const int64_t start = start_carry + pass_inclusive_sum<kWarp>(sm, ext, p.bs - base, start_total) - ext;
+    const int64_t count = draft_rows_of(p, ext, start);
+    uint32_t sum = 0;
+    for (int64_t j = 0; j < count; ++j)
+      sum += static_cast<uint32_t>(min_i32(draft_extend_len(seq, raw_ext, j), p.topk));
+    uint32_t dsa_total;  // (the two sums use separate scan storage)
+    uint32_t cu = dsa_carry + pass_inclusive_sum<kWarp>(sm, sum, p.bs - base, dsa_total) - sum;
+    for (int64_t j = 0; j < count; ++j) {
+      const int32_t len = draft_extend_len(seq, raw_ext, j);
+      const int32_t dsa = min_i32(len, p.topk);
+      cu += static_cast<uint32_t>(dsa);
+      check_length(p, running_sum_fits(cu), kDsaCuSeqlensK, start + j);
+      write_expanded(p, start + j, len, dsa, cu);
     }
-    uint32_t dsa_total;
-    ScanU32(sm.u32).ExclusiveSum(dsa_sum, dsa_sum, dsa_total);
-#pragma unroll
-    for (int i = 0; i < kItems; ++i) {
-      const int64_t start = start_carry + ext[i];
-      uint32_t cu = dsa_carry + dsa_sum[i];
-      for (int64_t j = 0; j < count[i]; ++j) {
-        const int32_t len = draft_extend_len(seq[i], raw_ext[i], j);
-        const int32_t dsa = min_i32(len, p.topk);
-        cu += static_cast<uint32_t>(dsa);
-        check_length(p, running_sum_fits(cu), kDsaCuSeqlensK, start + j);
-        write_expanded(p, start + j, len, dsa, cu);
-      }
+    if (kWarp) {  // one pass: the last live lane's sums are the totals
+      const int last = static_cast<int>(min_i64(p.bs - base, kWarpRows)) - 1;
+      start_total = __shfl_sync(0xffffffffu, start - start_carry + ext, last);
+      dsa_total = __shfl_sync(0xffffffffu, cu - dsa_carry, last);
     }
     start_carry = min_i64(start_carry + start_total, p.n);
     dsa_carry += dsa_total;
-    __syncthreads();
+    pass_sync<kWarp>();
   }
-  const int32_t len = draft_extend_len(to_i32(p.seq_lens[0]), 1, 0);
+  const int32_t len = draft_extend_len(seq0, 1, 0);
   const int32_t dsa = min_i32(len, p.topk);
-  for (int64_t e = start_carry + threadIdx.x; e < p.n; e += kThreads) {
+  for (int64_t e = start_carry + threadIdx.x; e < p.n; e += kPassRows<kWarp>) {
     const uint32_t k = static_cast<uint32_t>(e - start_carry + 1);
     const uint32_t cu = dsa_carry + k * static_cast<uint32_t>(dsa);
     check_length(p, running_sum_fits(cu), kDsaCuSeqlensK, e);
@@ -328,15 +327,24 @@ __device__ void scan_block(const DsaGenParams& p, ScanSmem& sm) {
     p.set[threadIdx.x].cu_seqlens_k[0] = 0;
     if (M == kDsaGenDecode) p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
   }
-  if (p.bs > 0) scan_requests<M>(p, sm);
+  if (p.bs == 0) return;
+  if (p.bs > kWarpRows)
+    scan_requests<M, false>(p, sm);
+  else if (threadIdx.x < kWarpRows)
+    scan_requests<M, true>(p, sm);
 }
 
 template <int M>
 __device__ void row_block(const DsaGenParams& p, ScanSmem& sm) {
   if (threadIdx.x < p.num_sets) p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
   if (p.bs == 0) return;
-  if (M == kDsaGenTargetVerify) scan_verify_rows(p, sm);
-  if (M == kDsaGenDraftExtend) scan_draft_rows(p, sm);
+  // Verify scans its n expanded rows, draft-extend its bs requests.
+  const int64_t rows = M == kDsaGenTargetVerify ? p.n : p.bs;
+  const bool warp = rows <= kWarpRows;
+  if (!warp || threadIdx.x < kWarpRows) {
+    if (M == kDsaGenTargetVerify) warp ? scan_verify_rows<true>(p, sm) : scan_verify_rows<false>(p, sm);
+    if (M == kDsaGenDraftExtend) warp ? scan_draft_rows<true>(p, sm) : scan_draft_rows<false>(p, sm);
+  }
 }
 
 // ---- page blocks ---------------------------------------------------------------
@@ -496,25 +504,18 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
   }
 }
 
-// One page block per unit when every potential unit has a block of its own
-// (bs * units-per-row <= the grid cap): block b is column unit b % chunks of
-// request b / chunks, found without the tile scans. A block past its
-// request's live prefix exits after one round of loads.
+// A request's page-table rows: DECODE row r, TARGET_VERIFY next_n rows from
+// r * next_n, DRAFT_EXTEND `ext` rows after those of the requests before it:
+// the scan block's prefix, summed here by the whole block (every thread of the
+// block calls this).
 template <int M>
-__device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tokens,
-                                  int64_t block, int64_t chunks) {
-  // 32-bit: the grid holds both (a 64-bit divide is a ~70-instruction call).
-  const int64_t r = static_cast<uint32_t>(block) / static_cast<uint32_t>(chunks);
-  const int64_t begin = (block - r * chunks) * unit_tokens;
-  const int64_t seq = p.seq_lens[r];
-  const int64_t req = p.req_pool_indices[r];
-  // DRAFT_EXTEND: the request's own extend length with its other scalars.
-  const int64_t ext = M == kDsaGenDraftExtend ? extend_len(p, r) : 0;
-  int64_t row_begin = r, row_count = 1;
+__device__ __forceinline__ void request_rows(const DsaGenParams& p, PageSmem& sm, int64_t r, int64_t ext,
+                                             int64_t& row_begin, int64_t& row_count) {
+  row_begin = r, row_count = 1;
   if (M == kDsaGenTargetVerify) {
     row_begin = r * p.next_n, row_count = p.next_n;
   } else if (M == kDsaGenDraftExtend) {
-    int64_t start = 0;  // rows of the requests before r: the scan block's prefix
+    int64_t start = 0;
     if (p.static_extend) {
       start = r * ext;
     } else if (r > 0) {  // (block-uniform: request 0's blocks skip the reduction)
@@ -528,6 +529,23 @@ __device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t u
     row_begin = start;
     row_count = draft_rows_of(p, ext, start);
   }
+}
+
+// One page block per unit when every potential unit has a block of its own
+// (bs * units-per-row <= the grid cap): block b is column unit b % chunks of
+// request b / chunks, found without the tile scans. A block past its
+// request's live prefix exits after one round of loads.
+template <int M>
+__device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tokens,
+                                  uint32_t block, FastDivU32 chunks) {
+  const uint32_t r = chunks.div(block);
+  const int64_t begin = static_cast<int64_t>(block - r * chunks.divisor) * unit_tokens;
+  const int64_t seq = p.seq_lens[r];
+  const int64_t req = p.req_pool_indices[r];
+  // DRAFT_EXTEND: the request's own extend length with its other scalars.
+  const int64_t ext = M == kDsaGenDraftExtend ? extend_len(p, r) : 0;
+  int64_t row_begin, row_count;
+  request_rows<M>(p, sm, r, ext, row_begin, row_count);
   const int64_t len = live_len(p, cache_len<M>(p, to_i32(seq)));
   if (begin >= len || row_count <= 0) return;
   check_request(p, r, req);
@@ -535,20 +553,78 @@ __device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t u
             row_begin, row_count);
 }
 
+// The direct block's common case in fewer instructions (small batches: the
+// block's serial path is the kernel's time): 16-byte aligned rows, a
+// power-of-two page size of at least 4 (or no real table) and columns that fit
+// 32 bits. A thread holds one 16-byte vector of the unit, and a page's entry
+// comes from the vector that holds its first token (page starts and vectors
+// both lie at multiples of 4). Without page_table_1 a thread holds one page.
+template <int M>
+__device__ void lean_page_block(const DsaGenParams& p, PageSmem& sm, uint32_t unit_tokens,
+                                uint32_t block, FastDivU32 chunks) {
+  const uint32_t r = chunks.div(block);
+  const uint32_t begin = (block - r * chunks.divisor) * unit_tokens;
+  const int64_t seq = p.seq_lens[r];
+  const int64_t req = p.req_pool_indices[r];
+  const int64_t ext = M == kDsaGenDraftExtend ? extend_len(p, r) : 0;
+  int64_t row_begin, row_count;
+  request_rows<M>(p, sm, r, ext, row_begin, row_count);
+  const uint32_t len = static_cast<uint32_t>(live_len(p, cache_len<M>(p, to_i32(seq))));
+  const bool tokens = p.page_table_1;
+  const int shift = p.real_page_table ? p.page.shift : 0;
+  const uint32_t offset = tokens ? 4u * threadIdx.x : threadIdx.x << shift;
+  const uint32_t c = begin + offset;
+  if (offset >= unit_tokens || c >= len || row_count <= 0) return;
+  check_request(p, r, req);
+  const int32_t* src = p.req_to_token + req * p.req_to_token_stride + c;
+  const uint32_t nel = tokens ? min(len - c, 4u) : 1u;
+  int32_t v[4];
+  if (nel == 4) {
+    const int4 x = __ldg(reinterpret_cast<const int4*>(src));
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  } else {
+#pragma unroll
+    for (uint32_t e = 0; e < 4; ++e)
+      if (e < nel) v[e] = __ldg(src + e);
+  }
+  const bool has_page = p.real_page_table && (c & ((1u << shift) - 1)) == 0;
+  const int32_t entry = v[0] >> shift;  // floor division, negative slots included
+  const uint32_t q = c >> shift;
+  for (int s = 0; s < p.num_sets; ++s) {
+    const DsaGenSet& d = p.set[s];
+    int32_t* t1 = tokens ? d.page_table_1 + row_begin * d.page_table_1_stride + c : nullptr;
+    int32_t* tr = has_page ? d.real_page_table + row_begin * d.real_page_table_stride + q : nullptr;
+    for (int64_t row = 0; row < row_count; ++row) {
+      if (tokens) {
+        store_vec(t1, static_cast<int>(nel), true, v);
+        t1 += d.page_table_1_stride;
+      }
+      if (has_page) {
+        *tr = entry;
+        tr += d.real_page_table_stride;
+      }
+    }
+  }
+}
+
 // One instantiation per mode and page-block kind: each holds only its own
 // code, which keeps a launch's instruction footprint (fetched by every block
 // before it can issue) small. The two scalars come before the params, beside
 // the params' own scalars at the front of the parameter bank.
-template <int M, bool kDirect>
+enum PageKind : int { kTiledPages, kDirectPages, kLeanPages };
+
+template <int M, int kKind>
 __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
-    fused_dsa_metadata_kernel(int64_t unit_tokens, int64_t chunks, const __grid_constant__ DsaGenParams p) {
+    fused_dsa_metadata_kernel(int64_t unit_tokens, FastDivU32 chunks, const __grid_constant__ DsaGenParams p) {
   __shared__ Smem smem;
   constexpr unsigned kScan = kScanBlocks<M>;
   if (blockIdx.x == 0) {
     scan_block<M>(p, smem.scan);
   } else if (kScan == 2 && blockIdx.x == 1) {
     row_block<M>(p, smem.scan);
-  } else if (kDirect) {
+  } else if (kKind == kLeanPages) {
+    lean_page_block<M>(p, smem.page, static_cast<uint32_t>(unit_tokens), blockIdx.x - kScan, chunks);
+  } else if (kKind == kDirectPages) {
     direct_page_block<M>(p, smem.page, unit_tokens, blockIdx.x - kScan, chunks);
   } else {
     page_block<M>(p, smem.page, unit_tokens, blockIdx.x - kScan, gridDim.x - kScan);
@@ -556,16 +632,30 @@ __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
 }
 
 template <int M>
-void launch(const DsaGenParams& p, int64_t page_blocks, bool direct, int64_t unit_tokens, int64_t chunks,
+void launch(const DsaGenParams& p, int64_t page_blocks, int kind, int64_t unit_tokens, int64_t chunks,
             cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(kScanBlocks<M> + page_blocks));
-  if (direct)
-    fused_dsa_metadata_kernel<M, true><<<grid, kThreads, 0, s>>>(unit_tokens, chunks, p);
+  const FastDivU32 div = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
+  if (kind == kLeanPages)
+    fused_dsa_metadata_kernel<M, kLeanPages><<<grid, kThreads, 0, s>>>(unit_tokens, div, p);
+  else if (kind == kDirectPages)
+    fused_dsa_metadata_kernel<M, kDirectPages><<<grid, kThreads, 0, s>>>(unit_tokens, div, p);
   else
-    fused_dsa_metadata_kernel<M, false><<<grid, kThreads, 0, s>>>(unit_tokens, chunks, p);
+    fused_dsa_metadata_kernel<M, kTiledPages><<<grid, kThreads, 0, s>>>(unit_tokens, div, p);
 }
 
 int sm_count() { return current_device_sm_count(kFallbackSms); }
+
+// The lean page block's unit (0: not applicable): one 16-byte vector per
+// thread with page_table_1, else one page per thread.
+int64_t lean_unit(const DsaGenParams& p) {
+  const int shift = p.page.shift;
+  if (p.page_table_1) {
+    if (!p.vec_load || !p.vec_store || (p.real_page_table && shift < 2)) return 0;
+    return int64_t{kThreads} * 4;
+  }
+  return shift >= 0 && shift <= 20 ? int64_t{kThreads} << shift : 0;
+}
 
 }  // namespace
 
@@ -575,25 +665,30 @@ const char* fused_dsa_metadata_cuda(const DsaGenParams& p, void* stream) {
   // spans 1024 pages (4 per thread) instead of 2048 tokens.
   int64_t unit_tokens = p.page_table_1 ? kUnitTokens : kThreads * kPagesPerThread * p.page.page_size;
   int64_t page_blocks = 0, chunks = 0;
-  bool direct = false;
+  int kind = kTiledPages;
   if (p.writes_pages() && p.bs > 0 && p.n > 0 && p.max_cols > 0) {
     const int64_t cap = static_cast<int64_t>(sm_count()) * kPageBlocksPerSm;
     const auto units = [&](int64_t tokens) { return p.bs * ((p.max_cols - 1) / tokens + 1); };
-    // A few long requests: halve the unit (down to a quarter) while every unit
-    // still gets a block, so that the copy spreads over more SMs.
-    for (int k = 0; k < 2 && units(unit_tokens / 2) <= cap; ++k) unit_tokens /= 2;
+    const int64_t lean = lean_unit(p);
+    if (lean > 0 && p.max_cols <= INT32_MAX - lean && units(lean) <= cap) {
+      unit_tokens = lean;
+      kind = kLeanPages;
+    } else {
+      // A few long requests: halve the unit (down to a quarter) while every
+      // unit still gets a block, so that the copy spreads over more SMs.
+      for (int k = 0; k < 2 && units(unit_tokens / 2) <= cap; ++k) unit_tokens /= 2;
+      kind = units(unit_tokens) <= cap ? kDirectPages : kTiledPages;
+    }
     chunks = (p.max_cols - 1) / unit_tokens + 1;
-    const int64_t max_units = p.bs * chunks;
-    direct = max_units <= cap;
-    page_blocks = direct ? max_units : cap;
+    page_blocks = kind == kTiledPages ? cap : p.bs * chunks;
   }
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (p.mode == kDsaGenDecode)
-    launch<kDsaGenDecode>(p, page_blocks, direct, unit_tokens, chunks, s);
+    launch<kDsaGenDecode>(p, page_blocks, kind, unit_tokens, chunks, s);
   else if (p.mode == kDsaGenTargetVerify)
-    launch<kDsaGenTargetVerify>(p, page_blocks, direct, unit_tokens, chunks, s);
+    launch<kDsaGenTargetVerify>(p, page_blocks, kind, unit_tokens, chunks, s);
   else
-    launch<kDsaGenDraftExtend>(p, page_blocks, direct, unit_tokens, chunks, s);
+    launch<kDsaGenDraftExtend>(p, page_blocks, kind, unit_tokens, chunks, s);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }

@@ -118,9 +118,9 @@ SGL_HD int64_t live_len(const DsaGenParams& p, int32_t cache) {
 // elsewhere (device assert / RuntimeError) and counted as 0 here so that no
 // row index can go negative; capped at n (rows past n are never written), so
 // bs such values sum without overflow.
+SGL_HD int64_t extend_len_of(const DsaGenParams& p, int64_t e) { return e <= 0 ? 0 : min_i64(e, p.n); }
 SGL_HD int64_t extend_len(const DsaGenParams& p, int64_t r) {
-  const int64_t e = p.extend_seq_lens[p.static_extend ? 0 : r];
-  return e <= 0 ? 0 : min_i64(e, p.n);
+  return extend_len_of(p, p.extend_seq_lens[p.static_extend ? 0 : r]);
 }
 
 // DRAFT_EXTEND seqlens_expanded of local row j of a request with cache length

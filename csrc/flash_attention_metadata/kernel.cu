@@ -43,16 +43,6 @@ struct Args {
 
 __device__ __forceinline__ const char* op_name() { return "update_flash_attention_metadata"; }
 
-__device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const uint32_t other = __shfl_up_sync(0xffffffffu, v, d);
-    if (lane >= d) v += other;
-  }
-  return v;
-}
-
 // Row i broke the length contract (a length or a running sum written at row
 // i): re-derive which and assert with its value.
 SGL_FAILURE_PATH void fail_scan_row(const Args& a, int64_t i, uint32_t k_bad_sets, bool q_bad) {
@@ -104,6 +94,11 @@ __device__ void scan_block(const Args& a) {
     for (int s = 0; s < sets; ++s) a.set[s].cu_seqlens_k[0] = 0;
     if (cumsum_q) in.cu_seqlens_q[0] = 0;
   }
+  // Up to 32 rows (one pass, one warp): no warp totals to exchange, and the
+  // shuffles stop at the rows there are (none for one row).
+  const bool one_warp = in.bs <= 32;
+  if (one_warp && warp > 0) return;
+  const int lanes = one_warp ? static_cast<int>(in.bs) : 32;
   uint32_t k_carry = 0, q_carry = 0;
   for (int64_t tile = 0; tile < in.bs; tile += kScanThreads) {
     const int64_t i = tile + threadIdx.x;
@@ -112,24 +107,26 @@ __device__ void scan_block(const Args& a) {
     const int64_t q64 = live && cumsum_q ? in.extend_seq_lens[i] : 0;
     bool fits = length_fits(seq) && length_fits(q64);
     const uint32_t base = static_cast<uint32_t>(seq), q = static_cast<uint32_t>(q64);
-    const uint32_t k_incl = warp_inclusive_sum(base);
-    const uint32_t q_incl = cumsum_q ? warp_inclusive_sum(q) : 0u;
-    if (lane == 31) {
-      warp_k[warp] = k_incl;
-      warp_q[warp] = q_incl;
-    }
-    __syncthreads();
+    const uint32_t k_incl = warp_inclusive_sum(base, lanes);
+    const uint32_t q_incl = cumsum_q ? warp_inclusive_sum(q, lanes) : 0u;
     uint32_t k_off = k_carry, q_off = q_carry;
-#pragma unroll
-    for (int w = 0; w < kScanWarps; ++w) {
-      if (w < warp) {
-        k_off += warp_k[w];
-        q_off += warp_q[w];
+    if (!one_warp) {
+      if (lane == 31) {
+        warp_k[warp] = k_incl;
+        warp_q[warp] = q_incl;
       }
-      k_carry += warp_k[w];
-      q_carry += warp_q[w];
+      __syncthreads();
+#pragma unroll
+      for (int w = 0; w < kScanWarps; ++w) {
+        if (w < warp) {
+          k_off += warp_k[w];
+          q_off += warp_q[w];
+        }
+        k_carry += warp_k[w];
+        q_carry += warp_q[w];
+      }
+      __syncthreads();  // warp_k / warp_q are rewritten by the next pass
     }
-    __syncthreads();  // warp_k / warp_q are rewritten by the next pass
     if (!live) continue;
     uint32_t k_bad = 0;
     for (int s = 0; s < sets; ++s) {

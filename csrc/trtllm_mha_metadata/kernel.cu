@@ -124,16 +124,6 @@ __device__ __forceinline__ const char* op_name(bool multi) {
   return multi ? "update_trtllm_mha_graph_metadata_multi" : "update_trtllm_mha_graph_metadata";
 }
 
-__device__ __forceinline__ uint32_t warp_inclusive_sum(uint32_t v) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const uint32_t other = __shfl_up_sync(0xffffffffu, v, d);
-    if (lane >= d) v += other;
-  }
-  return v;
-}
-
 // Row i of every set: cache_seqlens = base + offset, cu_seqlens_k[i + 1] =
 // (sum of bases to i) + (i + 1) * offset, all mod 2**32; `k_incl`, `q_incl`
 // are inclusive prefix sums. Returns kSumBadK / kSumBadQ for the running sums
