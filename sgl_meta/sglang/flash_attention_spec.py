@@ -24,6 +24,17 @@ pool, no encoder lengths, not at capture). Everything else calls ``original``
 untouched. Where the decode drop-in is not what SGLang calls (its row not
 hooked), nothing is collected and the hook costs one Python frame.
 
+Draft extend (``draft_extend_v2``): before every replay 0.5.23's
+``FlashAttentionBackend._apply_cuda_graph_metadata`` refreshes
+``draft_extend_metadata[bs]`` with about ten eager ops (a length copy, two
+cumsums and their copies, a cast, a full-width ``req_to_token`` gather, a floor
+division and a page-table copy). :func:`apply_cuda_graph_metadata` (an AROUND
+hook) writes the same buffers (lengths, both prefix sums, the page table's live
+pages) with one :func:`sgl_meta.update_flash_attention_metadata` and sets the
+same host fields (``max_seq_len_k``, ``max_seq_len_q``) the same way. It covers
+a pool that neither translates reads nor has a sliding-window table, without
+encoder lengths; every other call, and every other mode, runs ``original``.
+
 No module here imports ``sglang``: the backends are used through the attributes
 0.5.23 gives them.
 """
@@ -35,9 +46,11 @@ from typing import Any, Callable
 import torch
 
 from .. import flash_attention_metadata as _fam
+from .hooks import wrapped_only_by
 
 BACKEND = "sglang.srt.layers.attention.flashattention_backend"
 MULTI_STEP_TARGET = f"{BACKEND}.FlashAttentionMultiStepBackend.init_forward_metadata_out_graph"
+APPLY_TARGET = f"{BACKEND}.FlashAttentionBackend._apply_cuda_graph_metadata"
 
 _STEP_CLASS = "FlashAttentionBackend"
 # The step methods between the loop and the decode drop-in's call, and the rest of
@@ -54,7 +67,8 @@ def _plain_step(backend: Any) -> bool:
         return False
     for name in _STEP_PATH:
         fn = getattr(cls, name, None)
-        if fn is None or getattr(fn, "__wrapped__", None) is not None:
+        # Our draft-extend hook on _apply_cuda_graph_metadata runs SGLang's method in decode.
+        if fn is None or not wrapped_only_by(fn, (apply_cuda_graph_metadata,)):
             return False
         if getattr(fn, "__qualname__", "") != f"{_STEP_CLASS}.{name}":
             return False
@@ -158,3 +172,54 @@ def multi_step_init_forward_metadata_out_graph(
     if calls:
         _launch(calls)
     return result
+
+
+def _draft_extend_covered(self: Any, encoder_lens: Any, forward_mode: Any) -> bool:
+    """A draft-extend refresh whose whole device work one update call does."""
+    if encoder_lens is not None or not forward_mode.is_draft_extend_v2():
+        return False
+    translator = getattr(self, "kv_index_translator", None)
+    if translator is None or getattr(translator, "reads_are_translated", True) is not False:
+        return False  # the plan's translated tables are copied instead of gathered
+    # A sliding-window pool translates the gathered slots with the pool's own method.
+    return getattr(self, "use_sliding_window_kv_pool", True) is False
+
+
+def _extend_lens(spec_info: Any, bs: int, device: torch.device) -> tuple:
+    """(extend lengths on the device, their host max) as 0.5.23 picks them:
+    the spec's tensor, else its host list, else num_tokens_per_req for all."""
+    tensor = getattr(spec_info, "extend_seq_lens_tensor", None)
+    host = getattr(spec_info, "extend_seq_lens_cpu", None)
+    if tensor is None:
+        if host is not None:
+            tensor = torch.as_tensor(host, dtype=torch.int32, device=device)
+        else:
+            host = [spec_info.num_tokens_per_req] * bs
+            tensor = torch.full((bs,), spec_info.num_tokens_per_req, dtype=torch.int32, device=device)
+    max_q = int(max(host)) if host else spec_info.num_tokens_per_req
+    return tensor, max_q
+
+
+def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int, req_pool_indices: torch.Tensor,
+                              seq_lens: torch.Tensor, encoder_lens: Any, forward_mode: Any, spec_info: Any,
+                              seq_lens_cpu: Any, out_cache_loc: Any = None) -> None:
+    """AROUND hook for ``FlashAttentionBackend._apply_cuda_graph_metadata``:
+    the draft-extend refresh of ``draft_extend_metadata[bs]`` in one launch
+    (see the module docstring for what it covers); ``original`` otherwise."""
+    if not _draft_extend_covered(self, encoder_lens, forward_mode):
+        return original(self, plan, bs, req_pool_indices, seq_lens, encoder_lens, forward_mode, spec_info,
+                        seq_lens_cpu, out_cache_loc)
+    metadata = self.draft_extend_metadata[bs]
+    seq_lens = seq_lens[:bs]
+    metadata.max_seq_len_k = seq_lens_cpu[:bs].max().item() if seq_lens_cpu is not None else self.max_context_len
+    extend_seq_lens, metadata.max_seq_len_q = _extend_lens(spec_info, bs, seq_lens.device)
+    # 0.5.23 gathers columns strided_indices[:pages] into page_table[:, :pages].
+    pages = (metadata.max_seq_len_k + self.page_size - 1) // self.page_size
+    pages = min(pages, self.draft_extend_metadata["strided_indices"].numel(), metadata.page_table.shape[1])
+    _fam.update_flash_attention_metadata(
+        cache_seqlens=[metadata.cache_seqlens_int32], cu_seqlens_k=[metadata.cu_seqlens_k],
+        page_table=[metadata.page_table], cu_seqlens_q=metadata.cu_seqlens_q, req_to_token=self.req_to_token,
+        req_pool_indices=req_pool_indices[:bs], seq_lens=seq_lens, seq_len_delta=[0], bs=bs, max_seq_pages=pages,
+        page_size=self.page_size, extend_seq_lens=extend_seq_lens[:bs])
+    self.forward_metadata = metadata
+    self.forward_metadata_spec_decode_expand = None

@@ -74,6 +74,27 @@ def load(spec: str) -> Callable:
         raise Skip(f"{module_name}.{attr} is not in this sgl-meta") from None
 
 
+def hook_of(wrapper: Callable) -> object:
+    """The ``hook`` a HookRegistry wrapper closes over (its ``_wrap_fn``), or None."""
+    code = getattr(wrapper, "__code__", None)
+    cells = getattr(wrapper, "__closure__", None) or ()
+    if code is None or len(code.co_freevars) != len(cells):
+        return None
+    return dict(zip(code.co_freevars, (c.cell_contents for c in cells))).get("hook")
+
+
+def wrapped_only_by(fn: Callable, ours: tuple) -> bool:
+    """``fn`` is a class's own method, or HookRegistry wrappers (``__wrapped__``,
+    set by functools.wraps) around it whose hooks are all in ``ours``: a method
+    whose code still does what a hook re-implementing it assumes."""
+    while getattr(fn, "__wrapped__", None) is not None:
+        hook = hook_of(fn)
+        if not any(hook is h for h in ours):
+            return False
+        fn = fn.__wrapped__
+    return True
+
+
 @dataclass(frozen=True)
 class Hook:
     """One SGLang function and the sgl-meta callable that replaces it.
@@ -327,6 +348,14 @@ HOOKS: tuple[Hook, ...] = (
     Hook(
         "sglang.srt.layers.attention.flashattention_backend.FlashAttentionMultiStepBackend.init_forward_metadata_out_graph",
         "sgl_meta.sglang.flash_attention_spec:multi_step_init_forward_metadata_out_graph",
+        (CudaKernel("update_flash_attention_metadata"),),
+        kind="AROUND",
+    ),
+    # FlashAttention draft extend (docs/sglang.md, "FlashAttention draft extend"): the out-of-graph refresh of
+    # draft_extend_metadata[bs] in one launch; every other mode runs SGLang's method.
+    Hook(
+        "sglang.srt.layers.attention.flashattention_backend.FlashAttentionBackend._apply_cuda_graph_metadata",
+        "sgl_meta.sglang.flash_attention_spec:apply_cuda_graph_metadata",
         (CudaKernel("update_flash_attention_metadata"),),
         kind="AROUND",
     ),

@@ -39,6 +39,7 @@ from typing import Any, Callable, Optional
 
 from ..trtllm_mha_metadata import Q_MODE_CUMSUM, update_trtllm_mha_graph_metadata, update_trtllm_mha_graph_metadata_multi
 from . import trtllm_mha_unified as _unified
+from .hooks import wrapped_only_by
 
 logger = logging.getLogger(__name__)
 
@@ -57,24 +58,8 @@ _MISSING = object()
 _OURS = (_unified.apply_cuda_graph_metadata,)
 
 
-def _hook_of(wrapper: Callable) -> Any:
-    """The ``hook`` a HookRegistry wrapper closes over (its ``_wrap_fn``), or None."""
-    code = getattr(wrapper, "__code__", None)
-    cells = getattr(wrapper, "__closure__", None) or ()
-    if code is None or len(code.co_freevars) != len(cells):
-        return None
-    return dict(zip(code.co_freevars, (c.cell_contents for c in cells))).get("hook")
-
-
 def _wrapped_by_us_only(fn: Callable) -> bool:
-    """``fn`` is the class's own method, or HookRegistry wrappers (``__wrapped__``)
-    around it whose hooks are all in :data:`_OURS`."""
-    while getattr(fn, "__wrapped__", None) is not None:
-        hook = _hook_of(fn)
-        if not any(hook is ours for ours in _OURS):
-            return False
-        fn = fn.__wrapped__
-    return True
+    return wrapped_only_by(fn, _OURS)
 
 
 def _plain_backend(backend: Any) -> bool:

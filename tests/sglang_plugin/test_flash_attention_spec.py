@@ -1,5 +1,5 @@
-"""sgl_meta.sglang.flash_attention_spec: FA3's multi-step draft decode prep in one
-launch, against SGLang 0.5.23's own loop.
+"""sgl_meta.sglang.flash_attention_spec: FA3's multi-step draft decode prep and its
+draft-extend refresh in one launch each, against SGLang 0.5.23's own code.
 
 The worlds are SGLang's real ``FlashAttentionMultiStepBackend`` over real
 ``FlashAttentionBackend`` step backends, built by the ``--sglang`` bench's
@@ -181,6 +181,14 @@ def child_main() -> None:
     finally:
         B._set_decode_page_metadata = saved
 
+    # Our own draft-extend wrapper on _apply_cuda_graph_metadata: still one launch for the steps.
+    saved = B.__dict__["_apply_cuda_graph_metadata"]
+    B._apply_cuda_graph_metadata = wrap(saved, spec.apply_cuda_graph_metadata, HookType.AROUND)
+    try:
+        report["our_apply_wrapper"] = _run(fb, wrap, HookType, 4, 3, 3, False, seed=13)
+    finally:
+        B._apply_cuda_graph_metadata = saved
+
     # A step raises after the first step's call: what SGLang launched is written, the error propagates.
     def drop_last_graph(multi):
         multi.attn_backends[-1].decode_cuda_graph_metadata.pop(3)
@@ -200,7 +208,91 @@ def child_main() -> None:
 
     report["covered_translating"] = _covered_after(fb, translating)
     report["covered_plain"] = _covered_after(fb, lambda multi: None)
+
+    for bs, raw in ((1, 1), (4, 4), (4, 2)):
+        for lens in ("tensor", "host", "none"):
+            report[f"extend-bs{bs}-raw{raw}-{lens}"] = _run_extend(fb, wrap, HookType, bs, raw, seed=bs * 10 + raw,
+                                                                   lens=lens)
+    report["extend-no-host-lens"] = _run_extend(fb, wrap, HookType, 3, 3, seed=11, host_lens=False)
+    report["extend-swa"] = _run_extend(fb, wrap, HookType, 3, 3, seed=12, swa=True)
     print(json.dumps(report))
+
+
+def _extend_state(backend, setup) -> dict:
+    """What the draft-extend refresh leaves: the buffers the attention kernels read
+    (live pages of the table) and the host fields it sets."""
+    out = {}
+    for name, (t, live) in setup.read_buffers().items():
+        if live is None:
+            out[name] = t.clone()
+        else:
+            cols = torch.arange(t.shape[1])[None, :] < live[:, None]
+            out[name] = torch.where(cols, t, 0)
+    meta = backend.forward_metadata
+    out["forward_metadata"] = meta is backend.draft_extend_metadata.get(setup.bs)
+    out["expand"] = backend.forward_metadata_spec_decode_expand
+    out["max_seq_len_k"] = getattr(meta, "max_seq_len_k", None)
+    out["max_seq_len_q"] = getattr(meta, "max_seq_len_q", None)
+    return out
+
+
+def _run_extend(fb, wrap, HookType, bs, raw, seed, lens="tensor", swa=False, host_lens=True, replays=2):
+    """A draft-extend replay prep in SGLang's world and the hooked one. ``lens``:
+    where the spec's extend lengths live (``tensor``, ``host``, ``none``: 0.5.23's
+    three sources); ``host_lens``: the batch carries seq_lens_cpu."""
+    from sgl_meta.bench.sglang_step import backends
+    from sglang.srt.layers.attention import attention_registry
+
+    # The registry asks the device for SM 8.x / 9.x before it builds FA3 (none here).
+    attention_registry.get_device_capability = lambda *a, **k: (9, 0)
+    B = fb.FlashAttentionBackend
+    name = "_apply_cuda_graph_metadata"
+    plain = B.__dict__[name]
+    results = []
+    for hooked in (False, True):
+        setup = backends.build("fa3", "draft_extend", bs, CTX, "cpu", seed=seed)
+        backend, batch = setup.backend, setup.batch
+        if swa:  # a sliding-window pool by token mapping, as in _world
+            slots = int(backend.req_to_token.max()) + 1
+            mapping = torch.randperm(4 * slots, generator=torch.Generator().manual_seed(seed))[:slots]
+            ids = torch.randint(0, 4 * slots, (bs * 4,), generator=torch.Generator().manual_seed(seed))
+            backend.use_sliding_window_kv_pool = True
+            backend.token_to_kv_pool = SimpleNamespace(full_to_swa_index_mapping=mapping,
+                                                       translate_loc_from_full_to_swa=lambda loc: mapping[loc])
+            backend._get_swa_write_locations = lambda _fb: ids
+            backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=batch.input_ids.numel())
+        backend.init_forward_metadata_out_graph(batch, in_capture=True)
+        counter = Counter()
+        fam.update_flash_attention_metadata = counter
+        if hooked:
+            setattr(B, name, wrap(plain, spec.apply_cuda_graph_metadata, HookType.AROUND))
+        try:
+            states, host = [], batch.seq_lens_cpu
+            for k in range(replays):
+                batch.seq_lens_cpu = host
+                _replay_batch(batch, raw, seed + 100 + k)
+                gen = torch.Generator().manual_seed(seed + 300 + k)
+                ext = torch.randint(1, 5, (bs,), generator=gen, dtype=torch.int32)
+                info = batch.spec_info
+                info.extend_seq_lens_tensor = ext if lens == "tensor" else None
+                info.extend_seq_lens_cpu = ext.tolist() if lens in ("tensor", "host") else None
+                if not host_lens:
+                    batch.seq_lens_cpu = None
+                meta = backend.draft_extend_metadata[bs]
+                for t in (meta.cache_seqlens_int32, meta.cu_seqlens_k, meta.cu_seqlens_q, meta.page_table):
+                    t.copy_(torch.randint(-(2**31), 2**31 - 1, t.shape, generator=gen).to(t.dtype))
+                for t in (meta.cu_seqlens_k, meta.cu_seqlens_q):  # 0 since allocation: 0.5.23 never writes it
+                    t[0] = 0
+                meta.max_seq_len_k = meta.max_seq_len_q = -1
+                backend.init_forward_metadata_out_graph(batch)
+                states.append(_extend_state(backend, setup))
+        finally:
+            setattr(B, name, plain)
+            fam.update_flash_attention_metadata = counter.real
+        results.append((states, counter.calls))
+    (sa, ca), (sb, cb) = results
+    return {"diff": [d for x, y in zip(sa, sb) for d in _diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
+            "compared": sum(len(s) for s in sa)}
 
 
 def _covered_after(fb, change) -> dict:
@@ -263,6 +355,12 @@ def test_uncovered_cases_keep_sglangs_launches(report, case):
     assert all(len(c) == 1 for c in r["hooked_calls"])
 
 
+def test_our_draft_extend_wrapper_keeps_the_one_launch(report):
+    r = report["our_apply_wrapper"]
+    assert r["diff"] == [] and r["compared"] > 0, r
+    assert r["hooked_calls"] == [[1, 2, 3]] * 2, r
+
+
 def test_a_step_that_raises_leaves_what_sglang_leaves(report):
     r = report["step_raises"]
     assert r["sglang_error"] is not None and r["hooked_error"] == r["sglang_error"], r
@@ -274,6 +372,23 @@ def test_coverage_of_the_real_backends(report):
     assert report["covered_plain"] == {"replay": True, "capture": False, "encoder": False}
     for case in ("covered_topk2", "covered_translating"):
         assert report[case] == {"replay": False, "capture": False, "encoder": False}, case
+
+
+EXTENDS = [f"extend-bs{bs}-raw{raw}-{lens}" for bs, raw in ((1, 1), (4, 4), (4, 2))
+           for lens in ("tensor", "host", "none")] + ["extend-no-host-lens"]
+
+
+@pytest.mark.parametrize("case", EXTENDS)
+def test_draft_extend_refresh_in_one_launch_writes_what_sglang_writes(report, case):
+    r = report[case]
+    assert r["diff"] == [] and r["compared"] > 0, r
+    assert r["sglang_calls"] == [] and r["hooked_calls"] == [[0], [0]], r  # one launch per replay
+
+
+def test_draft_extend_over_a_sliding_window_pool_keeps_sglangs_ops(report):
+    r = report["extend-swa"]
+    assert r["diff"] == [] and r["compared"] > 0, r
+    assert r["sglang_calls"] == r["hooked_calls"] == [], r
 
 
 # ---- in-process units: the deferral and the merge ------------------------------------
