@@ -314,6 +314,44 @@ __device__ void scan_draft_rows(const DsaGenParams& p, ScanSmem& sm) {
   }
 }
 
+// DRAFT_EXTEND with up to 32 requests and 32 expanded rows (a small batch's
+// draft extend): warp 0, lane e holding expanded row e instead of one lane
+// walking each request's rows, so that a row's path is one scan long. Lane r
+// loads request r's lengths; row e finds its request (the last one starting at
+// or before e) by a binary search over the lanes' starts.
+__device__ void scan_draft_rows_by_row(const DsaGenParams& p) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = static_cast<int>(threadIdx.x);
+  const int bs = static_cast<int>(p.bs);
+  const bool in = lane < bs;
+  const int64_t raw_ext = in ? p.extend_seq_lens[p.static_extend ? 0 : lane] : 0;
+  const int32_t seq = in ? to_i32(p.seq_lens[lane]) : 0;
+  const int64_t ext = in ? extend_len_of(p, raw_ext) : 0;
+  const int64_t start = warp_inclusive_sum(ext, bs) - ext;
+  int req = 0;
+#pragma unroll
+  for (int step = 16; step >= 1; step >>= 1) {
+    if (step >= bs) continue;  // warp-uniform
+    const int k = req + step;
+    const int64_t sk = __shfl_sync(kAll, start, k & 31);
+    if (k < bs && sk <= lane) req = k;
+  }
+  const int64_t s = __shfl_sync(kAll, start, req);
+  const int64_t count = __shfl_sync(kAll, ext, req);
+  const int32_t sq = __shfl_sync(kAll, seq, req);
+  const int64_t rx = __shfl_sync(kAll, raw_ext, req);
+  const int32_t seq0 = __shfl_sync(kAll, seq, 0);
+  const int64_t e = lane;
+  // Rows past every request take request 0's length (upstream's scan default).
+  const int32_t len = e - s < count ? draft_extend_len(sq, rx, e - s) : draft_extend_len(seq0, 1, 0);
+  const int32_t dsa = min_i32(len, p.topk);
+  const uint32_t cu = warp_inclusive_sum(e < p.n ? static_cast<uint32_t>(dsa) : 0u, static_cast<int>(p.n));
+  if (e < p.n) {
+    check_length(p, running_sum_fits(cu), kDsaCuSeqlensK, e);
+    write_expanded(p, e, len, dsa, cu);
+  }
+}
+
 // Scan blocks before the page blocks: DECODE's expanded rows are its requests
 // (one block); TARGET_VERIFY and DRAFT_EXTEND scan their expanded rows in a
 // second block, beside the requests' (neither reads what the other writes), so
@@ -343,7 +381,12 @@ __device__ void row_block(const DsaGenParams& p, ScanSmem& sm) {
   const bool warp = rows <= kWarpRows;
   if (!warp || threadIdx.x < kWarpRows) {
     if (M == kDsaGenTargetVerify) warp ? scan_verify_rows<true>(p, sm) : scan_verify_rows<false>(p, sm);
-    if (M == kDsaGenDraftExtend) warp ? scan_draft_rows<true>(p, sm) : scan_draft_rows<false>(p, sm);
+    if (M == kDsaGenDraftExtend) {
+      if (warp && p.n <= kWarpRows)
+        scan_draft_rows_by_row(p);
+      else
+        warp ? scan_draft_rows<true>(p, sm) : scan_draft_rows<false>(p, sm);
+    }
   }
 }
 
