@@ -118,7 +118,7 @@ void validate_indices(const FaInputs& in, const FaDest* sets, int num_sets) {
 
 int64_t full_entry(const FaInputs& in, int32_t slot) {
   if (in.full_v2p.present()) return fa_translated(in.full_v2p[fa_vpage(in, slot)]);
-  return in.page.div32(slot);
+  return fa_page(slot, in.page.shift);
 }
 
 int64_t swa_entry(const FaInputs& in, int32_t slot) {

@@ -147,16 +147,6 @@ __device__ void scan_block(const Args& a) {
   }
 }
 
-// The op takes power-of-two page sizes only (host-checked), so every division
-// by the page size is a shift: PageDivisor's branch on its kind is gone from
-// the path, and with it a parameter load that had to arrive before the branch.
-// An int32 value's shift is capped at 31 (page sizes past 2**31: -1 or 0).
-__device__ __forceinline__ int32_t page_of(int32_t slot, int shift) { return slot >> min(shift, 31); }
-// fa_columns for a power-of-two page size.
-__device__ __forceinline__ int64_t columns(const FaInputs& in, int32_t len, int shift) {
-  return len <= 0 ? 0 : min_i64(int64_t{page_of(len - 1, shift)} + 1, in.max_seq_pages);
-}
-
 // kPlain: no v2p, no SWA table, no swa_out_cache_loc (a static pool without a
 // sliding window, the usual decode): those paths are compiled out, so a block
 // runs (and, with cold caches, fetches) a short straight-line path. kOneSet:
@@ -165,7 +155,7 @@ template <bool kPlain, bool kOneSet>
 __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   const FaInputs& in = a.in;
   const int sets = kOneSet ? 1 : a.num_sets;
-  const int shift = in.page.shift;
+  const int shift = in.page.shift;  // page sizes are powers of two (fa_page)
   // Every row scalar is loaded before any is used: one memory latency.
   const int64_t req = in.req_pool_indices[row];
   const int64_t seq = in.seq_lens[row];
@@ -178,9 +168,9 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   // which would live in local memory. The widest set is the one with the
   // largest delta (columns grow with the length).
   const auto set_cols = [&](int s) {
-    return columns(in, static_cast<int32_t>(fa_len(seq, a.set[s].delta)), shift);
+    return fa_columns(in, static_cast<int32_t>(fa_len(seq, a.set[s].delta)), shift);
   };
-  const int64_t cols_max = columns(in, static_cast<int32_t>(fa_len(seq, a.max_delta)), shift);
+  const int64_t cols_max = fa_columns(in, static_cast<int32_t>(fa_len(seq, a.max_delta)), shift);
   const int64_t first = int64_t{chunk} * kPagesPerBlock;
   if (first >= (in.zero_tail ? in.max_seq_pages : cols_max)) return;
   const int64_t c = first + threadIdx.x;
@@ -190,7 +180,7 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   // are what L2 should keep.
   const int32_t* row_in = in.req_to_token + req * in.req_to_token_stride;
   const int32_t slot = live ? load_once(row_in + (c << shift)) : 0;
-  const int64_t vpage = slot < 0 ? 0 : page_of(slot, shift);  // fa_vpage
+  const int64_t vpage = fa_vpage(slot, shift);
   int64_t full = 0, swa = 0;
   if (live) {
     if (!kPlain && in.full_v2p.present()) {
@@ -201,7 +191,7 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
                             (long long)in.full_v2p_size);
       full = fa_translated(in.full_v2p.ldg(vpage));
     } else {
-      full = page_of(slot, shift);
+      full = fa_page(slot, shift);
     }
     if (!kPlain && in.swa_table) {
       if (in.swa_v2p.present()) {
