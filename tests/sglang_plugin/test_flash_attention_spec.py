@@ -486,3 +486,14 @@ def test_a_nested_or_uncovered_call_runs_the_original():
         fam.deferred_decode.calls = None
     spec.multi_step_init_forward_metadata_out_graph(original, SimpleNamespace(), SimpleNamespace(spec_info=None))
     assert seen == [True, False]
+
+
+def test_hook_table():
+    """The plugin's table registers both hooks of this module as AROUND hooks on these targets."""
+    from sgl_meta.sglang.hooks import HOOKS, load
+
+    targets = {h.target: (load(h.replacement), h.kind) for h in HOOKS if h.kind == "AROUND"}
+    assert targets.items() >= {
+        spec.MULTI_STEP_TARGET: (spec.multi_step_init_forward_metadata_out_graph, "AROUND"),
+        spec.APPLY_TARGET: (spec.apply_cuda_graph_metadata, "AROUND"),
+    }.items()

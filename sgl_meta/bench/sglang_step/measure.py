@@ -32,8 +32,8 @@ buffers the attention kernels read (compared between the sides by the caller).
 
 from __future__ import annotations
 
-import time
 import dataclasses
+import time
 from dataclasses import dataclass
 
 import torch
