@@ -42,10 +42,10 @@ update_flash_attention_metadata = _op.define(
     seq_len_delta[s]``::
 
         cache_seqlens[s][i] = len_s(i)
-        cu_seqlens_k[s][0] = 0;  cu_seqlens_k[s][i + 1] = len_s(0) + ... + len_s(i)
+        cu_seqlens_k[s][0] = 0;  cu_seqlens_k[s][i + 1] = len_s(0) + ... + len_s(i)  (when given)
         cu_seqlens_q[0] = 0;     cu_seqlens_q[i + 1] = extend_seq_lens[0] + ... (when given)
 
-        for c < n_s(i) = min(ceil(len_s(i) / page_size), max_seq_pages):
+        for s < len(page_table), c < n_s(i) = min(ceil(len_s(i) / page_size), max_seq_pages):
             slot = req_to_token[req_pool_indices[i], c * page_size]
             vpage = max(slot // page_size, 0)
             page_table[s][i, c] = max(full_v2p[vpage], 0) if full_v2p is given else slot // page_size
@@ -62,10 +62,14 @@ update_flash_attention_metadata = _op.define(
     sums and ``swa_out_cache_loc`` only). ``bs == 0`` writes nothing.
 
     Args:
-        cache_seqlens, cu_seqlens_k: lists of K int32 ``[>= bs]`` / ``[>= bs + 1]``.
-        page_table: K int32 ``[>= bs, >= max_seq_pages]`` (rows by ``stride(0)``, inner
-            stride 1); may be empty with ``skip_page_table``.
-        swa_page_table: K tensors shaped like ``page_table``, or None (not written).
+        cache_seqlens, cu_seqlens_k: lists of K int32 ``[>= bs]`` / ``[>= bs + 1]``;
+            ``cu_seqlens_k`` may be empty (no running sums are written, nor checked).
+        page_table: up to K int32 ``[>= bs, >= max_seq_pages]`` (rows by ``stride(0)``,
+            inner stride 1): sets ``0 .. len(page_table) - 1`` get a table, the rest
+            lengths only (two length buffers over one table); may be empty with
+            ``skip_page_table``.
+        swa_page_table: one tensor per ``page_table`` entry, shaped like it, or None
+            (not written).
         cu_seqlens_q: int32 ``[>= bs + 1]``, with ``extend_seq_lens`` (draft extend).
         swa_out_cache_loc: int64 ``[n]``, needs ``out_cache_loc`` (``[>= n]``) and
             ``full_to_swa_index_mapping``.

@@ -270,6 +270,66 @@ def test_multi_equals_single_calls(case, deltas, gen, device):
             assert torch.equal(multi["swa_page_table"][k], s["swa_page_table"])
 
 
+@pytest.mark.parametrize("tables", [0, 1, 2, 3])
+@pytest.mark.parametrize("case", [FaCase(), FaCase(swa="v2p", full_v2p=True, zero_tail=True, page_size=1,
+                                                   max_seq_pages=40)], ids=str)
+def test_sets_without_sums_or_tables(case, tables, gen, device):
+    """cu_seqlens_k=[] writes no sums; sets past len(page_table) get lengths only (and
+    do not widen the gather). Each set equals the drop-in's call with its delta."""
+    kw = decode_call(dataclasses.replace(case, delta=0), gen, device)
+    deltas = [3, 1, 9] if tables else [2, 5]
+    multi, singles = _multi_kwargs(kw, deltas)
+    multi["cu_seqlens_k"] = []
+    multi["page_table"] = multi["page_table"][:tables]
+    if multi["swa_page_table"]:
+        multi["swa_page_table"] = multi["swa_page_table"][:tables]
+    multi["skip_page_table"] = tables == 0
+    for s in singles:
+        sgl_meta.normal_decode_set_metadata(**s)
+    sgl_meta.update_flash_attention_metadata(**multi)
+    for k, s in enumerate(singles):
+        assert torch.equal(multi["cache_seqlens"][k], s["cache_seqlens_int32"]), k
+    for k in range(tables):
+        assert torch.equal(multi["page_table"][k], singles[k]["page_table"]), k
+        if multi["swa_page_table"]:
+            assert torch.equal(multi["swa_page_table"][k], singles[k]["swa_page_table"]), k
+    ref = {k: [t.clone() for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor) else v
+           for k, v in multi.items()}
+    reference.update_flash_attention_metadata(**ref)
+    for k in ("cache_seqlens", "page_table", "swa_page_table"):
+        for a, b in zip(multi[k] or [], ref[k] or []):
+            assert torch.equal(a, b), k
+
+
+def test_sums_are_checked_only_where_written(gen):
+    kw = decode_call(FaCase(bs=3, max_seq_pages=0), gen)
+    kw["seq_lens"] = torch.full((3,), 2**30, dtype=torch.int64)  # each fits, the sum does not
+    multi, _ = _multi_kwargs(kw, [0])
+    with pytest.raises(RuntimeError, match=r"summed \(cu_seqlens_k\[2\]\) = 2147483648 does not fit int32"):
+        sgl_meta.update_flash_attention_metadata(**multi)
+    multi["cu_seqlens_k"] = []
+    sgl_meta.update_flash_attention_metadata(**multi)
+    assert (multi["cache_seqlens"][0] == 2**30).all()
+
+
+@pytest.mark.parametrize("change, message", [
+    ("cu_short", r"cu_seqlens_k must hold 2 tensors \(one per destination set, as cache_seqlens\) or none, got 1"),
+    ("tables_long", r"page_table must hold at most 2 tensors .* got 3"),
+    ("swa_short", r"swa_page_table must hold 2 tensors \(one per page_table\) or none, got 1"),
+])
+def test_list_lengths_are_checked(change, message, gen):
+    kw = decode_call(FaCase(swa="mapping"), gen)
+    multi, _ = _multi_kwargs(kw, [1, 2])
+    if change == "cu_short":
+        multi["cu_seqlens_k"] = multi["cu_seqlens_k"][:1]
+    elif change == "tables_long":
+        multi["page_table"] = multi["page_table"] + [multi["page_table"][0].clone()]
+    else:
+        multi["swa_page_table"] = multi["swa_page_table"][:1]
+    with pytest.raises(RuntimeError, match=message):
+        sgl_meta.update_flash_attention_metadata(**multi)
+
+
 def test_multi_reference(gen):
     kw = decode_call(FaCase(swa="mapping", zero_tail=True), gen)
     multi, _ = _multi_kwargs(kw, [1, 2, 3])

@@ -60,16 +60,16 @@ void update_flash_attention_metadata(std::vector<T> cache_seqlens, std::vector<T
   const bool multi = k_sets > 1;
   check.require(k_sets >= 1, "cache_seqlens must hold at least one tensor (one per "
                              "destination set), got an empty list");
-  const char* per_set = "one per destination set, as cache_seqlens";
-  check.list_size(cu_seqlens_k, "cu_seqlens_k", k_sets, per_set);
+  check.require(cu_seqlens_k.empty() || cu_seqlens_k.size() == k_sets, "cu_seqlens_k must hold ",
+                k_sets, " tensors (one per destination set, as cache_seqlens) or none, got ",
+                cu_seqlens_k.size());
   check.require(seq_len_delta.size() == k_sets, "seq_len_delta must hold ", k_sets,
                 " values (one per destination set, as cache_seqlens), got ",
                 seq_len_delta.size());
-  check.require(page_table.empty() || page_table.size() == k_sets, "page_table must hold ",
-                k_sets, " tensors (one per destination set) or none, got ", page_table.size());
-  check.require(swa_page_table.empty() || swa_page_table.size() == k_sets,
-                "swa_page_table must hold ", k_sets,
-                " tensors (one per destination set) or none, got ", swa_page_table.size());
+  // Sets 0 .. len(page_table) - 1 get tables, the rest lengths only.
+  const size_t table_sets = page_table.size();
+  check.require(table_sets <= k_sets, "page_table must hold at most ", k_sets,
+                " tensors (one per destination set, as cache_seqlens), got ", table_sets);
   check.non_negative(bs, "bs");
   check.non_negative(max_seq_pages, "max_seq_pages");
   check.require(page_size >= 1 && (page_size & (page_size - 1)) == 0,
@@ -81,6 +81,9 @@ void update_flash_attention_metadata(std::vector<T> cache_seqlens, std::vector<T
   const bool tables = !skip_page_table;
   check.require(!tables || !page_table.empty(),
                 "page_table is required unless skip_page_table=True");
+  check.require(!tables || swa_page_table.empty() || swa_page_table.size() == table_sets,
+                "swa_page_table must hold ", table_sets,
+                " tensors (one per page_table) or none, got ", swa_page_table.size());
 
   const T& dev = req_to_token;
   check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
@@ -116,11 +119,13 @@ void update_flash_attention_metadata(std::vector<T> cache_seqlens, std::vector<T
   for (size_t k = 0; k < k_sets; ++k) {
     check.tensor(cache_seqlens[k], element("cache_seqlens", k, multi),
                  {DT::kInt32, 1, bs, 0, "bs"}, dev);
-    check.tensor(cu_seqlens_k[k], element("cu_seqlens_k", k, multi),
-                 {DT::kInt32, 1, bs + 1, 0, "bs + 1"}, dev);
     written.push_back({element("cache_seqlens", k, multi), &cache_seqlens[k], 1, bs});
-    written.push_back({element("cu_seqlens_k", k, multi), &cu_seqlens_k[k], 1, bs + 1});
-    if (!tables) continue;
+    if (!cu_seqlens_k.empty()) {
+      check.tensor(cu_seqlens_k[k], element("cu_seqlens_k", k, multi),
+                   {DT::kInt32, 1, bs + 1, 0, "bs + 1"}, dev);
+      written.push_back({element("cu_seqlens_k", k, multi), &cu_seqlens_k[k], 1, bs + 1});
+    }
+    if (!tables || k >= table_sets) continue;
     check.tensor(page_table[k], element("page_table", k, multi), table, dev);
     check.rows_disjoint(page_table[k], element("page_table", k, multi), bs, max_seq_pages);
     written.push_back({element("page_table", k, multi), &page_table[k], bs, max_seq_pages});
@@ -197,9 +202,9 @@ void update_flash_attention_metadata(std::vector<T> cache_seqlens, std::vector<T
   for (size_t k = 0; k < k_sets; ++k) {
     FaDest& d = dests[k];
     d.cache_seqlens = cache_seqlens[k].template mutable_data_ptr<int32_t>();
-    d.cu_seqlens_k = cu_seqlens_k[k].template mutable_data_ptr<int32_t>();
+    if (!cu_seqlens_k.empty()) d.cu_seqlens_k = cu_seqlens_k[k].template mutable_data_ptr<int32_t>();
     d.delta = static_cast<int32_t>(seq_len_delta[k]);
-    if (!in.tables) continue;
+    if (!in.tables || k >= table_sets) continue;
     d.page_table = page_table[k].template mutable_data_ptr<int32_t>();
     d.page_table_stride = page_table[k].stride(0);
     if (!in.swa_table) continue;

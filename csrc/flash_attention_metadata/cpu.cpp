@@ -60,7 +60,7 @@ void validate_lengths(const FaInputs& in, const FaDest* sets, int num_sets) {
         bad_length("seq_lens" + row + " + " + of_set(in, "seq_len_delta", s), seq + delta,
                    of_set(in, "cache_seqlens", s));
       k_sum[s] += seq + delta;
-      if (k_sum[s] > INT32_MAX)
+      if (sets[s].cu_seqlens_k != nullptr && k_sum[s] > INT32_MAX)
         bad_length("cache_seqlens" + (in.multi ? "[" + std::to_string(s) + "]" : std::string()) +
                        "[0.." + std::to_string(i) + "] summed (" +
                        of_set(in, "cu_seqlens_k", s) + "[" + std::to_string(i + 1) + "])",
@@ -74,11 +74,12 @@ std::string gathered_slot(int64_t row, int64_t col) {
          " * page_size]";
 }
 
-// Columns row i gathers: the widest live prefix over the sets.
+// Columns row i gathers: the widest live prefix over the sets with a table.
 int64_t gathered_columns(const FaInputs& in, const FaDest* sets, int num_sets, int64_t seq) {
   int64_t cols = 0;
   for (int s = 0; s < num_sets; ++s)
-    cols = std::max(cols, fa_columns(in, static_cast<int32_t>(fa_len(seq, sets[s].delta))));
+    if (sets[s].page_table != nullptr)
+      cols = std::max(cols, fa_columns(in, static_cast<int32_t>(fa_len(seq, sets[s].delta))));
   return cols;
 }
 
@@ -135,12 +136,12 @@ void flash_attention_metadata_cpu(const FaInputs& in, const FaDest* sets, int nu
   for (int s = 0; s < num_sets; ++s) {
     const FaDest& d = sets[s];
     uint32_t sum = 0;
-    d.cu_seqlens_k[0] = 0;
+    if (d.cu_seqlens_k != nullptr) d.cu_seqlens_k[0] = 0;
     for (int64_t i = 0; i < in.bs; ++i) {
       const auto len = static_cast<int32_t>(fa_len(in.seq_lens[i], d.delta));
       d.cache_seqlens[i] = len;
       sum += static_cast<uint32_t>(len);
-      d.cu_seqlens_k[i + 1] = static_cast<int32_t>(sum);
+      if (d.cu_seqlens_k != nullptr) d.cu_seqlens_k[i + 1] = static_cast<int32_t>(sum);
     }
   }
   if (in.cu_seqlens_q != nullptr) {
@@ -164,6 +165,7 @@ void flash_attention_metadata_cpu(const FaInputs& in, const FaDest* sets, int nu
       const auto swa = live && in.swa_table ? static_cast<int32_t>(swa_entry(in, slot)) : 0;
       for (int s = 0; s < num_sets; ++s) {
         const FaDest& d = sets[s];
+        if (d.page_table == nullptr) continue;
         const bool mine = c < fa_columns(in, static_cast<int32_t>(fa_len(seq, d.delta)));
         if (!mine && !in.zero_tail) continue;
         d.page_table[i * d.page_table_stride + c] = mine ? full : 0;

@@ -33,7 +33,7 @@ struct Args {
   // Scalars first, the sets last: a block's scalars and set 0 sit together at
   // the front of the parameter bank.
   int num_sets;
-  int32_t max_delta;  // the largest delta: the columns of the widest set
+  int32_t max_delta;  // the largest delta of a set with a table: the widest table
   int first_set;  // index of set 0 of this launch in the call (messages)
   FastDivU32 chunks;
   uint32_t page_blocks;
@@ -91,7 +91,8 @@ __device__ void scan_block(const Args& a) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const bool cumsum_q = in.cu_seqlens_q != nullptr;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < sets; ++s) a.set[s].cu_seqlens_k[0] = 0;
+    for (int s = 0; s < sets; ++s)
+      if (a.set[s].cu_seqlens_k != nullptr) a.set[s].cu_seqlens_k[0] = 0;
     if (cumsum_q) in.cu_seqlens_q[0] = 0;
   }
   // Up to 32 rows (one pass, one warp): no warp totals to exchange, and the
@@ -133,8 +134,9 @@ __device__ void scan_block(const Args& a) {
       const uint32_t d = static_cast<uint32_t>(a.set[s].delta);
       const uint32_t cu = k_off + k_incl + static_cast<uint32_t>(i + 1) * d;
       fits &= fa_len_fits(seq, a.set[s].delta);
-      if (!running_sum_fits(cu)) k_bad |= 1u << s;
       a.set[s].cache_seqlens[i] = static_cast<int32_t>(base + d);
+      if (a.set[s].cu_seqlens_k == nullptr) continue;
+      if (!running_sum_fits(cu)) k_bad |= 1u << s;
       a.set[s].cu_seqlens_k[i + 1] = static_cast<int32_t>(cu);
     }
     bool q_bad = false;
@@ -155,34 +157,40 @@ template <bool kPlain, bool kOneSet>
 __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   const FaInputs& in = a.in;
   const int sets = kOneSet ? 1 : a.num_sets;
-  const int shift = in.page.shift;  // page sizes are powers of two (fa_page)
+  const int64_t c = int64_t{chunk} * kPagesPerBlock + threadIdx.x;
+  if (c >= in.max_seq_pages) return;
+  // Everything that does not depend on the row's scalars is formed before
+  // they are loaded, so that what lies between the loads (and after the slot
+  // load) is a few instructions: at bs 1 the launch is that chain.
+  // c_tok = c * page_size, the column's first token; the shift is capped as
+  // fa_page caps it, so c < fa_columns(len) <=> c_tok < len for any int32 len
+  // (c_tok >= 0 rules out len <= 0; a capped shift leaves only column 0).
+  const int shift = in.page.shift < 31 ? in.page.shift : 31;
+  const int64_t c_tok = c << shift;
+  const int32_t* col_in = in.req_to_token + c_tok;
   // Every row scalar is loaded before any is used: one memory latency.
   const int64_t req = in.req_pool_indices[row];
   const int64_t seq = in.seq_lens[row];
-  SGL_DEVICE_CHECK_COLD(req >= 0 && req < in.pool_size,
-                        "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) "
-                        "= %lld)",
-                        op_name(), row, (long long)req, (long long)in.pool_size);
-  // Each set's column count is recomputed where it is used (a few integer
-  // ops) rather than kept in an array indexed by the run-time set number,
-  // which would live in local memory. The widest set is the one with the
-  // largest delta (columns grow with the length).
-  const auto set_cols = [&](int s) {
-    return fa_columns(in, static_cast<int32_t>(fa_len(seq, a.set[s].delta)), shift);
+  // A set's columns are those whose first token lies below its length (the
+  // widest set is the one with the largest delta); each is recomputed where it
+  // is used rather than kept in an array indexed by the run-time set number,
+  // which would live in local memory.
+  const auto covers = [&](int32_t delta) {
+    return c_tok < static_cast<int32_t>(fa_len(seq, delta));
   };
-  const int64_t cols_max = fa_columns(in, static_cast<int32_t>(fa_len(seq, a.max_delta)), shift);
-  const int64_t first = int64_t{chunk} * kPagesPerBlock;
-  if (first >= (in.zero_tail ? in.max_seq_pages : cols_max)) return;
-  const int64_t c = first + threadIdx.x;
-  if (c >= in.max_seq_pages) return;
-  const bool live = c < cols_max;
+  const bool live = covers(a.max_delta);
+  const bool req_in_pool = req >= 0 && req < in.pool_size;
+  if (req_in_pool && !live && !in.zero_tail) return;
+  // A bad req reads and writes nothing, and is reported last: a check between
+  // the loads and the stores would split the path in two, and the compiler
+  // would then form the store address only once the slot had arrived.
+  const bool read = live && req_in_pool;
   // Evict-first: each slot is read once; the v2p / mapping entries read next
   // are what L2 should keep.
-  const int32_t* row_in = in.req_to_token + req * in.req_to_token_stride;
-  const int32_t slot = live ? load_once(row_in + (c << shift)) : 0;
+  const int32_t slot = read ? load_once(col_in + req * in.req_to_token_stride) : 0;
   const int64_t vpage = fa_vpage(slot, shift);
   int64_t full = 0, swa = 0;
-  if (live) {
+  if (read) {
     if (!kPlain && in.full_v2p.present()) {
       SGL_DEVICE_CHECK_COLD(vpage < in.full_v2p_size,
                             "%s: virtual page %lld (req_to_token slot %d // page_size, row %u, "
@@ -211,14 +219,19 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
       }
     }
   }
-  for (int s = 0; s < sets; ++s) {
-    const bool mine = kOneSet ? live : c < set_cols(s);
+  for (int s = 0; s < sets && req_in_pool; ++s) {
+    if (!kOneSet && a.set[s].page_table == nullptr) continue;  // a lengths-only set
+    const bool mine = kOneSet ? live : covers(a.set[s].delta);
     if (!mine && !in.zero_tail) continue;
     a.set[s].page_table[row * a.set[s].page_table_stride + c] = mine ? static_cast<int32_t>(full) : 0;
     if (!kPlain && in.swa_table)
       a.set[s].swa_page_table[row * a.set[s].swa_page_table_stride + c] =
           mine ? static_cast<int32_t>(swa) : 0;
   }
+  SGL_DEVICE_CHECK_COLD(req_in_pool,
+                        "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) "
+                        "= %lld)",
+                        op_name(), row, (long long)req, (long long)in.pool_size);
 }
 
 __device__ void swa_out_block(const Args& a, int64_t block) {
@@ -264,12 +277,15 @@ const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
   a.in = in;
   a.num_sets = n;
   a.first_set = first_set;
+  bool any_table = false;
   for (int s = 0; s < n; ++s) {
     a.set[s] = sets[s];
-    a.max_delta = s == 0 || sets[s].delta > a.max_delta ? sets[s].delta : a.max_delta;
+    if (sets[s].page_table == nullptr) continue;
+    a.max_delta = !any_table || sets[s].delta > a.max_delta ? sets[s].delta : a.max_delta;
+    any_table = true;
   }
   const int64_t chunks =
-      in.tables ? (in.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock : 0;
+      in.tables && any_table ? (in.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock : 0;
   const int64_t out_blocks = (in.swa_out_len + kOutPerBlock - 1) / kOutPerBlock;
   if (chunks > 0 && in.bs > (INT32_MAX - 1) / chunks)
     return "grid too large (bs * max_seq_pages out of range)";

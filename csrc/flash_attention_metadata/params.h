@@ -8,9 +8,10 @@
 // i < bs, len_s(i) = seq_lens[i] + seq_len_delta[s]:
 //
 //   cache_seqlens[s][i]     = len_s(i)
-//   cu_seqlens_k[s][0]      = 0, [i + 1] = len_s(0) + ... + len_s(i)
+//   cu_seqlens_k[s][0]      = 0, [i + 1] = len_s(0) + ... + len_s(i)  (when given)
 //   cu_seqlens_q[0]         = 0, [i + 1] = extend_seq_lens[0] + ... (when given)
-//   for c < n_s(i) = min(ceil(len_s(i) / page_size), max_seq_pages), with
+//   for c < n_s(i) = min(ceil(len_s(i) / page_size), max_seq_pages), in the sets
+//   that have a page table, with
 //   slot = req_to_token[req_pool_indices[i], c * page_size]:
 //     page_table[s][i, c]     = full_entry(slot)
 //     swa_page_table[s][i, c] = swa_entry(slot)
@@ -67,8 +68,8 @@ struct FaInputs {
 
 struct FaDest {
   int32_t* cache_seqlens = nullptr;   // [>= bs]
-  int32_t* cu_seqlens_k = nullptr;    // [>= bs + 1]
-  int32_t* page_table = nullptr;      // [>= bs, >= max_seq_pages]
+  int32_t* cu_seqlens_k = nullptr;    // [>= bs + 1], or null (not written)
+  int32_t* page_table = nullptr;      // [>= bs, >= max_seq_pages], or null (lengths only)
   int32_t* swa_page_table = nullptr;  // like page_table, or null
   int64_t page_table_stride = 0;
   int64_t swa_page_table_stride = 0;

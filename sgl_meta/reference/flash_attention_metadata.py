@@ -21,8 +21,8 @@ from .trtllm_mha_metadata import _gather_page_slots, _swa_translate, _v2p_transl
 _OP = "update_flash_attention_metadata"
 
 
-def _check_lengths(seq_lens, extend_seq_lens, bs: int, deltas: Sequence[int]) -> None:
-    """The CPU kernel's length checks, in its order."""
+def _check_lengths(seq_lens, extend_seq_lens, bs: int, deltas: Sequence[int], sums: bool = True) -> None:
+    """The CPU kernel's length checks, in its order (running sums only where written)."""
     if not on_host(seq_lens):
         return
     multi = len(deltas) > 1
@@ -42,8 +42,9 @@ def _check_lengths(seq_lens, extend_seq_lens, bs: int, deltas: Sequence[int]) ->
         for s, delta in enumerate(deltas):
             length = seq[i] + delta
             check_length(_OP, f"seq_lens[{i}] + {of_set('seq_len_delta', s)}", length, of_set("cache_seqlens", s))
-            k_sums[s].add(i, length)
-    assert all(fits(k.total) for k in k_sums)
+            if sums:
+                k_sums[s].add(i, length)
+    assert not sums or all(fits(k.total) for k in k_sums)
 
 
 def _pages(slots: torch.Tensor, live: torch.Tensor, page_size: int, v2p: Optional[torch.Tensor]) -> torch.Tensor:
@@ -88,19 +89,21 @@ def update_flash_attention_metadata(
     """Eager reference of :func:`sgl_meta.update_flash_attention_metadata`: one set after another."""
     if bs == 0:
         return
-    _check_lengths(seq_lens, extend_seq_lens, bs, list(seq_len_delta))
+    _check_lengths(seq_lens, extend_seq_lens, bs, list(seq_len_delta), sums=bool(cu_seqlens_k))
     lens = [(seq_lens[:bs].long() + d) for d in seq_len_delta]
-    for cache, cu, length in zip(cache_seqlens, cu_seqlens_k, lens):
+    for s, (cache, length) in enumerate(zip(cache_seqlens, lens)):
         cache[:bs].copy_(length.to(torch.int32))
-        cu[:1].zero_()  # (no host scalar copy: stays graph-capturable)
-        cu[1 : bs + 1].copy_(torch.cumsum(length, 0).to(torch.int32))
+        if cu_seqlens_k:
+            cu_seqlens_k[s][:1].zero_()  # (no host scalar copy: stays graph-capturable)
+            cu_seqlens_k[s][1 : bs + 1].copy_(torch.cumsum(length, 0).to(torch.int32))
     if cu_seqlens_q is not None:
         cu_seqlens_q[:1].zero_()
         cu_seqlens_q[1 : bs + 1].copy_(torch.cumsum(extend_seq_lens[:bs].long(), 0).to(torch.int32))
 
     if not skip_page_table and max_seq_pages > 0:
-        # ceil(len / page_size), capped at the table width, per set
-        cols = [(torch.floor_divide(n.clamp(min=0) - 1, page_size) + 1).clamp(max=max_seq_pages) for n in lens]
+        # ceil(len / page_size), capped at the table width, per set with a table
+        cols = [(torch.floor_divide(n.clamp(min=0) - 1, page_size) + 1).clamp(max=max_seq_pages)
+                for n in lens[: len(page_table)]]
         col = torch.arange(max_seq_pages, device=req_to_token.device)
         live = col[None, :] < torch.stack(cols).amax(0)[:, None]
         slots = _gather_page_slots(req_to_token, req_pool_indices, bs, max_seq_pages, page_size)

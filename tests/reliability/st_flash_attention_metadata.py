@@ -87,12 +87,15 @@ def cases(draw) -> Case:
 
     skip = mode == "decode" and draw(st.integers(0, 4)) == 0
     zero_tail = mode == "decode" and draw(st.booleans())
+    # Lengths-only sets past len(page_table) and calls without prefix sums (TRT-LLM MLA's forms).
+    tables = k_sets if skip or draw(st.integers(0, 3)) else draw(st.integers(1, k_sets))
+    sums = mode == "draft_extend" or draw(st.integers(0, 3)) > 0
     args = dict(
         cache_seqlens=[_out_1d(draw, gen, bs, torch.int32) for _ in range(k_sets)],
-        cu_seqlens_k=[_out_1d(draw, gen, bs + 1, torch.int32) for _ in range(k_sets)],
+        cu_seqlens_k=[_out_1d(draw, gen, bs + 1, torch.int32) for _ in range(k_sets)] if sums else [],
         page_table=[] if skip and draw(st.booleans()) else [_out_2d(draw, gen, bs, max_seq_pages)
-                                                            for _ in range(k_sets)],
-        swa_page_table=[_out_2d(draw, gen, bs, max_seq_pages) for _ in range(k_sets)] if swa != "none" else None,
+                                                            for _ in range(tables)],
+        swa_page_table=[_out_2d(draw, gen, bs, max_seq_pages) for _ in range(tables)] if swa != "none" else None,
         cu_seqlens_q=None, swa_out_cache_loc=None,
         req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens, seq_len_delta=deltas,
         bs=bs, max_seq_pages=max_seq_pages, page_size=page_size, extend_seq_lens=None,
@@ -122,7 +125,7 @@ def cases(draw) -> Case:
             args["out_cache_loc"] = strided(loc, gen, lead=draw(st.integers(0, 2)))
             args["swa_out_cache_loc"] = _out_1d(draw, gen, n, torch.int64)
     extra = dict(k=k_sets, bs=bs, mode=mode, swa=swa, full_v2p=full_v2p, layout=layout, lens=regime,
-                 zero_tail=zero_tail, skip=skip, wide=max_seq_pages > 100)
+                 zero_tail=zero_tail, skip=skip, wide=max_seq_pages > 100, tables=tables == k_sets, sums=sums)
     outputs = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "cu_seqlens_q", "swa_out_cache_loc")
     return Case(args, outputs, note=OP, extra=extra)
 
@@ -130,7 +133,7 @@ def cases(draw) -> Case:
 def events(case: Case) -> list[str]:
     e = case.extra
     return [f"K={e['k']}", f"mode={e['mode']}", f"swa={e['swa']}", f"full_v2p={e['full_v2p']}",
-            f"req_to_token={e['layout']}", f"lens={e['lens']}", f"zero_tail={e['zero_tail']}", f"skip={e['skip']}",
+            f"req_to_token={e['layout']}", f"lens={e['lens']}", f"zero_tail={e['zero_tail']}", f"skip={e['skip']}", f"all_tables={e['tables']}", f"sums={e['sums']}",
             "bs=" + ("0" if e["bs"] == 0 else "<=9" if e["bs"] <= 9 else ">9"), f"wide={e['wide']}"]
 
 
