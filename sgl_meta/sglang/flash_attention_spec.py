@@ -46,7 +46,7 @@ from typing import Any, Callable
 import torch
 
 from .. import flash_attention_metadata as _fam
-from .hooks import wrapped_only_by
+from .hooks import plain_methods
 
 BACKEND = "sglang.srt.layers.attention.flashattention_backend"
 MULTI_STEP_TARGET = f"{BACKEND}.FlashAttentionMultiStepBackend.init_forward_metadata_out_graph"
@@ -62,16 +62,9 @@ _LISTS = ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table", "seq_
 
 
 def _plain_step(backend: Any) -> bool:
-    cls = type(backend)
-    if cls.__name__ != _STEP_CLASS:
+    # Our draft-extend hook on _apply_cuda_graph_metadata runs SGLang's method in decode.
+    if not plain_methods(backend, _STEP_CLASS, _STEP_PATH, (apply_cuda_graph_metadata,)):
         return False
-    for name in _STEP_PATH:
-        fn = getattr(cls, name, None)
-        # Our draft-extend hook on _apply_cuda_graph_metadata runs SGLang's method in decode.
-        if fn is None or not wrapped_only_by(fn, (apply_cuda_graph_metadata,)):
-            return False
-        if getattr(fn, "__qualname__", "") != f"{_STEP_CLASS}.{name}":
-            return False
     translator = getattr(backend, "kv_index_translator", None)
     # A translating pool (unified, DCP) copies the plan's tables after the lengths-only call.
     return (translator is not None and getattr(translator, "is_translating", True) is False

@@ -95,6 +95,22 @@ def wrapped_only_by(fn: Callable, ours: tuple) -> bool:
     return True
 
 
+def plain_methods(obj: object, class_name: str, names: tuple, ours: tuple = ()) -> bool:
+    """``obj`` is an instance of SGLang's ``class_name`` itself (not a subclass)
+    and each method in ``names`` is that class's own code, wrapped at most by
+    the hooks in ``ours``: what a hook that stands in for those methods assumes."""
+    cls = type(obj)
+    if cls.__name__ != class_name:
+        return False
+    for name in names:
+        fn = getattr(cls, name, None)
+        if fn is None or not wrapped_only_by(fn, ours):
+            return False
+        if getattr(fn, "__qualname__", "") != f"{class_name}.{name}":
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class Hook:
     """One SGLang function and the sgl-meta callable that replaces it.
@@ -380,6 +396,20 @@ HOOKS: tuple[Hook, ...] = (
         "sglang.srt.mem_cache.kv_index_translator.KVIndexTranslator.pack_read_stream",
         "sgl_meta.sglang.kv_indices:pack_read_stream",
         (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
+    # TRT-LLM MLA backend (docs/sglang.md, "TRT-LLM MLA"): the replay refresh's lengths and block table in one
+    # launch, and every multi-step draft backend's in one; the rest runs SGLang's methods.
+    Hook(
+        "sglang.srt.layers.attention.trtllm_mla_backend.TRTLLMMLABackend._apply_cuda_graph_metadata",
+        "sgl_meta.sglang.trtllm_mla:apply_cuda_graph_metadata",
+        (CudaKernel("update_flash_attention_metadata"),),
+        kind="AROUND",
+    ),
+    Hook(
+        "sglang.srt.layers.attention.trtllm_mla_backend.TRTLLMMLAMultiStepDraftBackend.init_forward_metadata_out_graph",
+        "sgl_meta.sglang.trtllm_mla:multi_step_init_forward_metadata_out_graph",
+        (CudaKernel("update_flash_attention_metadata"),),
         kind="AROUND",
     ),
     # FlashMLA and TRT-LLM MLA backends: the block table, a raw Triton kernel launched as kernel[grid](...)

@@ -1,6 +1,6 @@
 """On the GPU: SGLang's own ``load_plugins()`` applies sgl-meta's hooks, and the
-CUDA-graph decode and speculative metadata of the real TRT-LLM MHA and DSA
-backends (built through SGLang's attention test kit) equal SGLang's own path.
+CUDA-graph decode and speculative metadata of the real TRT-LLM MHA, DSA, FA3
+and TRT-LLM MLA backends (built through SGLang's attention test kit) equal SGLang's own path.
 
 One fresh interpreter (HookRegistry's patches are process-global and cannot be
 undone): plugin off first, then ``load_plugins()``, then the same points again.
@@ -42,14 +42,19 @@ def report():
 def test_load_plugins_hooks_the_backends(report):
     hooked = report[0]["hooked"]
     for target in ("update_trtllm_mha_graph_metadata", "fused_dsa_decode_metadata",
-                   "TRTLLMHAAttnBackend.init_forward_metadata_out_graph"):
+                   "TRTLLMHAAttnBackend.init_forward_metadata_out_graph",
+                   "FlashAttentionBackend._apply_cuda_graph_metadata", "TRTLLMMLABackend._apply_cuda_graph_metadata"):
         assert any(t.endswith(target) for t in hooked), f"{target} not hooked by load_plugins(): {hooked}"
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["trtllm_mha", "dsa"])
+@pytest.mark.parametrize("backend", ["trtllm_mha", "dsa", "fa3", "trtllm_mla"])
 @pytest.mark.parametrize("mode", MODES)
 def test_metadata_equals_sglang(report, backend, mode):
+    from sgl_meta.bench.sglang_step.points import NOT_MEASURED
+
+    if (backend, mode) in NOT_MEASURED:
+        pytest.skip(NOT_MEASURED[(backend, mode)])
     rows = [p for p in report[0]["points"] if p["point"][:2] == [backend, mode]]
     assert rows
     for p in rows:

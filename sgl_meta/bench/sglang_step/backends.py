@@ -33,11 +33,15 @@ HEADROOM = 256
 """Tokens a run may grow each request by (steps, draft tokens): at most 2 per replay step plus 8."""
 DENSE = ("trtllm_mha", "fa3", "triton")
 """Backends built through the kit's dense-attention runner."""
+MLA = ("trtllm_mla",)
+"""Backends built through the kit's MLA runner."""
 LEFT_OUT = [
     "FA3: its scheduler-metadata planner (sgl_kernel's get_scheduler_metadata), both sides",
     "DSA: DeepGEMM's paged-MQA schedule planner (get_paged_mqa_logits_metadata), both sides",
     "DSA: FlashMLA's get_mla_metadata (decode implementation flashmla_sparse, whose replay calls no planner)",
     "DSA: the top-k v2 plan (SGLANG_OPT_USE_TOPK_V2=0; it serves sgl_kernel's top-k)",
+    "TRT-LLM MLA: the zero-KV fixup kernel's JIT prebuild when the backend is built (SGLang's JIT toolchain is "
+    "not installed; the replay path never calls it)",
 ]
 """What the measured path leaves out of both sides (the module docstring says why)."""
 
@@ -80,6 +84,19 @@ def _kit_case(module, backend_name: str, mode: str, bs: int):
 
 
 def _runner(backend_name: str, mode: str, bs: int, context: int, device: str):
+    if backend_name in MLA:
+        from sglang.test.kits.attention_unittest.attention_methods import mla_attention as kit
+
+        spec = mode != "decode"
+        case = kit.MLAAttentionCase(
+            name=f"{backend_name}_{mode}_bs{bs}", backend=backend_name,
+            forward_mode=_forward_mode("target_verify" if spec else "decode"), num_heads=16, page_size=PAGE_SIZE,
+            prefix_lens=(1,) * bs, extend_lens=(SPEC_DRAFT_TOKENS,) * bs if spec else ())
+        config = kit.TinyMLAModelConfig(num_heads=16, kv_lora_rank=512, qk_rope_head_dim=64, hidden_size=512,
+                                        context_len=context)
+        return kit.MockMLAModelRunner(case=case, model_config=config, dtype=torch.bfloat16, device=device,
+                                      max_context_len=context, kv_lora_rank=512, qk_rope_head_dim=64,
+                                      disable_cuda_graph=False, runner_batch_size=bs)
     if backend_name in DENSE:
         from sglang.test.kits.attention_unittest.attention_methods import dense_attention as kit
 
@@ -113,9 +130,37 @@ def leave_out_planners() -> None:
             module.resolve_paged_mqa_logits_metadata_fn = no_planner
 
 
+def leave_out_mla_prebuild() -> None:
+    """TRT-LLM MLA's construction-time JIT prebuild of its zero-KV fixup kernel (not on the replay path)."""
+    from sglang.srt.layers.attention import trtllm_mla_backend
+
+    trtllm_mla_backend._jit_fixup_module = lambda *_args, **_kwargs: None
+
+
+def _host_only_mla() -> None:
+    """Without a GPU (the plugin's tests build the backend on CPU tensors): the
+    names SGLang imports only on CUDA machines come from the stubs, and the
+    construction-time device queries answer as a Hopper GPU without the fused
+    KV-store kernel would. The replay path does not touch any of them."""
+    import flashinfer
+    from sglang.srt.layers.attention import flashinfer_mla_backend, trtllm_mla_backend
+
+    for name in ("BatchMLAPagedAttentionWrapper", "BatchPrefillWithRaggedKVCacheWrapper"):
+        setattr(flashinfer_mla_backend, name, getattr(flashinfer, name))
+    trtllm_mla_backend.flashinfer = flashinfer
+    trtllm_mla_backend.can_use_set_mla_kv_concat_q = lambda *_args, **_kwargs: False
+
+
 def _backend(backend_name: str, mode: str, runner):
     from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
 
+    if backend_name in MLA:
+        from sglang.srt.layers.attention import trtllm_mla_backend as mla
+
+        if mode == "draft_decode":
+            return mla.TRTLLMMLAMultiStepDraftBackend(runner, topk=1, speculative_num_steps=SPEC_STEPS)
+        # Pinned host buffers (allocated unless skip_prefill) need a driver; the replay never reads them.
+        return mla.TRTLLMMLABackend(runner, skip_prefill=str(runner.device) == "cpu")
     if mode != "draft_decode":
         return ATTENTION_BACKENDS[backend_name](runner)
     if backend_name == "trtllm_mha":
@@ -218,6 +263,16 @@ def _triton_buffers(backend, bs: int) -> dict:
     return out
 
 
+def _mla_buffers(backend, bs: int) -> dict:
+    """TRT-LLM MLA: the graph's lengths and the live pages of its block table."""
+    m = backend.decode_cuda_graph_metadata[bs]
+    lens = m.seq_lens_k[:bs]
+    out = {"seq_lens_k": (lens, None), "block_kv_indices": (m.block_kv_indices[:bs], _live(lens, backend.page_size))}
+    if m.global_seq_lens_k is not None:
+        out["global_seq_lens_k"] = (m.global_seq_lens_k[:bs], None)
+    return out
+
+
 def _dsa_buffers(backend, bs: int) -> dict:
     """DSA: the graph's metadata for ``bs``, rows up to each row's own length."""
     m = backend.decode_cuda_graph_metadata[bs]
@@ -239,13 +294,27 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     """Runner, backend and replay batch for one point; the backend's CUDA-graph state allocated."""
     if backend_name == "dsa":
         leave_out_planners()
+    if backend_name in MLA:
+        leave_out_mla_prebuild()
+        if device == "cpu":
+            _host_only_mla()
     runner = _runner(backend_name, mode, bs, context, device)
     backend = _backend(backend_name, mode, runner)
     batch = _batch(runner, mode, bs, context, device, seed)
     inner = getattr(backend, "attn_backends", None) or [backend]
     leave_out_scheduler(inner)
-    backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=batch.input_ids.numel())
-    read = {"trtllm_mha": _mha_buffers, "fa3": _mha_buffers, "triton": _triton_buffers}.get(backend_name, _dsa_buffers)
+    tokens = batch.input_ids.numel()
+    if backend_name in MLA and device == "cpu":
+        # FlashInfer MLA's graph state allocates its kv index buffers on "cuda" unless given them.
+        kv = torch.zeros((len(inner) + 1, bs * context), dtype=torch.int32)
+        if backend is not inner[0]:
+            backend.cuda_graph_kv_indices = kv
+        for i, b in enumerate(inner):
+            b.init_cuda_graph_state(bs, tokens, kv_indices_buf=kv[i])
+    else:
+        backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=tokens)
+    read = {"trtllm_mha": _mha_buffers, "fa3": _mha_buffers, "triton": _triton_buffers,
+            "trtllm_mla": _mla_buffers}.get(backend_name, _dsa_buffers)
 
     def read_buffers() -> dict:
         out = {}
