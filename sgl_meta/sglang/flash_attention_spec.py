@@ -30,10 +30,12 @@ Draft extend (``draft_extend_v2``): before every replay 0.5.23's
 cumsums and their copies, a cast, a full-width ``req_to_token`` gather, a floor
 division and a page-table copy). :func:`apply_cuda_graph_metadata` (an AROUND
 hook) writes the same buffers (lengths, both prefix sums, the page table's live
-pages) with one :func:`sgl_meta.update_flash_attention_metadata` and sets the
+pages, and on a sliding-window pool the SWA table's through the pool's slot
+mapping) with one :func:`sgl_meta.update_flash_attention_metadata` and sets the
 same host fields (``max_seq_len_k``, ``max_seq_len_q``) the same way. It covers
-a pool that neither translates reads nor has a sliding-window table, without
-encoder lengths; every other call, and every other mode, runs ``original``.
+a pool that does not translate reads, whose sliding-window translation (if any)
+is 0.5.23's ``SWAKVPool`` mapping, without encoder lengths; every other call,
+and every other mode, runs ``original``.
 
 No module here imports ``sglang``: the backends are used through the attributes
 0.5.23 gives them.
@@ -174,8 +176,23 @@ def _draft_extend_covered(self: Any, encoder_lens: Any, forward_mode: Any) -> bo
     translator = getattr(self, "kv_index_translator", None)
     if translator is None or getattr(translator, "reads_are_translated", True) is not False:
         return False  # the plan's translated tables are copied instead of gathered
-    # A sliding-window pool translates the gathered slots with the pool's own method.
-    return getattr(self, "use_sliding_window_kv_pool", True) is False
+    return isinstance(getattr(self, "use_sliding_window_kv_pool", None), bool)
+
+
+_SWA_TRANSLATE = "SWAKVPool.translate_loc_from_full_to_swa"
+
+
+def _token_mapping(pool: Any) -> Any:
+    """The sliding-window pool's slot mapping where its translation is 0.5.23's
+    ``SWAKVPool`` method (``full_to_swa_index_mapping[loc]``, -1 kept by the
+    sentinel appended to the mapping), which the update applies per slot; else None."""
+    method = getattr(pool, "translate_loc_from_full_to_swa", None)
+    if getattr(getattr(method, "__func__", None), "__qualname__", "") != _SWA_TRANSLATE:
+        return None
+    mapping = getattr(pool, "full_to_swa_index_mapping", None)
+    if not isinstance(mapping, torch.Tensor) or mapping.dim() != 1:
+        return None
+    return mapping
 
 
 def _extend_lens(spec_info: Any, bs: int, device: torch.device) -> tuple:
@@ -203,6 +220,12 @@ def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int,
         return original(self, plan, bs, req_pool_indices, seq_lens, encoder_lens, forward_mode, spec_info,
                         seq_lens_cpu, out_cache_loc)
     metadata = self.draft_extend_metadata[bs]
+    mapping = None
+    if self.use_sliding_window_kv_pool and metadata.swa_page_table is not None:
+        mapping = _token_mapping(getattr(self, "token_to_kv_pool", None))
+        if mapping is None:
+            return original(self, plan, bs, req_pool_indices, seq_lens, encoder_lens, forward_mode, spec_info,
+                            seq_lens_cpu, out_cache_loc)
     seq_lens = seq_lens[:bs]
     metadata.max_seq_len_k = seq_lens_cpu[:bs].max().item() if seq_lens_cpu is not None else self.max_context_len
     extend_seq_lens, metadata.max_seq_len_q = _extend_lens(spec_info, bs, seq_lens.device)
@@ -211,7 +234,8 @@ def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int,
     pages = min(pages, self.draft_extend_metadata["strided_indices"].numel(), metadata.page_table.shape[1])
     _fam.update_flash_attention_metadata(
         cache_seqlens=[metadata.cache_seqlens_int32], cu_seqlens_k=[metadata.cu_seqlens_k],
-        page_table=[metadata.page_table], cu_seqlens_q=metadata.cu_seqlens_q, req_to_token=self.req_to_token,
+        page_table=[metadata.page_table], swa_page_table=None if mapping is None else [metadata.swa_page_table],
+        full_to_swa_index_mapping=mapping, cu_seqlens_q=metadata.cu_seqlens_q, req_to_token=self.req_to_token,
         req_pool_indices=req_pool_indices[:bs], seq_lens=seq_lens, seq_len_delta=[0], bs=bs, max_seq_pages=pages,
         page_size=self.page_size, extend_seq_lens=extend_seq_lens[:bs])
     self.forward_metadata = metadata

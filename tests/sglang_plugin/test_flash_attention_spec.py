@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -214,7 +215,9 @@ def child_main() -> None:
             report[f"extend-bs{bs}-raw{raw}-{lens}"] = _run_extend(fb, wrap, HookType, bs, raw, seed=bs * 10 + raw,
                                                                    lens=lens)
     report["extend-no-host-lens"] = _run_extend(fb, wrap, HookType, 3, 3, seed=11, host_lens=False)
-    report["extend-swa"] = _run_extend(fb, wrap, HookType, 3, 3, seed=12, swa=True)
+    report["extend-swa"] = _run_extend(fb, wrap, HookType, 3, 3, seed=12, swa="other")
+    for bs, raw in ((1, 1), (4, 2)):
+        report[f"extend-swa-pool-bs{bs}-raw{raw}"] = _run_extend(fb, wrap, HookType, bs, raw, seed=14 + bs, swa="pool")
     print(json.dumps(report))
 
 
@@ -229,6 +232,11 @@ def _extend_state(backend, setup) -> dict:
             cols = torch.arange(t.shape[1])[None, :] < live[:, None]
             out[name] = torch.where(cols, t, 0)
     meta = backend.forward_metadata
+    if getattr(meta, "swa_page_table", None) is not None:  # live pages, as the page table's
+        lens = meta.cache_seqlens_int32[: setup.bs].to(torch.int64)
+        t = meta.swa_page_table[: setup.bs]
+        cols = torch.arange(t.shape[1])[None, :] < ((lens + backend.page_size - 1) // backend.page_size)[:, None]
+        out["swa_page_table"] = torch.where(cols, t, 0)
     out["forward_metadata"] = meta is backend.draft_extend_metadata.get(setup.bs)
     out["expand"] = backend.forward_metadata_spec_decode_expand
     out["max_seq_len_k"] = getattr(meta, "max_seq_len_k", None)
@@ -236,10 +244,12 @@ def _extend_state(backend, setup) -> dict:
     return out
 
 
-def _run_extend(fb, wrap, HookType, bs, raw, seed, lens="tensor", swa=False, host_lens=True, replays=2):
+def _run_extend(fb, wrap, HookType, bs, raw, seed, lens="tensor", swa=None, host_lens=True, replays=2):
     """A draft-extend replay prep in SGLang's world and the hooked one. ``lens``:
     where the spec's extend lengths live (``tensor``, ``host``, ``none``: 0.5.23's
-    three sources); ``host_lens``: the batch carries seq_lens_cpu."""
+    three sources); ``host_lens``: the batch carries seq_lens_cpu; ``swa``: a
+    sliding-window pool whose translation is ``"pool"`` (0.5.23's ``SWAKVPool``
+    method over a mapping with its -1 sentinel) or ``"other"`` (another function)."""
     from sgl_meta.bench.sglang_step import backends
     from sglang.srt.layers.attention import attention_registry
 
@@ -253,12 +263,17 @@ def _run_extend(fb, wrap, HookType, bs, raw, seed, lens="tensor", swa=False, hos
         setup = backends.build("fa3", "draft_extend", bs, CTX, "cpu", seed=seed)
         backend, batch = setup.backend, setup.batch
         if swa:  # a sliding-window pool by token mapping, as in _world
+            from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
+
             slots = int(backend.req_to_token.max()) + 1
             mapping = torch.randperm(4 * slots, generator=torch.Generator().manual_seed(seed))[:slots]
+            mapping = torch.cat([mapping, torch.tensor([-1])])  # the pool's sentinel: -1 stays -1
             ids = torch.randint(0, 4 * slots, (bs * 4,), generator=torch.Generator().manual_seed(seed))
             backend.use_sliding_window_kv_pool = True
-            backend.token_to_kv_pool = SimpleNamespace(full_to_swa_index_mapping=mapping,
-                                                       translate_loc_from_full_to_swa=lambda loc: mapping[loc])
+            pool = SimpleNamespace(full_to_swa_index_mapping=mapping)
+            pool.translate_loc_from_full_to_swa = (types.MethodType(SWAKVPool.translate_loc_from_full_to_swa, pool)
+                                                   if swa == "pool" else lambda loc: mapping[loc])
+            backend.token_to_kv_pool = pool
             backend._get_swa_write_locations = lambda _fb: ids
             backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=batch.input_ids.numel())
         backend.init_forward_metadata_out_graph(batch, in_capture=True)
@@ -279,7 +294,8 @@ def _run_extend(fb, wrap, HookType, bs, raw, seed, lens="tensor", swa=False, hos
                 if not host_lens:
                     batch.seq_lens_cpu = None
                 meta = backend.draft_extend_metadata[bs]
-                for t in (meta.cache_seqlens_int32, meta.cu_seqlens_k, meta.cu_seqlens_q, meta.page_table):
+                for t in (meta.cache_seqlens_int32, meta.cu_seqlens_k, meta.cu_seqlens_q, meta.page_table,
+                          *([meta.swa_page_table] if meta.swa_page_table is not None else [])):
                     t.copy_(torch.randint(-(2**31), 2**31 - 1, t.shape, generator=gen).to(t.dtype))
                 for t in (meta.cu_seqlens_k, meta.cu_seqlens_q):  # 0 since allocation: 0.5.23 never writes it
                     t[0] = 0
@@ -292,7 +308,7 @@ def _run_extend(fb, wrap, HookType, bs, raw, seed, lens="tensor", swa=False, hos
         results.append((states, counter.calls))
     (sa, ca), (sb, cb) = results
     return {"diff": [d for x, y in zip(sa, sb) for d in _diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
-            "compared": sum(len(s) for s in sa)}
+            "compared": sum(len(s) for s in sa), "keys": sorted(sa[0])}
 
 
 def _covered_after(fb, change) -> dict:
@@ -385,7 +401,14 @@ def test_draft_extend_refresh_in_one_launch_writes_what_sglang_writes(report, ca
     assert r["sglang_calls"] == [] and r["hooked_calls"] == [[0], [0]], r  # one launch per replay
 
 
-def test_draft_extend_over_a_sliding_window_pool_keeps_sglangs_ops(report):
+@pytest.mark.parametrize("case", ["extend-swa-pool-bs1-raw1", "extend-swa-pool-bs4-raw2"])
+def test_draft_extend_over_sglangs_sliding_window_pool_in_one_launch(report, case):
+    r = report[case]
+    assert r["diff"] == [] and r["compared"] > 0 and "swa_page_table" in r["keys"], r
+    assert r["sglang_calls"] == [] and r["hooked_calls"] == [[0], [0]], r
+
+
+def test_draft_extend_over_another_sliding_window_translation_keeps_sglangs_ops(report):
     r = report["extend-swa"]
     assert r["diff"] == [] and r["compared"] > 0, r
     assert r["sglang_calls"] == r["hooked_calls"] == [], r
