@@ -185,7 +185,9 @@ _SWA_TRANSLATE = "SWAKVPool.translate_loc_from_full_to_swa"
 def _token_mapping(pool: Any) -> Any:
     """The sliding-window pool's slot mapping where its translation is 0.5.23's
     ``SWAKVPool`` method (``full_to_swa_index_mapping[loc]``, -1 kept by the
-    sentinel appended to the mapping), which the update applies per slot; else None."""
+    sentinel appended to the mapping), which the update applies per slot (any
+    negative slot gives -1; SGLang's indexing wraps those below -1, which no
+    kernel reads); else None."""
     method = getattr(pool, "translate_loc_from_full_to_swa", None)
     if getattr(getattr(method, "__func__", None), "__qualname__", "") != _SWA_TRANSLATE:
         return None

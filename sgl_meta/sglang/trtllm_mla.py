@@ -19,8 +19,10 @@ as two sets over one table, no prefix sums) and sets draft extend's host fields
 as 0.5.23 does. :func:`multi_step_init_forward_metadata_out_graph` (AROUND the
 multi-step method) writes every step backend's lengths and table in one launch
 (K - 1 sets, each page read once). Both cover a pool that does not translate
-reads, without decode context parallelism, and (multi-step) plain 0.5.23 step
-backends outside capture; everything else calls ``original``. The block table's
+reads, without decode context parallelism; the first at capture too (SGLang's
+capture path calls the same method), the multi-step one only for plain 0.5.23
+step backends outside capture (SGLang's loop captures, its step calls going
+through the first hook); everything else calls ``original``. The block table's
 columns past the live pages keep their values, as 0.5.23's kernel leaves them;
 negative slots divide by floor (sgl-meta's documented difference).
 
