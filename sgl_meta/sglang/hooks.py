@@ -412,6 +412,14 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("update_flash_attention_metadata"),),
         kind="AROUND",
     ),
+    # FlashInfer decode (docs/sglang.md, "FlashInfer decode"): kv_indptr + kv_indices in one launch, handed to
+    # SGLang's call_begin_forward as a prebuilt pair; its planner call runs as SGLang wrote it.
+    Hook(
+        "sglang.srt.layers.attention.flashinfer_backend.FlashInferIndicesUpdaterDecode.call_begin_forward",
+        "sgl_meta.sglang.kv_indices:flashinfer_decode_call_begin_forward",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
     # FlashMLA and TRT-LLM MLA backends: the block table, a raw Triton kernel launched as kernel[grid](...)
     # (a compiled variant per page size and table width): a class stands in for it (sgl_meta/sglang/kernels.py).
     Hook(

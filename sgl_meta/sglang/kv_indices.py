@@ -31,6 +31,16 @@ variant per entry page size, token mapping and 1-D/2-D grid) becomes
 that builds a translated read table (``build_kv_read_table_packed``) stays
 SGLang's (that function has its own hook).
 
+:func:`flashinfer_decode_call_begin_forward` wraps the FlashInfer decode
+updater's ``call_begin_forward`` (every decode replay prep and eager decode):
+its ``kv_indptr`` cumsum, the copy and ``pack_read_stream``'s gather become one
+:func:`sgl_meta.build_kv_indices`, handed to SGLang's method as a prebuilt
+``spec_info.kv_indptr`` / ``kv_indices`` pair (the branch SGLang takes for
+speculative batches), so the rest of the method, FlashInfer's planner call
+included, runs as SGLang wrote it. Covered: no prebuilt pair, no sliding window,
+no window start, a CUDA-graph wrapper (its static index buffer), a source
+:func:`_source` takes.
+
 Only :func:`_full_kind` and :class:`SglangDefault` import ``sglang`` (at call
 time, inside SGLang).
 """
@@ -47,6 +57,8 @@ BACKEND = "sglang.srt.layers.attention.triton_backend"
 FILL_TARGET = f"{BACKEND}.TritonAttnBackend._fill_kv_indptr_and_indices"
 APPLY_TARGET = f"{BACKEND}.TritonAttnBackend._apply_cuda_graph_metadata"
 PACK_TARGET = "sglang.srt.mem_cache.kv_index_translator.KVIndexTranslator.pack_read_stream"
+FLASHINFER_DECODE_TARGET = (
+    "sglang.srt.layers.attention.flashinfer_backend.FlashInferIndicesUpdaterDecode.call_begin_forward")
 
 
 class SglangDefault:
@@ -175,3 +187,38 @@ def pack_read_stream(original: Callable, self, plan, *, req_pool_indices, seq_le
     create_flashinfer_kv_indices(ids, src.row_ids[:bs], seq_lens, indptr, kv_start_idx, out,
                                  entry_page_size=src.entry_page_size, token_mapping=token_mapping)
     return src.is_translated or token_mapping is not None
+
+
+class _Prebuilt:
+    """The ``spec_info`` SGLang's ``call_begin_forward`` reads a prebuilt index pair from."""
+
+    def __init__(self, kv_indptr: torch.Tensor, kv_indices: torch.Tensor):
+        self.kv_indptr, self.kv_indices = kv_indptr, kv_indices
+
+
+def flashinfer_decode_call_begin_forward(original: Callable, self, wrapper, paged_kernel_lens, paged_kernel_lens_sum,
+                                         kv_indptr, kv_start_idx, spec_info, seq_lens_cpu,
+                                         use_sliding_window_kv_pool=False, fixed_split_size=None,
+                                         disable_split_kv=None, *, plan, req_pool_indices) -> Any:
+    """AROUND ``FlashInferIndicesUpdaterDecode.call_begin_forward``: ``kv_indptr``
+    and ``kv_indices`` in one launch, then SGLang's method over them (planner
+    call included); SGLang's method alone where not covered."""
+    def theirs(spec: Any) -> Any:
+        return original(self, wrapper, paged_kernel_lens, paged_kernel_lens_sum, kv_indptr, kv_start_idx, spec,
+                        seq_lens_cpu, use_sliding_window_kv_pool, fixed_split_size, disable_split_kv, plan=plan,
+                        req_pool_indices=req_pool_indices)
+
+    if (spec_info is not None and getattr(spec_info, "kv_indptr", None) is not None) or use_sliding_window_kv_pool:
+        return theirs(spec_info)
+    out = getattr(wrapper, "_paged_kv_indices_buf", None)
+    if (kv_start_idx is not None or getattr(wrapper, "is_cuda_graph_enabled", None) is not True
+            or not isinstance(out, torch.Tensor) or paged_kernel_lens.dim() != 1):
+        return theirs(spec_info)
+    bs = int(paged_kernel_lens.numel())
+    backend = getattr(self, "attn_backend", None)
+    source = _source(backend, plan, bs, req_pool_indices) if kv_indptr.numel() > bs else None
+    if source is None:
+        return theirs(spec_info)
+    target = kv_indptr[: bs + 1]
+    build_kv_indices(**source, seq_lens=paged_kernel_lens, kv_indptr=target, kv_indices=out, write_indptr=True)
+    return theirs(_Prebuilt(target, out))

@@ -257,3 +257,93 @@ def test_pack_read_stream_equals_sglangs_own_method_in_the_interpreter():
     proc = subprocess.run([sys.executable, str(here / "pack_read_stream_child.py"), str(seed), "24"],
                           capture_output=True, text=True, timeout=900, env=env, cwd=str(here))
     assert proc.returncode == 0 and "ok 24" in proc.stdout, proc.stdout + proc.stderr[-4000:]
+
+
+# ---- FlashInfer decode: call_begin_forward over a prebuilt kv_indptr / kv_indices pair ----
+
+
+class PackingTranslator(Translator):
+    """A translator whose pack_read_stream is the gather 0.5.23's makes (its reference)."""
+
+    reads_are_translated = False
+
+    def pack_read_stream(self, plan, *, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None, kind=None):
+        bs = int(seq_lens.numel())
+        src = self.read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=kind)
+        if src.v2p is not None:
+            reference.kv_read_token_stream(req_to_token=src.ids, req_pool_indices=src.row_ids[:bs], seq_lens=seq_lens,
+                                           indptr=indptr, out=out, page_size=self.page_size, v2p=src.v2p)
+        else:
+            reference.create_flashinfer_kv_indices(src.ids, src.row_ids[:bs], seq_lens, indptr, kv_start_idx, out,
+                                                   src.entry_page_size)
+        return False
+
+
+class GraphWrapper:
+    """FlashInfer's CUDA-graph decode wrapper as call_begin_forward uses it: its static
+    index buffer, and begin_forward (the planner, left out) recording what it was given."""
+
+    is_cuda_graph_enabled = True
+
+    def __init__(self, out):
+        self._paged_kv_indices_buf, self.planned = out, []
+
+    def begin_forward(self, *args, **kwargs):
+        self.planned.append(([a.clone() if isinstance(a, torch.Tensor) else a for a in args], kwargs))
+
+
+def _flashinfer_world(gen, source: str, bs: int = 5):
+    b, req, lens = _backend(gen, source, bs)
+    table = b.kv_index_translator.table
+    updater = types.SimpleNamespace(
+        attn_backend=types.SimpleNamespace(kv_index_translator=PackingTranslator(table, b.kv_index_translator.page_size)),
+        _swa_kv_pool=None, kv_last_page_len=torch.ones(bs + 4, dtype=torch.int32), num_qo_heads=8, num_kv_heads=1,
+        head_dim=64, data_type=torch.bfloat16, q_data_type=torch.bfloat16)
+    kv_indptr = torch.full((bs + 4,), -7, dtype=torch.int32)
+    kv_indptr[0] = 0  # 0.5.23 allocates it zeroed and never writes element 0
+    wrapper = GraphWrapper(torch.full((bs * 160,), -7, dtype=torch.int32))
+    return updater, wrapper, kv_indptr, req, lens
+
+
+@pytest.mark.parametrize("source", ["req_to_token", "table", "v2p"])
+def test_flashinfer_decode_equals_sglangs_call_begin_forward(source, gen):
+    fb = pytest.importorskip("sglang.srt.layers.attention.flashinfer_backend", reason="SGLang is not installed")
+    original = fb.FlashInferIndicesUpdaterDecode.call_begin_forward
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    worlds = []
+    for hooked in (False, True):
+        updater, wrapper, kv_indptr, req, lens = _flashinfer_world(torch.Generator().manual_seed(seed), source)
+        call = (lambda *a, **k: hooks.flashinfer_decode_call_begin_forward(original, *a, **k)) if hooked else original
+        call(updater, wrapper, lens, int(lens.sum()), kv_indptr, None, None, None, plan=None, req_pool_indices=req)
+        worlds.append((kv_indptr, wrapper))
+    (indptr_a, wrap_a), (indptr_b, wrap_b) = worlds
+    assert torch.equal(indptr_a, indptr_b)
+    assert torch.equal(wrap_a._paged_kv_indices_buf, wrap_b._paged_kv_indices_buf)
+    (args_a, kw_a), (args_b, kw_b) = wrap_a.planned[0], wrap_b.planned[0]  # the planner saw the same arguments
+    assert len(wrap_a.planned) == len(wrap_b.planned) == 1 and kw_a == kw_b and len(args_a) == len(args_b)
+    for x, y in zip(args_a, args_b):
+        assert torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+
+
+@pytest.mark.parametrize("change", ["prebuilt_spec", "sliding_window", "window_start", "eager_wrapper"])
+def test_flashinfer_decode_uncovered_runs_sglangs_method(change, gen):
+    updater, wrapper, kv_indptr, req, lens = _flashinfer_world(gen, "req_to_token")
+    spec, swa, start = None, False, None
+    if change == "prebuilt_spec":
+        spec = types.SimpleNamespace(kv_indptr=kv_indptr[:6], kv_indices=wrapper._paged_kv_indices_buf)
+    elif change == "sliding_window":
+        swa = True
+    elif change == "window_start":
+        start = torch.zeros_like(lens)
+    else:
+        wrapper.is_cuda_graph_enabled = False
+    seen = []
+
+    def sglang(self, *args, **kwargs):
+        seen.append(args[5])  # spec_info, as it reached SGLang's method
+        return "sglang"
+
+    got = hooks.flashinfer_decode_call_begin_forward(sglang, updater, wrapper, lens, int(lens.sum()), kv_indptr, start,
+                                                     spec, None, swa, plan=None, req_pool_indices=req)
+    assert got == "sglang" and seen == [spec]
+    assert (kv_indptr[1:] == -7).all() and (wrapper._paged_kv_indices_buf == -7).all()  # nothing of ours ran
