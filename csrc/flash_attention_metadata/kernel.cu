@@ -162,10 +162,10 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
   // Everything that does not depend on the row's scalars is formed before
   // they are loaded, so that what lies between the loads (and after the slot
   // load) is a few instructions: at bs 1 the launch is that chain.
-  // c_tok = c * page_size, the column's first token; the shift is capped as
-  // fa_page caps it, so c < fa_columns(len) <=> c_tok < len for any int32 len
-  // (c_tok >= 0 rules out len <= 0; a capped shift leaves only column 0).
-  const int shift = in.page.shift < 31 ? in.page.shift : 31;
+  // c_tok = c * page_size, the column's first token; with fa_page's capped
+  // shift, c < fa_columns(len) <=> c_tok < len for any int32 len (c_tok >= 0
+  // rules out len <= 0; a capped shift leaves only column 0).
+  const int shift = fa_shift(in.page.shift);
   const int64_t c_tok = c << shift;
   const int32_t* col_in = in.req_to_token + c_tok;
   // Every row scalar is loaded before any is used: one memory latency.

@@ -88,21 +88,20 @@ SGL_HD uint64_t fa_len(int64_t seq, int32_t delta) {
 // length_fits (the true sum is then far from wrapping into that range).
 SGL_HD bool fa_len_fits(int64_t seq, int32_t delta) { return fa_len(seq, delta) <= INT32_MAX; }
 
-// floor(v / page_size) of an int32 value, `shift` = log2(page_size). The op
-// takes power-of-two page sizes only (the binding checks), so a division by the
-// page size is a shift, with no branch on the divisor's kind; the shift is
-// capped at 31 (page sizes past 2**31 give -1 or 0, as floor division does).
-SGL_HD int32_t fa_page(int32_t v, int shift) { return v >> (shift < 31 ? shift : 31); }
+// log2(page_size) as the divisions below use it: the op takes power-of-two page
+// sizes only (the binding checks), so a division by the page size is a shift,
+// with no branch on the divisor's kind; capped at 31 (page sizes past 2**31
+// give -1 or 0, as floor division of an int32 does).
+SGL_HD int fa_shift(int shift) { return shift < 31 ? shift : 31; }
+
+// floor(v / page_size) of an int32 value, `shift` = log2(page_size).
+SGL_HD int32_t fa_page(int32_t v, int shift) { return v >> fa_shift(shift); }
 
 // Page-table columns of a row whose length is `len` (int32, possibly hostile:
 // a negative one writes nothing).
 template <class In>
-SGL_HD int64_t fa_columns(const In& in, int32_t len, int shift) {
-  return len <= 0 ? 0 : min_i64(int64_t{fa_page(len - 1, shift)} + 1, in.max_seq_pages);
-}
-template <class In>
 SGL_HD int64_t fa_columns(const In& in, int32_t len) {
-  return fa_columns(in, len, in.page.shift);
+  return len <= 0 ? 0 : min_i64(int64_t{fa_page(len - 1, in.page.shift)} + 1, in.max_seq_pages);
 }
 
 SGL_HD int64_t fa_vpage(int32_t slot, int shift) { return slot < 0 ? 0 : fa_page(slot, shift); }

@@ -218,16 +218,18 @@ def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int,
     """AROUND hook for ``FlashAttentionBackend._apply_cuda_graph_metadata``:
     the draft-extend refresh of ``draft_extend_metadata[bs]`` in one launch
     (see the module docstring for what it covers); ``original`` otherwise."""
-    if not _draft_extend_covered(self, encoder_lens, forward_mode):
+    def theirs() -> None:
         return original(self, plan, bs, req_pool_indices, seq_lens, encoder_lens, forward_mode, spec_info,
                         seq_lens_cpu, out_cache_loc)
+
+    if not _draft_extend_covered(self, encoder_lens, forward_mode):
+        return theirs()
     metadata = self.draft_extend_metadata[bs]
     mapping = None
     if self.use_sliding_window_kv_pool and metadata.swa_page_table is not None:
         mapping = _token_mapping(getattr(self, "token_to_kv_pool", None))
         if mapping is None:
-            return original(self, plan, bs, req_pool_indices, seq_lens, encoder_lens, forward_mode, spec_info,
-                            seq_lens_cpu, out_cache_loc)
+            return theirs()
     seq_lens = seq_lens[:bs]
     metadata.max_seq_len_k = seq_lens_cpu[:bs].max().item() if seq_lens_cpu is not None else self.max_context_len
     extend_seq_lens, metadata.max_seq_len_q = _extend_lens(spec_info, bs, seq_lens.device)

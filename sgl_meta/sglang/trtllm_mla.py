@@ -75,6 +75,16 @@ def _table_pages(backend: Any, table: torch.Tensor) -> int:
     return min(table.shape[1], (ctx + backend.page_size - 1) // backend.page_size)
 
 
+def _graph(backend: Any, bs: int) -> Any:
+    """``decode_cuda_graph_metadata[bs]`` when it holds the lengths and the block
+    table the update writes, else None."""
+    graphs = getattr(backend, "decode_cuda_graph_metadata", None)
+    metadata = graphs.get(bs) if isinstance(graphs, dict) else None
+    if metadata is None or metadata.seq_lens_k is None or metadata.block_kv_indices is None:
+        return None
+    return metadata
+
+
 def _update(backend: Any, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, lengths: list,
             tables: list, delta: int) -> None:
     _fam.update_flash_attention_metadata(
@@ -89,8 +99,8 @@ def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int,
     lengths and block table of ``decode_cuda_graph_metadata[bs]`` in one launch
     (decode, target verify, draft extend); ``original`` where the table is not
     gathered (translating pool, DCP) or a buffer is missing."""
-    metadata = self.decode_cuda_graph_metadata.get(bs) if isinstance(self.decode_cuda_graph_metadata, dict) else None
-    if metadata is None or metadata.seq_lens_k is None or metadata.block_kv_indices is None or not _gathers(self):
+    metadata = _graph(self, bs)
+    if metadata is None or not _gathers(self):
         return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode)
     if forward_mode.is_target_verify():
         if metadata.global_seq_lens_k is None:
@@ -122,10 +132,8 @@ def _step_buffers(self: Any, bs: int) -> Optional[list]:
         if (getattr(backend, "req_to_token", None) is not getattr(lead, "req_to_token", None)
                 or getattr(backend, "page_size", None) != getattr(lead, "page_size", None)):
             return None  # one gather serves the steps of one pool only
-        graphs = getattr(backend, "decode_cuda_graph_metadata", None)
-        metadata = graphs.get(bs) if isinstance(graphs, dict) else None
-        if (not _plain_step(backend) or metadata is None or metadata.seq_lens_k is None
-                or metadata.block_kv_indices is None):
+        metadata = _graph(backend, bs) if _plain_step(backend) else None
+        if metadata is None:
             return None
         out.append(metadata)
     return out
