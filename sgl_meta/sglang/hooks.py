@@ -420,6 +420,20 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("build_kv_indices"),),
         kind="AROUND",
     ),
+    # FlashInfer backends' EAGLE verify and draft extend (docs/sglang.md, "EAGLE CSR arguments"): cum_kv_seq_len
+    # + kv_indices in one launch inside the spec input's generate_attn_arg_prefill; the planner stays SGLang's.
+    Hook(
+        "sglang.srt.speculative.eagle_info.EagleVerifyInput.generate_attn_arg_prefill",
+        "sgl_meta.sglang.eagle_csr:verify_attn_arg_prefill",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
+    Hook(
+        "sglang.srt.speculative.eagle_info.EagleDraftExtendInput.generate_attn_arg_prefill",
+        "sgl_meta.sglang.eagle_csr:draft_extend_attn_arg_prefill",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
     # FlashMLA and TRT-LLM MLA backends: the block table, a raw Triton kernel launched as kernel[grid](...)
     # (a compiled variant per page size and table width): a class stands in for it (sgl_meta/sglang/kernels.py).
     Hook(

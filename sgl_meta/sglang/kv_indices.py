@@ -101,7 +101,11 @@ def _source(backend, plan, bs: int, req_pool_indices: torch.Tensor) -> Optional[
     """The arguments of build_kv_indices that name what ``pack_read_stream``
     would gather for these rows (FULL ids, no window start, no mapping), or
     None where ours does not cover it."""
-    translator = getattr(backend, "kv_index_translator", None)
+    return translator_source(getattr(backend, "kv_index_translator", None), plan, bs, req_pool_indices)
+
+
+def translator_source(translator, plan, bs: int, req_pool_indices: torch.Tensor) -> Optional[dict]:
+    """:func:`_source` for a ``KVIndexTranslator`` in hand."""
     if translator is None:
         return None
     src = translator.read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=_full_kind())

@@ -267,7 +267,8 @@ class PackingTranslator(Translator):
 
     reads_are_translated = False
 
-    def pack_read_stream(self, plan, *, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None, kind=None):
+    def pack_read_stream(self, plan, *, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None, kind=None,
+                         num_token_blocks=1, kv_lens_sum=None):
         bs = int(seq_lens.numel())
         src = self.read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=kind)
         if src.v2p is not None:
