@@ -24,16 +24,20 @@ def _methods():
                              eagle_csr.draft_extend_attn_arg_prefill)}
 
 
-def _world(gen, source: str, mode: str, bs: int = 5, mask_short: bool = False):
+def _world(gen, source: str, mode: str, bs: int = 5, mask_short: bool = False, device="cpu"):
     b, req, lens = _backend(gen, source, bs)
-    translator = PackingTranslator(b.kv_index_translator.table, b.kv_index_translator.page_size)
+    table = b.kv_index_translator.table
+    table = type(table)(**{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in vars(table).items()})
+    translator = PackingTranslator(table, b.kv_index_translator.page_size)
+    req, lens = req.to(device), lens.to(device)
     if mode == "verify":
         lens = (lens - DRAFT).clamp(min=0)  # 0.5.23 widens them by the draft tokens
         need = int(lens.sum()) * DRAFT + DRAFT * DRAFT * bs
-        spec = types.SimpleNamespace(draft_token_num=DRAFT,
-                                     custom_mask=torch.rand(need - 1 if mask_short else need + 3, generator=gen) < 0.5)
+        mask = torch.rand(need - 1 if mask_short else need + 3, generator=gen) < 0.5
+        spec = types.SimpleNamespace(draft_token_num=DRAFT, custom_mask=mask.to(device))
     else:
-        spec = types.SimpleNamespace(num_correct_drafts=torch.zeros(bs, dtype=torch.int32), num_tokens_per_req=DRAFT)
+        spec = types.SimpleNamespace(num_correct_drafts=torch.zeros(bs, dtype=torch.int32, device=device),
+                                     num_tokens_per_req=DRAFT)
     return spec, translator, req, lens
 
 
@@ -46,12 +50,12 @@ def _call(fn, spec, translator, req, lens, **kw):
 
 @pytest.mark.parametrize("source", ["req_to_token", "table", "v2p"])
 @pytest.mark.parametrize("mode", ["verify", "draft_extend"])
-def test_equals_sglangs_method(mode, source, gen):
+def test_equals_sglangs_method(mode, source, gen, device):
     original, hook = _methods()[mode]
-    spec, translator, req, lens = _world(gen, source, mode)
+    spec, translator, req, lens = _world(gen, source, mode, device=device)
     want = _call(original, spec, translator, req, lens)
     got = _call(lambda *a, **k: hook(original, *a, **k), spec, translator, req, lens)
-    assert len(got) == len(want) == 4
+    assert len(got) == len(want) == 4 and got[0].device == want[0].device
     for name, x, y in zip(("kv_indices", "cum_kv_seq_len", "qo_indptr"), got, want):
         assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y), name
     assert got[3] is want[3]  # verify: the spec's own mask; draft extend: None

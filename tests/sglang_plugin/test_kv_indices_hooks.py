@@ -293,27 +293,29 @@ class GraphWrapper:
         self.planned.append(([a.clone() if isinstance(a, torch.Tensor) else a for a in args], kwargs))
 
 
-def _flashinfer_world(gen, source: str, bs: int = 5):
+def _flashinfer_world(gen, source: str, bs: int = 5, device="cpu"):
     b, req, lens = _backend(gen, source, bs)
     table = b.kv_index_translator.table
+    table = Table(**{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in vars(table).items()})
     updater = types.SimpleNamespace(
         attn_backend=types.SimpleNamespace(kv_index_translator=PackingTranslator(table, b.kv_index_translator.page_size)),
-        _swa_kv_pool=None, kv_last_page_len=torch.ones(bs + 4, dtype=torch.int32), num_qo_heads=8, num_kv_heads=1,
-        head_dim=64, data_type=torch.bfloat16, q_data_type=torch.bfloat16)
-    kv_indptr = torch.full((bs + 4,), -7, dtype=torch.int32)
+        _swa_kv_pool=None, kv_last_page_len=torch.ones(bs + 4, dtype=torch.int32, device=device), num_qo_heads=8,
+        num_kv_heads=1, head_dim=64, data_type=torch.bfloat16, q_data_type=torch.bfloat16)
+    kv_indptr = torch.full((bs + 4,), -7, dtype=torch.int32, device=device)
     kv_indptr[0] = 0  # 0.5.23 allocates it zeroed and never writes element 0
-    wrapper = GraphWrapper(torch.full((bs * 160,), -7, dtype=torch.int32))
-    return updater, wrapper, kv_indptr, req, lens
+    wrapper = GraphWrapper(torch.full((bs * 160,), -7, dtype=torch.int32, device=device))
+    return updater, wrapper, kv_indptr, req.to(device), lens.to(device)
 
 
 @pytest.mark.parametrize("source", ["req_to_token", "table", "v2p"])
-def test_flashinfer_decode_equals_sglangs_call_begin_forward(source, gen):
+def test_flashinfer_decode_equals_sglangs_call_begin_forward(source, gen, device):
     fb = pytest.importorskip("sglang.srt.layers.attention.flashinfer_backend", reason="SGLang is not installed")
     original = fb.FlashInferIndicesUpdaterDecode.call_begin_forward
     seed = int(torch.randint(0, 2**31, (1,), generator=gen))
     worlds = []
     for hooked in (False, True):
-        updater, wrapper, kv_indptr, req, lens = _flashinfer_world(torch.Generator().manual_seed(seed), source)
+        updater, wrapper, kv_indptr, req, lens = _flashinfer_world(torch.Generator().manual_seed(seed), source,
+                                                                   device=device)
         call = (lambda *a, **k: hooks.flashinfer_decode_call_begin_forward(original, *a, **k)) if hooked else original
         call(updater, wrapper, lens, int(lens.sum()), kv_indptr, None, None, None, plan=None, req_pool_indices=req)
         worlds.append((kv_indptr, wrapper))
