@@ -412,11 +412,17 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("update_flash_attention_metadata"),),
         kind="AROUND",
     ),
-    # FlashInfer decode (docs/sglang.md, "FlashInfer decode"): kv_indptr + kv_indices in one launch, handed to
-    # SGLang's call_begin_forward as a prebuilt pair; its planner call runs as SGLang wrote it.
+    # FlashInfer decode, MHA and MLA (docs/sglang.md, "FlashInfer decode"): kv_indptr + kv_indices in one launch,
+    # handed to SGLang's call_begin_forward as a prebuilt pair; its planner call runs as SGLang wrote it.
     Hook(
         "sglang.srt.layers.attention.flashinfer_backend.FlashInferIndicesUpdaterDecode.call_begin_forward",
         "sgl_meta.sglang.kv_indices:flashinfer_decode_call_begin_forward",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
+    Hook(
+        "sglang.srt.layers.attention.flashinfer_mla_backend.FlashInferMLAIndicesUpdaterDecode.call_begin_forward",
+        "sgl_meta.sglang.kv_indices:flashinfer_mla_decode_call_begin_forward",
         (CudaKernel("build_kv_indices"),),
         kind="AROUND",
     ),

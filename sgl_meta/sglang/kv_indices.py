@@ -41,12 +41,18 @@ included, runs as SGLang wrote it. Covered: no prebuilt pair, no sliding window,
 no window start, a CUDA-graph wrapper (its static index buffer), a source
 :func:`_source` takes.
 
+:func:`flashinfer_mla_decode_call_begin_forward` does the same for the FlashInfer
+MLA backend's decode updater, whose method takes the same prebuilt-pair branch.
+Covered: no prebuilt pair, a static pool without DCP (no read translation after
+the gather: 0.5.23 skips it on that branch), a source :func:`_source` takes.
+
 Only :func:`_full_kind` and :class:`SglangDefault` import ``sglang`` (at call
 time, inside SGLang).
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Optional
 
 import torch
@@ -59,6 +65,8 @@ APPLY_TARGET = f"{BACKEND}.TritonAttnBackend._apply_cuda_graph_metadata"
 PACK_TARGET = "sglang.srt.mem_cache.kv_index_translator.KVIndexTranslator.pack_read_stream"
 FLASHINFER_DECODE_TARGET = (
     "sglang.srt.layers.attention.flashinfer_backend.FlashInferIndicesUpdaterDecode.call_begin_forward")
+FLASHINFER_MLA_DECODE_TARGET = (
+    "sglang.srt.layers.attention.flashinfer_mla_backend.FlashInferMLAIndicesUpdaterDecode.call_begin_forward")
 
 
 class SglangDefault:
@@ -222,6 +230,34 @@ def flashinfer_decode_call_begin_forward(original: Callable, self, wrapper, page
     backend = getattr(self, "attn_backend", None)
     source = _source(backend, plan, bs, req_pool_indices) if kv_indptr.numel() > bs else None
     if source is None:
+        return theirs(spec_info)
+    target = kv_indptr[: bs + 1]
+    build_kv_indices(**source, seq_lens=paged_kernel_lens, kv_indptr=target, kv_indices=out, write_indptr=True)
+    return theirs(_Prebuilt(target, out))
+
+
+def flashinfer_mla_decode_call_begin_forward(original: Callable, self, wrapper, paged_kernel_lens,
+                                             paged_kernel_lens_sum, q_indptr, kv_indptr, init_metadata_replay=False,
+                                             spec_info=None, *, plan, req_pool_indices, **fast_decode_kwargs) -> Any:
+    """AROUND ``FlashInferMLAIndicesUpdaterDecode.call_begin_forward``: ``kv_indptr``
+    and ``kv_indices`` in one launch, then SGLang's method over them as a prebuilt
+    pair (its planner call included); SGLang's method alone where not covered."""
+    def theirs(spec: Any) -> Any:
+        return original(self, wrapper, paged_kernel_lens, paged_kernel_lens_sum, q_indptr, kv_indptr,
+                        init_metadata_replay, spec, plan=plan, req_pool_indices=req_pool_indices, **fast_decode_kwargs)
+
+    translator = getattr(getattr(self, "attn_backend", None), "kv_index_translator", None)
+    get_parallel = getattr(sys.modules.get(original.__module__), "get_parallel", None)
+    if (spec_info is not None or paged_kernel_lens.dim() != 1 or get_parallel is None
+            or getattr(get_parallel(), "dcp_enabled", True) or getattr(translator, "needs_read_translate", True)):
+        return theirs(spec_info)
+    bs = int(paged_kernel_lens.numel())
+    if init_metadata_replay:
+        out = fast_decode_kwargs.get("kv_indices")  # the capture-stable buffer the captured wrapper reads
+    else:
+        out = torch.empty(paged_kernel_lens_sum, dtype=torch.int32, device=paged_kernel_lens.device)
+    source = translator_source(translator, plan, bs, req_pool_indices) if kv_indptr.numel() > bs else None
+    if source is None or not isinstance(out, torch.Tensor):
         return theirs(spec_info)
     target = kv_indptr[: bs + 1]
     build_kv_indices(**source, seq_lens=paged_kernel_lens, kv_indptr=target, kv_indices=out, write_indptr=True)

@@ -174,6 +174,7 @@ class CallSite:
     positional: int  # positional arguments, self included for a method called on an instance
     keywords: tuple[str, ...]  # keyword names, sorted
     unpacked: bool  # *args / **kwargs: not checkable statically
+    kwargs_only: bool = False  # the unpacking is **kwargs alone: a replacement taking **kwargs binds it
 
     def __str__(self) -> str:
         kw = ", ".join(self.keywords)
@@ -254,6 +255,7 @@ def call_sites(target: str) -> list[CallSite]:
                     keywords=tuple(sorted(k.arg for k in node.keywords if k.arg is not None)),
                     unpacked=any(isinstance(a, ast.Starred) for a in node.args)
                     or any(k.arg is None for k in node.keywords),
+                    kwargs_only=not any(isinstance(a, ast.Starred) for a in node.args),
                 )
             )
     return sites

@@ -266,6 +266,7 @@ class PackingTranslator(Translator):
     """A translator whose pack_read_stream is the gather 0.5.23's makes (its reference)."""
 
     reads_are_translated = False
+    needs_read_translate = False
 
     def pack_read_stream(self, plan, *, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None, kind=None,
                          num_token_blocks=1, kv_lens_sum=None):
@@ -350,3 +351,79 @@ def test_flashinfer_decode_uncovered_runs_sglangs_method(change, gen):
                                                      spec, None, swa, plan=None, req_pool_indices=req)
     assert got == "sglang" and seen == [spec]
     assert (kv_indptr[1:] == -7).all() and (wrapper._paged_kv_indices_buf == -7).all()  # nothing of ours ran
+
+
+# ---- FlashInfer MLA decode: the same prebuilt-pair branch ----
+
+
+class MlaWrapper:
+    """FlashInfer's MLA wrapper as the decode updater uses it: plan (left out) records its arguments."""
+
+    def __init__(self):
+        self.planned = []
+
+    def plan(self, *args):
+        self.planned.append([a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+
+
+def _mla_world(gen, source: str, device, bs: int = 5):
+    updater, _, kv_indptr, req, lens = _flashinfer_world(gen, source, bs, device=device)
+    updater = types.SimpleNamespace(attn_backend=updater.attn_backend, num_local_heads=16, kv_lora_rank=512,
+                                    qk_rope_head_dim=64, scaling=0.125, data_type=torch.bfloat16)
+    fast = dict(kv_indices=torch.full((bs * 160,), -7, dtype=torch.int32, device=device),
+                qo_indptr_cpu=torch.arange(bs + 1, dtype=torch.int32),
+                kv_indptr_cpu=torch.cat([torch.zeros(1, dtype=torch.int64), lens.cpu().cumsum(0)]).to(torch.int32),
+                kv_len_arr_cpu=lens.cpu().to(torch.int32))
+    return updater, kv_indptr, req, lens, fast
+
+
+def _mla_module(monkeypatch, dcp: bool = False):
+    m = pytest.importorskip("sglang.srt.layers.attention.flashinfer_mla_backend", reason="SGLang is not installed")
+    monkeypatch.setattr(m, "get_parallel", lambda: types.SimpleNamespace(dcp_enabled=dcp, attn_dcp_size=2 if dcp else 1))
+    return m
+
+
+@pytest.mark.parametrize("replay", [True, False], ids=["replay", "eager"])
+@pytest.mark.parametrize("source", ["req_to_token", "table", "v2p"])
+def test_flashinfer_mla_decode_equals_sglangs_call_begin_forward(source, replay, gen, device, monkeypatch):
+    m = _mla_module(monkeypatch)
+    if not replay and torch.device(device).type != "cuda":
+        pytest.skip("0.5.23 allocates the eager kv_indices on 'cuda'")
+    original = m.FlashInferMLAIndicesUpdaterDecode.call_begin_forward
+    seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    worlds = []
+    for hooked in (False, True):
+        updater, kv_indptr, req, lens, fast = _mla_world(torch.Generator().manual_seed(seed), source, device)
+        wrapper = MlaWrapper()
+        call = (lambda *a, **k: hooks.flashinfer_mla_decode_call_begin_forward(original, *a, **k)) if hooked else original
+        call(updater, wrapper, lens, int(lens.sum()), torch.arange(8, dtype=torch.int32, device=device), kv_indptr,
+             replay, None, plan=None, req_pool_indices=req, **(fast if replay else {}))
+        worlds.append((kv_indptr, fast["kv_indices"], wrapper.planned))
+    (indptr_a, out_a, plan_a), (indptr_b, out_b, plan_b) = worlds
+    assert torch.equal(indptr_a, indptr_b) and torch.equal(out_a, out_b)
+    assert len(plan_a) == len(plan_b) == 1 and len(plan_a[0]) == len(plan_b[0])
+    for x, y in zip(plan_a[0], plan_b[0]):  # the planner saw the same arguments (kv_indices included)
+        assert (x.dtype == y.dtype and torch.equal(x, y)) if isinstance(x, torch.Tensor) else x == y
+
+
+@pytest.mark.parametrize("change", ["prebuilt_spec", "dcp", "translating_pool"])
+def test_flashinfer_mla_decode_uncovered_runs_sglangs_method(change, gen, monkeypatch):
+    _mla_module(monkeypatch, dcp=change == "dcp")
+    updater, kv_indptr, req, lens, fast = _mla_world(gen, "req_to_token", torch.device("cpu"))
+    spec = None
+    if change == "prebuilt_spec":
+        spec = types.SimpleNamespace(kv_indptr=kv_indptr[:6], kv_indices=fast["kv_indices"])
+    elif change == "translating_pool":
+        updater.attn_backend.kv_index_translator.needs_read_translate = True
+    seen = []
+
+    def sglang(self, *args, **kwargs):
+        seen.append(args[6])  # spec_info, as it reached SGLang's method
+        return "sglang"
+
+    sglang.__module__ = "sglang.srt.layers.attention.flashinfer_mla_backend"
+    got = hooks.flashinfer_mla_decode_call_begin_forward(sglang, updater, MlaWrapper(), lens, int(lens.sum()),
+                                                         torch.arange(8, dtype=torch.int32), kv_indptr, True, spec,
+                                                         plan=None, req_pool_indices=req, **fast)
+    assert got == "sglang" and seen == [spec]
+    assert (kv_indptr[1:] == -7).all() and (fast["kv_indices"] == -7).all()  # nothing of ours ran
