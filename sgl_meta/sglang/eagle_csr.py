@@ -12,7 +12,7 @@ lengths by the draft tokens (an add). These AROUND hooks keep the ``arange``
 :func:`sgl_meta.build_kv_indices` (``write_indptr=True``) over the source
 ``pack_read_stream`` would read: 6 launches -> 3 (verify), 5 -> 2 (draft extend).
 
-Covered: FULL ids (no sliding-window source), a source
+Covered: a non-empty batch, FULL ids (no sliding-window source), a source
 :func:`sgl_meta.sglang.kv_indices.translator_source` takes, one length per
 request, a host length sum (draft extend: 0.5.23 sizes ``kv_indices`` from the
 device sum otherwise), and in verify a custom mask already large enough (0.5.23
@@ -40,12 +40,12 @@ def _csr(translator, plan, req_pool_indices: torch.Tensor, lens: torch.Tensor, t
     """qo_indptr, cum_kv_seq_len and kv_indices as 0.5.23 returns them, or None
     where the source is not one ours takes."""
     bs = req_pool_indices.numel()
-    source = translator_source(translator, plan, bs, req_pool_indices)
-    if source is None:
+    source = translator_source(translator, plan, bs, req_pool_indices) if bs > 0 else None
+    if source is None:  # (an empty batch too: 0.5.23's cum_kv_seq_len is zeros, ours would be unwritten)
         return None
     device = req_pool_indices.device
     qo_indptr = torch.arange(0, (bs + 1) * tokens_per_req, step=tokens_per_req, dtype=torch.int32, device=device)
-    cum_kv_seq_len = torch.empty(bs + 1, dtype=torch.int32, device=device)  # [0] is written too
+    cum_kv_seq_len = torch.empty(bs + 1, dtype=torch.int32, device=device)  # [0] is written too (bs > 0)
     kv_indices = torch.empty(total, dtype=torch.int32, device=device)
     build_kv_indices(**source, seq_lens=lens, kv_indptr=cum_kv_seq_len, kv_indices=kv_indices, write_indptr=True)
     return kv_indices, cum_kv_seq_len, qo_indptr

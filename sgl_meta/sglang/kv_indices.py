@@ -122,7 +122,9 @@ def translator_source(translator, plan, bs: int, req_pool_indices: torch.Tensor)
         return None
     args = dict(req_to_token=ids, req_pool_indices=src.row_ids[:bs], entry_page_size=src.entry_page_size)
     if src.v2p is not None:  # pack_read_stream's build_kv_read_table_packed path
-        if src.entry_page_size != 1:
+        # which asserts first that the plan is the one over this reader's rows: SGLang's path says so
+        is_read_by = getattr(plan, "is_read_by", None)
+        if src.entry_page_size != 1 or is_read_by is None or not is_read_by(translator):
             return None
         args.update(v2p=src.v2p, page_size=translator.page_size)
     return args

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from sgl_meta.sglang import eagle_csr
-from test_kv_indices_hooks import PackingTranslator, _backend
+from test_kv_indices_hooks import OWN_PLAN, PackingTranslator, _backend
 
 DRAFT = 4
 
@@ -43,7 +43,7 @@ def _world(gen, source: str, mode: str, bs: int = 5, mask_short: bool = False, d
 
 def _call(fn, spec, translator, req, lens, **kw):
     args = dict(req_pool_indices=req, paged_kernel_lens=lens, paged_kernel_lens_sum=int(lens.sum()),
-                translator=translator, plan=None)
+                translator=translator, plan=OWN_PLAN)
     args.update(kw)
     return fn(spec, **args)
 
@@ -62,7 +62,7 @@ def test_equals_sglangs_method(mode, source, gen, device):
 
 
 @pytest.mark.parametrize("change", ["sliding_window_kind", "unknown_keyword", "host_sum_missing", "short_mask",
-                                    "lengths_per_token"])
+                                    "lengths_per_token", "empty_batch"])
 @pytest.mark.parametrize("mode", ["verify", "draft_extend"])
 def test_uncovered_runs_sglangs_method(mode, change, gen):
     _, hook = _methods()[mode]
@@ -80,6 +80,10 @@ def test_uncovered_runs_sglangs_method(mode, change, gen):
         kw["paged_kernel_lens_sum"] = None
     elif change == "lengths_per_token":
         lens = lens.repeat(2)
+    elif change == "empty_batch":  # 0.5.23's cum_kv_seq_len is zeros: [0] = 0 even then
+        req, lens = req[:0], lens[:0]
+        if mode == "draft_extend":
+            spec.num_correct_drafts = spec.num_correct_drafts[:0]
     seen = []
 
     def sglang(self, **kwargs):

@@ -25,6 +25,10 @@ class Table(types.SimpleNamespace):
     pass
 
 
+OWN_PLAN = types.SimpleNamespace(is_read_by=lambda reader: True)
+"""The batch's plan, over this reader's rows (0.5.23 asserts that before a v2p gather)."""
+
+
 class Translator:
     def __init__(self, table: Table, page_size: int = 1):
         self.table, self.page_size, self.calls = table, page_size, []
@@ -106,7 +110,7 @@ def test_fill_equals_sglangs_sequence(source, gen):
     bs = lens.numel()
     want = types.SimpleNamespace(**{k: v.clone() for k, v in vars(b).items() if isinstance(v, torch.Tensor)})
     _sglang_sequence(b, bs, lens, req, want.cuda_graph_kv_indices, want.kv_indptr[: bs + 1], splits=False)
-    got = hooks.fill_kv_indptr_and_indices(_never, b, None, bs, lens, req, b.cuda_graph_kv_indices)
+    got = hooks.fill_kv_indptr_and_indices(_never, b, OWN_PLAN, bs, lens, req, b.cuda_graph_kv_indices)
     assert got.data_ptr() == b.kv_indptr.data_ptr()
     assert torch.equal(b.kv_indptr, want.kv_indptr) and torch.equal(b.cuda_graph_kv_indices, want.cuda_graph_kv_indices)
 
@@ -118,7 +122,7 @@ def test_decode_replay_equals_sglangs_sequence(source, gen):
     want = types.SimpleNamespace(**{k: v.clone() for k, v in vars(b).items() if isinstance(v, torch.Tensor)})
     ref_backend = types.SimpleNamespace(**{**vars(b), **vars(want)})
     _sglang_sequence(ref_backend, bs, lens, req, want.cuda_graph_kv_indices, want.kv_indptr[: bs + 1], splits=True)
-    hooks.apply_cuda_graph_metadata(_never, b, None, bs, torch.cat([req, req[:2]]), torch.cat([lens, lens[:2]]),
+    hooks.apply_cuda_graph_metadata(_never, b, OWN_PLAN, bs, torch.cat([req, req[:2]]), torch.cat([lens, lens[:2]]),
                                     Mode(True), None)
     for k in ("kv_indptr", "cuda_graph_kv_indices", "cuda_graph_num_kv_splits", "cuda_graph_uneven_batch"):
         assert torch.equal(getattr(b, k), getattr(want, k)), k
@@ -133,7 +137,7 @@ def test_uncovered_replays_run_sglangs_method(change, gen):
                  "deterministic": ("enable_deterministic", True), "no_cores": ("device_core_count", 0)}.get(
         change, ("dcp_size", 1)))
     ran = []
-    hooks.apply_cuda_graph_metadata(lambda *a: ran.append(a), b, None, lens.numel(), req, lens, mode, spec)
+    hooks.apply_cuda_graph_metadata(lambda *a: ran.append(a), b, OWN_PLAN, lens.numel(), req, lens, mode, spec)
     assert len(ran) == 1
 
 
@@ -141,10 +145,10 @@ def test_fill_without_translator_or_strided_source_runs_sglangs_method(gen):
     b, req, lens = _backend(gen, "verbatim")
     ran = []
     b.kv_index_translator.table.ids = b.kv_index_translator.table.ids[:, ::2]
-    hooks.fill_kv_indptr_and_indices(lambda *a: ran.append(a), b, None, lens.numel(), lens, req,
+    hooks.fill_kv_indptr_and_indices(lambda *a: ran.append(a), b, OWN_PLAN, lens.numel(), lens, req,
                                      b.cuda_graph_kv_indices)
     b.kv_index_translator = None
-    hooks.fill_kv_indptr_and_indices(lambda *a: ran.append(a), b, None, lens.numel(), lens, req,
+    hooks.fill_kv_indptr_and_indices(lambda *a: ran.append(a), b, OWN_PLAN, lens.numel(), lens, req,
                                      b.cuda_graph_kv_indices)
     assert len(ran) == 2
 
@@ -318,7 +322,7 @@ def test_flashinfer_decode_equals_sglangs_call_begin_forward(source, gen, device
         updater, wrapper, kv_indptr, req, lens = _flashinfer_world(torch.Generator().manual_seed(seed), source,
                                                                    device=device)
         call = (lambda *a, **k: hooks.flashinfer_decode_call_begin_forward(original, *a, **k)) if hooked else original
-        call(updater, wrapper, lens, int(lens.sum()), kv_indptr, None, None, None, plan=None, req_pool_indices=req)
+        call(updater, wrapper, lens, int(lens.sum()), kv_indptr, None, None, None, plan=OWN_PLAN, req_pool_indices=req)
         worlds.append((kv_indptr, wrapper))
     (indptr_a, wrap_a), (indptr_b, wrap_b) = worlds
     assert torch.equal(indptr_a, indptr_b)
@@ -348,7 +352,7 @@ def test_flashinfer_decode_uncovered_runs_sglangs_method(change, gen):
         return "sglang"
 
     got = hooks.flashinfer_decode_call_begin_forward(sglang, updater, wrapper, lens, int(lens.sum()), kv_indptr, start,
-                                                     spec, None, swa, plan=None, req_pool_indices=req)
+                                                     spec, None, swa, plan=OWN_PLAN, req_pool_indices=req)
     assert got == "sglang" and seen == [spec]
     assert (kv_indptr[1:] == -7).all() and (wrapper._paged_kv_indices_buf == -7).all()  # nothing of ours ran
 
@@ -397,7 +401,7 @@ def test_flashinfer_mla_decode_equals_sglangs_call_begin_forward(source, replay,
         wrapper = MlaWrapper()
         call = (lambda *a, **k: hooks.flashinfer_mla_decode_call_begin_forward(original, *a, **k)) if hooked else original
         call(updater, wrapper, lens, int(lens.sum()), torch.arange(8, dtype=torch.int32, device=device), kv_indptr,
-             replay, None, plan=None, req_pool_indices=req, **(fast if replay else {}))
+             replay, None, plan=OWN_PLAN, req_pool_indices=req, **(fast if replay else {}))
         worlds.append((kv_indptr, fast["kv_indices"], wrapper.planned))
     (indptr_a, out_a, plan_a), (indptr_b, out_b, plan_b) = worlds
     assert torch.equal(indptr_a, indptr_b) and torch.equal(out_a, out_b)
@@ -424,6 +428,18 @@ def test_flashinfer_mla_decode_uncovered_runs_sglangs_method(change, gen, monkey
     sglang.__module__ = "sglang.srt.layers.attention.flashinfer_mla_backend"
     got = hooks.flashinfer_mla_decode_call_begin_forward(sglang, updater, MlaWrapper(), lens, int(lens.sum()),
                                                          torch.arange(8, dtype=torch.int32), kv_indptr, True, spec,
-                                                         plan=None, req_pool_indices=req, **fast)
+                                                         plan=OWN_PLAN, req_pool_indices=req, **fast)
     assert got == "sglang" and seen == [spec]
     assert (kv_indptr[1:] == -7).all() and (fast["kv_indices"] == -7).all()  # nothing of ours ran
+
+
+def test_a_v2p_source_under_another_plan_runs_sglangs_method(gen):
+    """0.5.23's pack_read_stream asserts that a translating reader gathers through the
+    plan over its own rows; the hooks leave such a call to it (so that it says so)."""
+    updater, wrapper, kv_indptr, req, lens = _flashinfer_world(gen, "v2p")
+    seen = []
+    other = types.SimpleNamespace(is_read_by=lambda reader: False)
+    hooks.flashinfer_decode_call_begin_forward(lambda *a, **k: seen.append(k["plan"]), updater, wrapper, lens,
+                                               int(lens.sum()), kv_indptr, None, None, None, plan=other,
+                                               req_pool_indices=req)
+    assert seen == [other] and (kv_indptr[1:] == -7).all()
