@@ -1,5 +1,5 @@
 """Run in a fresh interpreter by test_gpu_load_plugins.py: SGLang's CUDA-graph
-metadata path for TRT-LLM MHA, DSA, FA3 and TRT-LLM MLA in every forward mode, with SGLang's own
+metadata path for TRT-LLM MHA, DSA, FA3, TRT-LLM MLA and FlashInfer in every forward mode, with SGLang's own
 kernels and, in turn, with the hooks SGLang's own ``load_plugins()`` applied; a
 JSON report on stdout's last line (hooks applied, per point errors and buffer
 differences).
@@ -17,7 +17,7 @@ from sgl_meta.bench.sglang_step.measure import Plan
 from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 SIZES = ((1, 8192), (8, 4096))
-BACKENDS = ("trtllm_mha", "dsa", "fa3", "trtllm_mla")
+BACKENDS = ("trtllm_mha", "dsa", "fa3", "trtllm_mla", "flashinfer")
 
 
 def main() -> None:

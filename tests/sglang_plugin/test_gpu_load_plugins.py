@@ -48,7 +48,7 @@ def test_load_plugins_hooks_the_backends(report):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["trtllm_mha", "dsa", "fa3", "trtllm_mla"])
+@pytest.mark.parametrize("backend", ["trtllm_mha", "dsa", "fa3", "trtllm_mla", "flashinfer"])
 @pytest.mark.parametrize("mode", MODES)
 def test_metadata_equals_sglang(report, backend, mode):
     from sgl_meta.bench.sglang_step.points import NOT_MEASURED

@@ -24,14 +24,14 @@ from typing import Callable
 
 import torch
 
-from . import batches
+from . import batches, flashinfer_planner
 
 SPEC_STEPS = 3
 SPEC_DRAFT_TOKENS = 4
 PAGE_SIZE = 64
 HEADROOM = 256
 """Tokens a run may grow each request by (steps, draft tokens): at most 2 per replay step plus 8."""
-DENSE = ("trtllm_mha", "fa3", "triton")
+DENSE = ("trtllm_mha", "fa3", "triton", "flashinfer")
 """Backends built through the kit's dense-attention runner."""
 MLA = ("trtllm_mla",)
 """Backends built through the kit's MLA runner."""
@@ -42,6 +42,8 @@ LEFT_OUT = [
     "DSA: the top-k v2 plan (SGLANG_OPT_USE_TOPK_V2=0; it serves sgl_kernel's top-k)",
     "TRT-LLM MLA: the zero-KV fixup kernel's JIT prebuild when the backend is built (SGLang's JIT toolchain is "
     "not installed; the replay path never calls it)",
+    "FlashInfer: its planner (the wrappers' begin_forward / plan, SGLang's fast_decode_plan / fast_prefill_plan: "
+    "host work and copies of the index arrays into the wrappers' buffers), both sides; what it receives is compared",
 ]
 """What the measured path leaves out of both sides (the module docstring says why)."""
 
@@ -235,6 +237,26 @@ def _batch(runner, mode: str, bs: int, context: int, device, seed: int):
     return batch
 
 
+def _host_only_flashinfer(backend, bs: int, tokens: int) -> None:
+    """Without a GPU: the graph state SGLang's FlashInfer backend allocates on
+    "cuda", on the host (the replay path reads the same buffers)."""
+    keep, backend.skip_prefill = backend.skip_prefill, True
+    width = tokens * backend.max_context_len
+    backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=tokens, kv_indices_buf=torch.zeros(width, dtype=torch.int32))
+    backend.skip_prefill = keep
+    if not keep:
+        backend.cuda_graph_custom_mask = torch.zeros(width, dtype=torch.uint8)
+        backend.cuda_graph_qk_indptr = [x.clone() for x in backend.kv_indptr]
+        backend.cuda_graph_qo_indptr = [x.clone() for x in backend.kv_indptr]
+
+
+def _verify_mask(batch, device) -> torch.Tensor:
+    """EAGLE's verify mask as FlashInfer's verify reads it: a bit per (draft token, key) of
+    every request, sized for the lengths a run grows to (0.5.23 grows a short one on the fly)."""
+    n, bs = SPEC_DRAFT_TOKENS, batch.batch_size
+    return torch.ones((int(batch.seq_lens.sum()) + bs * HEADROOM) * n + n * n * bs, dtype=torch.bool, device=device)
+
+
 def _live(lens: torch.Tensor, per_col: int) -> torch.Tensor:
     return (lens.to(torch.int64) + per_col - 1) // per_col
 
@@ -290,6 +312,23 @@ def _dsa_buffers(backend, bs: int) -> dict:
     return out
 
 
+def _flashinfer_buffers(backend, bs: int) -> dict:
+    """FlashInfer: what its planner received (the planner itself is left out), the
+    index list up to its kv_indptr[bs]: decode's static buffers, verify's and draft
+    extend's arrays from the spec input."""
+    m = backend.forward_metadata
+    wrapper = (getattr(m, "decode_wrappers", None) or m.prefill_wrappers)[0]
+    planned = wrapper.planned
+    if getattr(m, "decode_wrappers", None) is not None:
+        indptr, indices = planned[0][: bs + 1], planned[1]
+        out = {}
+    else:
+        indptr, indices = planned[1][: bs + 1], planned[2]
+        out = {"qo_indptr": (planned[0][: bs + 1], None)}
+    out.update({"kv_indptr": (indptr, None), "kv_indices": (indices[: int(indptr[-1])], None)})
+    return out
+
+
 def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed: int = 0) -> Setup:
     """Runner, backend and replay batch for one point; the backend's CUDA-graph state allocated."""
     if backend_name == "dsa":
@@ -298,13 +337,19 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
         leave_out_mla_prebuild()
         if device == "cpu":
             _host_only_mla()
+    if backend_name == "flashinfer":
+        flashinfer_planner.install()
     runner = _runner(backend_name, mode, bs, context, device)
     backend = _backend(backend_name, mode, runner)
     batch = _batch(runner, mode, bs, context, device, seed)
     inner = getattr(backend, "attn_backends", None) or [backend]
     leave_out_scheduler(inner)
     tokens = batch.input_ids.numel()
-    if backend_name in MLA and device == "cpu":
+    if backend_name == "flashinfer" and mode == "target_verify":
+        batch.spec_info.custom_mask = _verify_mask(batch, device)
+    if backend_name == "flashinfer" and device == "cpu":
+        _host_only_flashinfer(backend, bs, tokens)
+    elif backend_name in MLA and device == "cpu":
         # FlashInfer MLA's graph state allocates its kv index buffers on "cuda" unless given them.
         kv = torch.zeros((len(inner) + 1, bs * context), dtype=torch.int32)
         if backend is not inner[0]:
@@ -314,7 +359,7 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     else:
         backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=tokens)
     read = {"trtllm_mha": _mha_buffers, "fa3": _mha_buffers, "triton": _triton_buffers,
-            "trtllm_mla": _mla_buffers}.get(backend_name, _dsa_buffers)
+            "trtllm_mla": _mla_buffers, "flashinfer": _flashinfer_buffers}.get(backend_name, _dsa_buffers)
 
     def read_buffers() -> dict:
         out = {}
