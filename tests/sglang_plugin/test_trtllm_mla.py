@@ -121,8 +121,8 @@ def _diff(a: dict, b: dict) -> list:
 def _capture(tmb, backend, batch):
     """The capture-time prep (allocates ``decode_cuda_graph_metadata[bs]``). The
     multi-step backend's own capture path also runs FlashInfer's Triton draft
-    indices, which no replay here reads (and which need the scheduler's page
-    size, unset in the kit): its step backends are captured one by one instead."""
+    indices, which no replay here reads: its step backends are captured one by
+    one instead (tests/sglang_plugin/test_cpu_step.py runs the whole capture)."""
     if isinstance(backend, tmb.TRTLLMMLAMultiStepDraftBackend):
         from sglang.srt.model_executor.forward_batch_info import ForwardMode, build_inner_fb_view
 

@@ -176,6 +176,15 @@ def _backend(backend_name: str, mode: str, runner):
     return Multi(runner, topk=1, speculative_num_steps=SPEC_STEPS)
 
 
+def publish_page_size() -> None:
+    """The scheduler's page size, as a server publishes it (the kit's runner leaves it
+    None): the multi-step draft backends read it when built, for their draft-decode
+    kv indices (Triton's, and FlashInfer MLA's under TRT-LLM MLA)."""
+    from sglang.srt.runtime_context import get_context
+
+    get_context().override("sgl-meta step bench", page_size=PAGE_SIZE)
+
+
 def leave_out_scheduler(backends) -> None:
     """FA3's scheduler-metadata planner out of both sides (before the graph state
     is allocated: without it no buffer is made and the replay skips the call)."""
@@ -340,6 +349,7 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     if backend_name == "flashinfer":
         flashinfer_planner.install()
     runner = _runner(backend_name, mode, bs, context, device)
+    publish_page_size()
     backend = _backend(backend_name, mode, runner)
     batch = _batch(runner, mode, bs, context, device, seed)
     inner = getattr(backend, "attn_backends", None) or [backend]

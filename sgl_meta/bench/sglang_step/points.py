@@ -5,12 +5,6 @@ from __future__ import annotations
 MODES = ("decode", "target_verify", "draft_extend", "draft_decode")
 BACKENDS = ("trtllm_mha", "fa3", "triton", "dsa", "trtllm_mla", "flashinfer")
 NOT_MEASURED = {
-    ("triton", "draft_decode"): "Triton draft decode: SGLang's own generate_draft_decode_kv_indices does not "
-                                "compile for the multi-step Triton draft backend built through the kit "
-                                "(page_size reaches the kernel as None), so neither side runs",
-    ("trtllm_mla", "draft_decode"): "TRT-LLM MLA draft decode: the multi-step backend's capture runs the same "
-                                    "generate_draft_decode_kv_indices (FlashInfer MLA's), which does not compile "
-                                    "there either; tests/sglang_plugin/test_trtllm_mla.py checks the hook",
     ("flashinfer", "draft_decode"): "FlashInfer draft decode: the plugin does not hook it (SGLang's "
                                     "generate_draft_decode_kv_indices on both sides)",
 }

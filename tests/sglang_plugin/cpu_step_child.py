@@ -1,0 +1,67 @@
+"""Run in a fresh interpreter by test_cpu_step.py (TRITON_INTERPRET=1, no GPU): points
+of the ``--sglang`` bench on CPU tensors, plugin off and on through the bench's own
+step loop, with the hooks of the backends measured applied by hand (the plugin
+stays inactive without a GPU): FlashInfer (planner left out) in decode, target
+verify and draft extend, and the Triton and TRT-LLM MLA multi-step draft decodes
+(the scheduler's page size published). A JSON report on stdout's last line: per
+point the buffer differences, how many snapshots were compared, and how many of
+our launches each side made."""
+
+from __future__ import annotations
+
+import json
+
+from sgl_meta.bench.sglang_step import backends, stubs
+from sgl_meta.bench.sglang_step.cli import compare
+from sgl_meta.bench.sglang_step.measure import Plan, run
+from sgl_meta.bench.sglang_step.plugin_switch import Switch
+
+POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend")] + [
+    ("triton", "draft_decode"), ("trtllm_mla", "draft_decode")]
+
+
+def main() -> None:
+    stubs.install()
+    from sglang.srt.layers.attention import flashinfer_backend as fb
+    from sglang.srt.layers.attention import triton_backend as tb
+    from sglang.srt.layers.attention import trtllm_mla_backend as tmb
+    from sglang.srt.plugins.hook_registry import HookType, _wrap_fn
+    from sglang.srt.speculative import eagle_info
+
+    from sgl_meta import flash_attention_metadata
+    from sgl_meta.sglang import eagle_csr, kv_indices, trtllm_mla
+
+    targets = [(fb.FlashInferIndicesUpdaterDecode, "call_begin_forward", kv_indices.flashinfer_decode_call_begin_forward),
+               (eagle_info.EagleVerifyInput, "generate_attn_arg_prefill", eagle_csr.verify_attn_arg_prefill),
+               (eagle_info.EagleDraftExtendInput, "generate_attn_arg_prefill", eagle_csr.draft_extend_attn_arg_prefill),
+               (tb.TritonAttnBackend, "_fill_kv_indptr_and_indices", kv_indices.fill_kv_indptr_and_indices),
+               (tb.TritonAttnBackend, "_apply_cuda_graph_metadata", kv_indices.apply_cuda_graph_metadata),
+               (tmb.TRTLLMMLABackend, "_apply_cuda_graph_metadata", trtllm_mla.apply_cuda_graph_metadata),
+               (tmb.TRTLLMMLAMultiStepDraftBackend, "init_forward_metadata_out_graph",
+                trtllm_mla.multi_step_init_forward_metadata_out_graph)]
+    changes = [(cls, name, cls.__dict__[name], _wrap_fn(cls.__dict__[name], hook, HookType.AROUND))
+               for cls, name, hook in targets]
+    switch = Switch(changes)
+    switch.state = "off"
+    calls = []
+    for module, name in ((kv_indices, "build_kv_indices"), (eagle_csr, "build_kv_indices"),
+                         (flash_attention_metadata, "update_flash_attention_metadata")):
+        real = getattr(module, name)
+        setattr(module, name, lambda *a, _real=real, **k: (calls.append(switch.state), _real(*a, **k))[1])
+    report = {}
+    for backend, mode in POINTS:
+        for bs, ctx in ((1, 2048), (3, 1024)):
+            off = backends.build(backend, mode, bs, ctx, "cpu", seed=7)
+            on = backends.build(backend, mode, bs, ctx, "cpu", seed=7)
+            calls.clear()
+            result = run(off, on, switch, Plan(check_steps=3, warmup=0, steps=1, profile_steps=1, builds=1))
+            snaps = result["off"]["snapshots"]
+            report[f"{backend}-{mode}-bs{bs}"] = {
+                "diffs": compare(result["off"], result["on"]), "compared": len(snaps), "keys": sorted(snaps[0]),
+                "ours_off": calls.count("off"), "ours_on": calls.count("on")}
+            switch.off()
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Points of the ``--sglang`` bench on CPU tensors (SGLang's Triton kernels through the
+interpreter), through the bench's own builder and step loop: FlashInfer's decode,
+verify and draft extend with the planner left out, and the Triton and TRT-LLM MLA
+multi-step draft decodes, which build once the scheduler's page size is published.
+With the hooks on, every buffer compared equals SGLang's, step for step, and the
+hooks take the points they cover (our launches on, none off)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sgl_meta
+
+POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend")] + [
+    ("triton", "draft_decode"), ("trtllm_mla", "draft_decode")]
+HOOKED = {"flashinfer", "trtllm_mla"}  # the plugin does not take Triton's draft decode
+
+
+@pytest.fixture(scope="module")
+def report():
+    try:
+        import sglang  # noqa: F401
+        import triton  # noqa: F401
+    except ImportError as err:
+        pytest.skip(f"sglang / triton not installed ({err})")
+    here = Path(__file__).resolve().parent
+    env = {k: v for k, v in os.environ.items() if k != "SGLANG_PLUGINS" and not k.endswith("_SGLANG_PLUGIN")}
+    env.update(SGLMETA_SGLANG_PLUGIN="0", TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",
+               PYTHONPATH=os.pathsep.join([str(Path(sgl_meta.__file__).resolve().parents[1]), str(here),
+                                           env.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, str(here / "cpu_step_child.py")], env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("point", [f"{b}-{m}-bs{bs}" for b, m in POINTS for bs in (1, 3)])
+def test_buffers_equal_and_the_hooks_take_the_point(report, point):
+    r = report[point]
+    assert r["diffs"] == [] and r["compared"] == 3 and r["keys"], r
+    if point.startswith("flashinfer"):
+        assert {"kv_indptr", "kv_indices"} <= set(r["keys"])
+        assert ("qo_indptr" in r["keys"]) == ("-decode-" not in point)
+    assert r["ours_off"] == 0 and (r["ours_on"] >= 3) == (point.split("-")[0] in HOOKED), r
