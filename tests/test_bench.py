@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -478,3 +479,35 @@ def test_sglang_step_builds_pooled():
     assert pooled["off"]["snapshots"] == ["off0.4", "off-0.4"] and pooled["on"]["metrics"]["out_launches"] == 1
     assert pooled["off"]["metrics"]["out_device_us"]["n"] == 100
     assert "in_graph_device_us" not in pooled["off"]["metrics"]
+
+
+def test_sglang_step_runs_of_parts_merge_into_the_one_table(tmp_path, capsys):
+    """A grid measured in parts (runs of disjoint backends) merges into the table one
+    run would give: the published run split in two and merged back is that run;
+    parts of another build, another plan or overlapping rows are refused."""
+    import json
+
+    from sgl_meta.bench.sglang_step import table
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "2026-12-03-h200-sglang-step.json"
+    doc = json.loads(path.read_text())
+    first = {**doc, "rows": [r for r in doc["rows"] if r["backend"] in ("dsa", "fa3")]}
+    second = {**doc, "rows": [r for r in doc["rows"] if r["backend"] not in ("dsa", "fa3")]}
+    parts = []
+    for i, part in enumerate((first, second)):
+        parts.append(tmp_path / f"part{i}.json")
+        parts[-1].write_text(json.dumps(part))
+    out_json, out_md = tmp_path / "all.json", tmp_path / "all.md"
+    assert main(["--sglang", "--merge", str(parts[1]), str(parts[0]), "--json", str(out_json),
+                 "--markdown", str(out_md)]) == 0
+    merged = json.loads(out_json.read_text())
+    assert merged["rows"] == doc["rows"] and out_md.read_text() == table.markdown(doc) + "\n"
+    capsys.readouterr()
+    other = tmp_path / "other.json"
+    for change, why in (({"environment": {**doc["environment"], "sgl_meta_commit": "abc1234"}},
+                         "the runs differ in sgl_meta_commit"),
+                        ({"plan": {**doc["plan"], "steps": 7}}, "the runs differ in their plan"),
+                        ({"rows": second["rows"] + first["rows"][:1]}, "is in more than one run")):
+        other.write_text(json.dumps({**second, **change}))
+        assert main(["--sglang", "--merge", str(parts[0]), str(other)]) == 2
+        assert why in capsys.readouterr().err

@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--builds", type=int, default=4,
                    help="builds of each point, its buffers at other addresses, the steps split between them "
                         "(default 4)")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="no run: combine the JSON of runs of disjoint parts of the grid (same GPU, build and plan) "
+                        "into one table, rows in grid order")
     p.add_argument("--json", metavar="PATH", help="write environment, grid and numbers as JSON")
     p.add_argument("--markdown", metavar="PATH", help="write the table as markdown")
     return p
@@ -112,8 +115,62 @@ def compare(off: dict, on: dict) -> list:
     return diffs
 
 
+SAME_RUN = ("gpu", "driver", "torch", "cuda", "python", "sgl_meta_commit")
+"""Environment fields every merged part must share (the date may differ)."""
+
+
+def merge_runs(docs: list) -> dict:
+    """Runs of disjoint parts of the grid as one document: the first's environment,
+    plan and plugin line, every row in grid order, the left-out lines of all."""
+    first = docs[0]
+    for doc in docs[1:]:
+        for key in SAME_RUN:
+            if doc["environment"].get(key) != first["environment"].get(key):
+                raise ValueError(f"--merge: the runs differ in {key}: {first['environment'].get(key)!r}, "
+                                 f"{doc['environment'].get(key)!r}")
+        if doc["plan"] != first["plan"]:
+            raise ValueError(f"--merge: the runs differ in their plan: {first['plan']}, {doc['plan']}")
+    rows, seen = [], set()
+    for doc in docs:
+        for row in doc["rows"]:
+            key = (row["backend"], row["mode"], row["bs"], row["context"])
+            if key in seen:
+                raise ValueError(f"--merge: {key} is in more than one run")
+            seen.add(key)
+            rows.append(row)
+    order = {b: i for i, b in enumerate(points.BACKENDS)}, {m: i for i, m in enumerate(points.MODES)}
+    rows.sort(key=lambda r: (order[0].get(r["backend"], len(order[0])), order[1].get(r["mode"], len(order[1])),
+                             r["bs"]))
+    left_out = list(dict.fromkeys(line for doc in docs for line in doc.get("left_out", [])))
+    return {**first, "left_out": left_out, "rows": rows}
+
+
+def _write(args, doc: dict) -> str:
+    text = table.markdown(doc)
+    if args.json:
+        write_json(args.json, doc)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text + "\n")
+    return text
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.merge:
+        import json
+
+        docs = []
+        for path in args.merge:
+            with open(path) as f:
+                docs.append(json.load(f))
+        try:
+            doc = merge_runs(docs)
+        except ValueError as err:
+            print(f"python -m sgl_meta.bench --sglang {err}", file=sys.stderr)
+            return 2
+        print(_write(args, doc))
+        return 1 if any(r.get("equal") is False for r in doc["rows"]) else 0
     why = why_not_here()
     if why:
         print(f"python -m sgl_meta.bench --sglang: {why}.", file=sys.stderr)
@@ -141,12 +198,7 @@ def main(argv=None) -> int:
         left_out = backends.LEFT_OUT + list(points.NOT_MEASURED.values())
         doc = {"environment": env, "stubbed": stubbed, "plugin": hooks, "left_out": left_out,
                "plan": vars(plan), "rows": rows}
-        text = table.markdown(doc)
-        if args.json:
-            write_json(args.json, doc)
-        if args.markdown:
-            with open(args.markdown, "w") as f:
-                f.write(text + "\n")
+        text = _write(args, doc)
         if len(rows) == len(grid):
             print(text)
 
