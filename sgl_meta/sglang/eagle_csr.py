@@ -36,13 +36,16 @@ VERIFY_TARGET = f"{_SPEC}.EagleVerifyInput.generate_attn_arg_prefill"
 DRAFT_EXTEND_TARGET = f"{_SPEC}.EagleDraftExtendInput.generate_attn_arg_prefill"
 
 
-def _csr(translator, plan, req_pool_indices: torch.Tensor, lens: torch.Tensor, total: int, tokens_per_req: int):
-    """qo_indptr, cum_kv_seq_len and kv_indices as 0.5.23 returns them, or None
-    where the source is not one ours takes."""
+def _csr(translator, plan, req_pool_indices: torch.Tensor, lens: torch.Tensor, delta: int, total: int,
+         tokens_per_req: int):
+    """kv_indices, cum_kv_seq_len (over ``lens + delta``) and qo_indptr as 0.5.23
+    returns them, or None (nothing launched) where the source is not one ours takes."""
     bs = req_pool_indices.numel()
     source = translator_source(translator, plan, bs, req_pool_indices) if bs > 0 else None
     if source is None:  # (an empty batch too: 0.5.23's cum_kv_seq_len is zeros, ours would be unwritten)
         return None
+    if delta:
+        lens = lens + delta
     device = req_pool_indices.device
     qo_indptr = torch.arange(0, (bs + 1) * tokens_per_req, step=tokens_per_req, dtype=torch.int32, device=device)
     cum_kv_seq_len = torch.empty(bs + 1, dtype=torch.int32, device=device)  # [0] is written too (bs > 0)
@@ -73,7 +76,7 @@ def verify_attn_arg_prefill(original: Callable, self, *, req_pool_indices, paged
     if (not _covered(req_pool_indices, paged_kernel_lens, kind, extra) or not isinstance(paged_kernel_lens_sum, int)
             or mask is None or mask.numel() < paged_kernel_lens_sum * n + n * n * bs):
         return theirs()
-    out = _csr(translator, plan, req_pool_indices, paged_kernel_lens + n, paged_kernel_lens_sum + n * bs, n)
+    out = _csr(translator, plan, req_pool_indices, paged_kernel_lens, n, paged_kernel_lens_sum + n * bs, n)
     return theirs() if out is None else (*out, self.custom_mask)
 
 
@@ -92,5 +95,6 @@ def draft_extend_attn_arg_prefill(original: Callable, self, *, req_pool_indices,
     if (not _covered(req_pool_indices, paged_kernel_lens, kind, extra) or not isinstance(paged_kernel_lens_sum, int)
             or self.num_correct_drafts.numel() != req_pool_indices.numel()):
         return theirs()
-    out = _csr(translator, plan, req_pool_indices, paged_kernel_lens, paged_kernel_lens_sum, self.num_tokens_per_req)
+    out = _csr(translator, plan, req_pool_indices, paged_kernel_lens, 0, paged_kernel_lens_sum,
+               self.num_tokens_per_req)
     return theirs() if out is None else (*out, None)
