@@ -30,6 +30,7 @@ import torch
 import sgl_meta
 from sgl_meta import flash_attention_metadata as fam
 from sgl_meta.sglang import flash_attention_spec as spec
+from kit_replay import diff, replay_batch
 
 CTX = 1024
 
@@ -82,19 +83,6 @@ def _world(steps: int, bs: int, swa: bool, seed: int):
     return multi, setup.batch
 
 
-def _replay_batch(batch, raw: int, seed: int):
-    """New live rows and lengths in the captured batch's buffers; rows past ``raw``
-    padded as the graph runner pads them (pool row 0, length 1)."""
-    gen = torch.Generator().manual_seed(seed)
-    bs = batch.batch_size
-    batch.req_pool_indices.copy_(torch.randperm(bs, generator=gen))
-    batch.seq_lens.copy_(torch.randint(1, CTX - 300, (bs,), generator=gen))
-    batch.req_pool_indices[raw:] = 0
-    batch.seq_lens[raw:] = 1
-    batch.seq_lens_cpu.copy_(batch.seq_lens)
-    batch.seq_lens_sum = int(batch.seq_lens.sum())
-
-
 def _state(multi, bs):
     """Every tensor each step backend's graph state holds, and what it set."""
     out = {}
@@ -109,11 +97,6 @@ def _state(multi, bs):
         out[f"step{i}.expand"] = b.forward_metadata_spec_decode_expand
         out[f"step{i}.max_seq_len_k"] = getattr(meta, "max_seq_len_k", None)
     return out
-
-
-def _diff(a: dict, b: dict) -> list:
-    bad = [k for k in a if not (torch.equal(a[k], b[k]) if isinstance(a[k], torch.Tensor) else a[k] == b[k])]
-    return bad + [k for k in b if k not in a]
 
 
 def _poison(multi, seed):
@@ -142,7 +125,7 @@ def _run(fb, wrap, HookType, steps, bs, raw, swa, seed, hook=None, in_capture=Fa
         try:
             states, error = [], None
             for k in range(replays):
-                _replay_batch(batch, raw, seed + 100 + k)
+                replay_batch(batch, raw, seed + 100 + k, CTX)
                 _poison(multi, seed + 200 + k)
                 try:
                     multi.init_forward_metadata_out_graph(batch, in_capture=in_capture)
@@ -154,7 +137,7 @@ def _run(fb, wrap, HookType, steps, bs, raw, swa, seed, hook=None, in_capture=Fa
             fam.update_flash_attention_metadata = counter.real
         results.append((states, counter.calls, error))
     (sa, ca, ea), (sb, cb, eb) = results
-    return {"diff": [d for x, y in zip(sa, sb) for d in _diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
+    return {"diff": [d for x, y in zip(sa, sb) for d in diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
             "sglang_error": ea, "hooked_error": eb, "compared": sum(len(s) for s in sa)}
 
 
@@ -285,7 +268,7 @@ def _run_extend(fb, wrap, HookType, bs, raw, seed, lens="tensor", swa=None, host
             states, host = [], batch.seq_lens_cpu
             for k in range(replays):
                 batch.seq_lens_cpu = host
-                _replay_batch(batch, raw, seed + 100 + k)
+                replay_batch(batch, raw, seed + 100 + k, CTX)
                 gen = torch.Generator().manual_seed(seed + 300 + k)
                 ext = torch.randint(1, 5, (bs,), generator=gen, dtype=torch.int32)
                 info = batch.spec_info
@@ -307,7 +290,7 @@ def _run_extend(fb, wrap, HookType, bs, raw, seed, lens="tensor", swa=None, host
             fam.update_flash_attention_metadata = counter.real
         results.append((states, counter.calls))
     (sa, ca), (sb, cb) = results
-    return {"diff": [d for x, y in zip(sa, sb) for d in _diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
+    return {"diff": [d for x, y in zip(sa, sb) for d in diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
             "compared": sum(len(s) for s in sa), "keys": sorted(sa[0])}
 
 

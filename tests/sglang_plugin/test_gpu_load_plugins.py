@@ -1,6 +1,7 @@
 """On the GPU: SGLang's own ``load_plugins()`` applies sgl-meta's hooks, and the
-CUDA-graph decode and speculative metadata of the real TRT-LLM MHA, DSA, FA3
-and TRT-LLM MLA backends (built through SGLang's attention test kit) equal SGLang's own path.
+CUDA-graph decode and speculative metadata of the real backends the step child
+builds (TRT-LLM MHA, DSA, FA3, TRT-LLM MLA, FlashInfer; through SGLang's attention
+test kit) equal SGLang's own path.
 
 One fresh interpreter (HookRegistry's patches are process-global and cannot be
 undone): plugin off first, then ``load_plugins()``, then the same points again.
@@ -20,9 +21,10 @@ from pathlib import Path
 import pytest
 
 import sglang_source
+from gpu_step_child import BACKENDS
+from sgl_meta.bench.sglang_step.points import MODES, NOT_MEASURED
 
 CHILD = Path(__file__).with_name("gpu_step_child.py")
-MODES = ("decode", "target_verify", "draft_extend", "draft_decode")
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +50,9 @@ def test_load_plugins_hooks_the_backends(report):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["trtllm_mha", "dsa", "fa3", "trtllm_mla", "flashinfer"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("mode", MODES)
 def test_metadata_equals_sglang(report, backend, mode):
-    from sgl_meta.bench.sglang_step.points import NOT_MEASURED
-
     if (backend, mode) in NOT_MEASURED:
         pytest.skip(NOT_MEASURED[(backend, mode)])
     rows = [p for p in report[0]["points"] if p["point"][:2] == [backend, mode]]

@@ -28,6 +28,7 @@ import sgl_meta
 from sgl_meta import flash_attention_metadata as fam
 from sgl_meta.sglang import hooks
 from sgl_meta.sglang import trtllm_mla as mla
+from kit_replay import diff, replay_batch
 
 CTX = 1024
 MODES = ("decode", "target_verify", "draft_extend")
@@ -71,21 +72,6 @@ class Counter:
         return self.real(**kw)
 
 
-def _replay_batch(batch, raw: int, seed: int):
-    """New live rows and lengths in the captured batch's buffers; rows past ``raw``
-    padded as the graph runner pads them (pool row 0, length 1)."""
-    gen = torch.Generator().manual_seed(seed)
-    bs = batch.batch_size
-    batch.req_pool_indices.copy_(torch.randperm(bs, generator=gen))
-    batch.seq_lens.copy_(torch.randint(1, CTX - 300, (bs,), generator=gen))
-    batch.seq_lens_cpu = batch.seq_lens.cpu()
-    batch.seq_lens[0] = CTX - 4  # the whole row (with target verify's 4 draft tokens): the table's last page
-    batch.req_pool_indices[raw:] = 0
-    batch.seq_lens[raw:] = 1
-    batch.seq_lens_cpu.copy_(batch.seq_lens.cpu())
-    batch.seq_lens_sum = int(batch.seq_lens.sum())
-
-
 def _graphs(backend, bs):
     return [(i, b.decode_cuda_graph_metadata[bs]) for i, b in enumerate(getattr(backend, "attn_backends", [backend]))]
 
@@ -109,13 +95,6 @@ def _state(backend, bs):
         for name in ("max_seq_len_q", "sum_seq_lens_q", "max_seq_len_k"):
             out[f"{i}.{name}"] = getattr(m, name)
     return out
-
-
-def _diff(a: dict, b: dict) -> list:
-    def same(x, y):
-        return torch.equal(x, y) if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) else x == y
-
-    return [k for k in a if not same(a[k], b[k])] + [k for k in b if k not in a]
 
 
 def _capture(tmb, backend, batch):
@@ -157,7 +136,7 @@ def _run(tmb, wrap, HookType, launches, mode, bs, raw, seed, prep=None, replays=
         try:
             states = []
             for k in range(replays):
-                _replay_batch(batch, raw, seed + 100 + k)
+                replay_batch(batch, raw, seed + 100 + k, CTX, whole_row=True)
                 _poison(backend, bs, seed + 200 + k)
                 backend.init_forward_metadata_out_graph(batch)
                 states.append(_state(backend, bs))
@@ -167,7 +146,7 @@ def _run(tmb, wrap, HookType, launches, mode, bs, raw, seed, prep=None, replays=
             fam.update_flash_attention_metadata = counter.real
         results.append((states, counter.calls, len(launches)))
     (sa, ca, la), (sb, cb, lb) = results
-    return {"diff": [d for x, y in zip(sa, sb) for d in _diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
+    return {"diff": [d for x, y in zip(sa, sb) for d in diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
             "sglang_kernels": la, "hooked_kernels": lb, "compared": sum(len(s) for s in sa)}
 
 
