@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -109,6 +110,13 @@ def plain_methods(obj: object, class_name: str, names: tuple, ours: tuple = ()) 
         if getattr(fn, "__qualname__", "") != f"{class_name}.{name}":
             return False
     return True
+
+
+def dcp_enabled(module: str) -> bool:
+    """Whether decode context parallelism is on, read through SGLang module
+    ``module``'s own ``get_parallel`` (True where that is unknown: leave it to SGLang)."""
+    get_parallel = getattr(sys.modules.get(module), "get_parallel", None)
+    return True if get_parallel is None else bool(getattr(get_parallel(), "dcp_enabled", True))
 
 
 @dataclass(frozen=True)

@@ -52,12 +52,12 @@ time, inside SGLang).
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Optional
 
 import torch
 
 from ..kv_indices import build_kv_indices, create_flashinfer_kv_indices
+from .hooks import dcp_enabled
 
 BACKEND = "sglang.srt.layers.attention.triton_backend"
 FILL_TARGET = f"{BACKEND}.TritonAttnBackend._fill_kv_indptr_and_indices"
@@ -249,18 +249,17 @@ def flashinfer_mla_decode_call_begin_forward(original: Callable, self, wrapper, 
                         init_metadata_replay, spec, plan=plan, req_pool_indices=req_pool_indices, **fast_decode_kwargs)
 
     translator = getattr(getattr(self, "attn_backend", None), "kv_index_translator", None)
-    get_parallel = getattr(sys.modules.get(original.__module__), "get_parallel", None)
-    if (spec_info is not None or paged_kernel_lens.dim() != 1 or get_parallel is None
-            or getattr(get_parallel(), "dcp_enabled", True) or getattr(translator, "needs_read_translate", True)):
+    if (spec_info is not None or paged_kernel_lens.dim() != 1 or dcp_enabled(original.__module__)
+            or getattr(translator, "needs_read_translate", True)):
         return theirs(spec_info)
     bs = int(paged_kernel_lens.numel())
-    if init_metadata_replay:
-        out = fast_decode_kwargs.get("kv_indices")  # the capture-stable buffer the captured wrapper reads
-    else:
-        out = torch.empty(paged_kernel_lens_sum, dtype=torch.int32, device=paged_kernel_lens.device)
+    # On replay: the capture-stable buffer the captured wrapper reads.
+    out = fast_decode_kwargs.get("kv_indices") if init_metadata_replay else None
     source = translator_source(translator, plan, bs, req_pool_indices) if kv_indptr.numel() > bs else None
-    if source is None or not isinstance(out, torch.Tensor):
+    if source is None or (init_metadata_replay and not isinstance(out, torch.Tensor)):
         return theirs(spec_info)
+    if not init_metadata_replay:
+        out = torch.empty(paged_kernel_lens_sum, dtype=torch.int32, device=paged_kernel_lens.device)
     target = kv_indptr[: bs + 1]
     build_kv_indices(**source, seq_lens=paged_kernel_lens, kv_indptr=target, kv_indices=out, write_indptr=True)
     return theirs(_Prebuilt(target, out))

@@ -33,13 +33,12 @@ module's own ``get_parallel``).
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Optional
 
 import torch
 
 from .. import flash_attention_metadata as _fam
-from .hooks import plain_methods
+from .hooks import dcp_enabled, plain_methods
 
 BACKEND = "sglang.srt.layers.attention.trtllm_mla_backend"
 APPLY_TARGET = f"{BACKEND}.TRTLLMMLABackend._apply_cuda_graph_metadata"
@@ -52,19 +51,12 @@ _STEP_CLASS = "TRTLLMMLABackend"
 _STEP_PATH = ("init_forward_metadata_out_graph", "_apply_cuda_graph_metadata")
 
 
-def _dcp_enabled(backend: Any) -> bool:
-    get_parallel = getattr(sys.modules.get(type(backend).__module__), "get_parallel", None)
-    if get_parallel is None:
-        return True  # unknown: leave it to SGLang
-    return bool(getattr(get_parallel(), "dcp_enabled", True))
-
-
 def _gathers(backend: Any) -> bool:
     """The block table is gathered from req_to_token (a static pool), without DCP."""
     translator = getattr(backend, "kv_index_translator", None)
     if translator is None or getattr(translator, "is_translating", True) is not False:
         return False  # the plan's table is copied instead
-    return not _dcp_enabled(backend)
+    return not dcp_enabled(type(backend).__module__)
 
 
 def _table_pages(backend: Any, table: torch.Tensor) -> int:

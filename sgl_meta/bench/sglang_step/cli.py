@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import random
 import sys
 import traceback
@@ -158,8 +159,6 @@ def _write(args, doc: dict) -> str:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.merge:
-        import json
-
         docs = []
         for path in args.merge:
             with open(path) as f:
