@@ -659,12 +659,18 @@ enum PageKind : int { kTiledPages, kDirectPages, kLeanPages };
 template <int M, int kKind>
 __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
     fused_dsa_metadata_kernel(int64_t unit_tokens, FastDivU32 chunks, const __grid_constant__ DsaGenParams p) {
-  __shared__ Smem smem;
+  extern __shared__ __align__(16) unsigned char smem_bytes[];
+  Smem& smem = *reinterpret_cast<Smem*>(smem_bytes);
   constexpr unsigned kScan = kScanBlocks<M>;
-  if (blockIdx.x == 0) {
-    scan_block<M>(p, smem.scan);
-  } else if (kScan == 2 && blockIdx.x == 1) {
-    row_block<M>(p, smem.scan);
+  // The page blocks' path is the fall-through of the first branch, so that it
+  // lies next to the kernel entry and the scan code after it: a page block's
+  // first warp then fetches its instructions without a miss (at bs 1 the page
+  // blocks' chain is the launch).
+  if (blockIdx.x < kScan) {
+    if (blockIdx.x == 0)
+      scan_block<M>(p, smem.scan);
+    else if (kScan == 2)
+      row_block<M>(p, smem.scan);
   } else if (kKind == kLeanPages) {
     lean_page_block<M>(p, smem.page, static_cast<uint32_t>(unit_tokens), blockIdx.x - kScan, chunks);
   } else if (kKind == kDirectPages) {
@@ -674,17 +680,32 @@ __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
   }
 }
 
+// Shared memory is given at launch only to calls that touch it: the block-wide
+// scans (more than 32 requests or, in TARGET_VERIFY, expanded rows), the tiled
+// page blocks, and a direct or lean page block's reduction over the extend
+// lengths before its request (DRAFT_EXTEND, per-request lengths, bs > 1). A
+// launch without it leaves the SM's L1 / shared split as the kernels around it
+// set it.
+template <int M>
+bool uses_smem(const DsaGenParams& p, int kind) {
+  if (kind == kTiledPages || p.bs > kWarpRows) return true;
+  if (M == kDsaGenTargetVerify) return p.n > kWarpRows;
+  if (M == kDsaGenDraftExtend) return !p.static_extend && p.bs > 1;
+  return false;
+}
+
 template <int M>
 void launch(const DsaGenParams& p, int64_t page_blocks, int kind, int64_t unit_tokens, int64_t chunks,
             cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(kScanBlocks<M> + page_blocks));
   const FastDivU32 div = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
+  const size_t smem = uses_smem<M>(p, kind) ? sizeof(Smem) : 0;
   if (kind == kLeanPages)
-    fused_dsa_metadata_kernel<M, kLeanPages><<<grid, kThreads, 0, s>>>(unit_tokens, div, p);
+    fused_dsa_metadata_kernel<M, kLeanPages><<<grid, kThreads, smem, s>>>(unit_tokens, div, p);
   else if (kind == kDirectPages)
-    fused_dsa_metadata_kernel<M, kDirectPages><<<grid, kThreads, 0, s>>>(unit_tokens, div, p);
+    fused_dsa_metadata_kernel<M, kDirectPages><<<grid, kThreads, smem, s>>>(unit_tokens, div, p);
   else
-    fused_dsa_metadata_kernel<M, kTiledPages><<<grid, kThreads, 0, s>>>(unit_tokens, div, p);
+    fused_dsa_metadata_kernel<M, kTiledPages><<<grid, kThreads, smem, s>>>(unit_tokens, div, p);
 }
 
 int sm_count() { return current_device_sm_count(kFallbackSms); }
