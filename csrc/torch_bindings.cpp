@@ -154,4 +154,9 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "flash_attention_swa_spec_page_table("
       "Tensor(a!) page_table_dst, Tensor page_table_a, Tensor page_table_b, "
       "Tensor seq_len_a, Tensor seq_len_b, int speculative_num_draft_tokens) -> ()");
+  m.def(
+      "flash_attention_verify_expand("
+      "Tensor(a!) page_table, Tensor(b!) cache_seqlens, Tensor(c!) cu_seqlens_k, "
+      "Tensor custom_mask, Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, "
+      "int bs, int num_draft_tokens, int mask_rows) -> ()");
 }

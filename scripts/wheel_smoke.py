@@ -338,6 +338,17 @@ def _flash_attention_swa_spec_example(gen):
     return inputs, dict(page_table_dst=_poison((6, 10), torch.int32, gen)), dict(speculative_num_draft_tokens=3)
 
 
+def _flash_attention_verify_expand_example(gen):
+    """FA3 top-k > 1 verify's draft half: 2 requests x 3 draft tokens, a random tree mask."""
+    seq = torch.tensor([5, 2], dtype=torch.int64)
+    inputs = dict(custom_mask=torch.rand(int((seq + 3).sum()) * 3, generator=gen) < 0.5,
+                  req_to_token=torch.randint(0, 999, (3, 12), generator=gen, dtype=torch.int32),
+                  req_pool_indices=torch.tensor([2, 0], dtype=torch.int64), seq_lens=seq)
+    outputs = dict(page_table=_poison((6, 3), torch.int32, gen), cache_seqlens=_poison((6,), torch.int32, gen),
+                   cu_seqlens_k=_poison((7,), torch.int32, gen))
+    return inputs, outputs, dict(bs=2, num_draft_tokens=3, mask_rows=6)
+
+
 # op name -> fn(generator) -> (input tensors, poisoned output tensors -- or lists
 # of them for a multi-destination op --, scalars), all on CPU. Add one per new op.
 EXAMPLES = {
@@ -359,6 +370,7 @@ EXAMPLES = {
     "vllm_update_draft_inputs": _vllm_draft_inputs_example,
     "update_flash_attention_metadata": _flash_attention_example,
     "flash_attention_swa_spec_page_table": _flash_attention_swa_spec_example,
+    "flash_attention_verify_expand": _flash_attention_verify_expand_example,
     "build_kv_indices": _kv_indices_example,
 }
 

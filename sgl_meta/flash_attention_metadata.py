@@ -125,6 +125,53 @@ flash_attention_swa_spec_page_table = _op.define(
     """,
 )
 
+flash_attention_verify_expand = _op.define(
+    "flash_attention_verify_expand",
+    family="flash_attention_metadata",
+    upstream="FlashAttentionBackend._apply_cuda_graph_metadata, target verify with top-k > 1: "
+    "target_verify_metadata_topk_expand[bs] (~20 eager ops, a full-row req_to_token gather)",
+    index=("req_pool_indices", "seq_lens"),
+    boolean=("custom_mask",),
+    doc="""Fill FA3 target verify's expand metadata (top-k > 1): each draft token's row over the draft tokens it sees.
+
+    What SGLang 0.5.23's ``FlashAttentionBackend._apply_cuda_graph_metadata`` writes into
+    ``target_verify_metadata_topk_expand[bs]`` (``page_table``, ``cache_seqlens_int32``,
+    ``cu_seqlens_k``) from the verify tree mask, in one launch. With ``n =
+    num_draft_tokens``, row ``r < bs * n`` is draft token ``r % n`` of request ``b = r // n``;
+    with ``s = seq_lens[b]`` and ``j, k < n``::
+
+        base(r) = sum over rows r' < r of (seq_lens[r' // n] + n)
+        m_j     = custom_mask[base(r) + s + j] if r < mask_rows else custom_mask[0]
+        order   = the j with m_j, then the others, each in increasing order
+        page_table[r, k]  = req_to_token[req_pool_indices[b], s + order[k]]
+        cache_seqlens[r]  = m_0 + ... + m_{n-1}
+        cu_seqlens_k[0] = 0;  cu_seqlens_k[r + 1] = cache_seqlens[0] + ... + cache_seqlens[r]
+
+    ``custom_mask`` is the verify mask (request ``b``'s ``n`` rows of ``s + n`` entries,
+    requests one after the other); SGLang passes ``mask_rows = spec_info.positions.numel()``
+    (rows from there on are padding and read entry 0). ``bs * n == 0`` writes nothing.
+
+    Args:
+        page_table: int32 ``[>= bs * n, >= n]`` (rows by ``stride(0)``, inner stride 1).
+        cache_seqlens: int32 ``[>= bs * n]``. cu_seqlens_k: int32 ``[>= bs * n + 1]``.
+        custom_mask: bool, 1-D.
+        req_to_token: int32 ``[pool, ctx]`` token slots.
+        req_pool_indices, seq_lens: int32/int64 ``[>= bs]``.
+        bs: requests. num_draft_tokens: ``n``, in ``[1, 64]``. mask_rows: ``>= 0``.
+
+    Raises:
+        RuntimeError: wrong dtype / device / rank / size / inner stride, overlapping outputs,
+            ``num_draft_tokens`` outside ``[1, 64]`` (message names the op and argument). A
+            ``seq_lens[b]`` outside ``[0, 2**31 - 1]``, a ``req_pool_indices[b]`` outside
+            ``req_to_token``, ``seq_lens[b] + n`` past the ``req_to_token`` row or a mask index
+            outside ``custom_mask``: on CPU raises before anything is written; on CUDA trips a
+            device-side assert naming the op.
+
+    Never allocates, never synchronises: capturable in a CUDA graph and replayable with
+    new inputs.
+    """,
+)
+
 
 # --- Drop-ins: SGLang 0.5.23's exact signatures --------------------------------------
 

@@ -118,6 +118,25 @@ def swa_spec_call(gen: torch.Generator, bs: int = 3, repeat: int = 4, a_width: i
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
 
 
+def verify_expand_call(gen: torch.Generator, bs: int = 3, n: int = 4, ctx: int = 32, device="cpu") -> dict:
+    """Keyword arguments of ``flash_attention_verify_expand``: the verify mask of SGLang's
+    layout (request b's n rows of seq_lens[b] + n entries), poisoned outputs, a pool of
+    bs + 2 rows."""
+    pool = bs + 2
+    seq = _randint(gen, 0, ctx - n + 1, (bs,), torch.int64)
+    rows = bs * n
+    out = dict(
+        page_table=torch.full((rows, n), POISON, dtype=torch.int32),
+        cache_seqlens=torch.full((rows,), POISON, dtype=torch.int32),
+        cu_seqlens_k=torch.full((rows + 1,), POISON, dtype=torch.int32),
+        custom_mask=torch.rand(int((seq + n).sum()) * n, generator=gen) < 0.5,
+        req_to_token=_randint(gen, 0, 10_000, (pool, ctx), torch.int32),
+        req_pool_indices=torch.randperm(pool, generator=gen)[:bs],
+        seq_lens=seq, bs=bs, num_draft_tokens=n, mask_rows=rows,
+    )
+    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+
+
 def clone_call(kw: dict) -> dict:
     return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
 

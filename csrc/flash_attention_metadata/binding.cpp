@@ -1,5 +1,5 @@
-// update_flash_attention_metadata / flash_attention_swa_spec_page_table: torch
-// bindings (checks, params, dispatch).
+// update_flash_attention_metadata / flash_attention_swa_spec_page_table /
+// flash_attention_verify_expand: torch bindings (checks, params, dispatch).
 #include <climits>
 #include <vector>
 
@@ -261,7 +261,56 @@ void flash_attention_swa_spec_page_table(T page_table_dst, T page_table_a, T pag
                 SGL_CUDA_ONLY(&flash_attention_swa_spec_page_table_cuda));
 }
 
+template <typename T>
+void flash_attention_verify_expand(T page_table, T cache_seqlens, T cu_seqlens_k, T custom_mask,
+                                   T req_to_token, T req_pool_indices, T seq_lens, int64_t bs,
+                                   int64_t num_draft_tokens, int64_t mask_rows) {
+  const ArgChecker check("flash_attention_verify_expand");
+  check.non_negative(bs, "bs");
+  check.non_negative(mask_rows, "mask_rows");
+  check.in_range(num_draft_tokens, 1, kFaMaxDraftTokens, "num_draft_tokens",
+                 "one mask bit per draft token");
+  const int64_t n = num_draft_tokens, rows = bs * n;
+  const T& dev = req_to_token;
+  check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
+  check.tensor(req_pool_indices, "req_pool_indices", {DT::kIndex, 1, bs, 0, "bs"}, dev);
+  check.tensor(seq_lens, "seq_lens", {DT::kIndex, 1, bs, 0, "bs"}, dev);
+  check.tensor(custom_mask, "custom_mask", {DT::kBool, 1}, dev);
+  check.tensor(page_table, "page_table", {DT::kInt32, 2, rows, n, "bs * num_draft_tokens", "num_draft_tokens"},
+               dev);
+  check.rows_disjoint(page_table, "page_table", rows, n);
+  check.tensor(cache_seqlens, "cache_seqlens", {DT::kInt32, 1, rows, 0, "bs * num_draft_tokens"}, dev);
+  check.tensor(cu_seqlens_k, "cu_seqlens_k", {DT::kInt32, 1, rows + 1, 0, "bs * num_draft_tokens + 1"}, dev);
+  if (rows == 0) return;  // documented no-op
+  check.template disjoint<T>({{"page_table", &page_table, rows, n},
+                              {"cache_seqlens", &cache_seqlens, 1, rows},
+                              {"cu_seqlens_k", &cu_seqlens_k, 1, rows + 1}},
+                             {ArgChecker::whole("custom_mask", &custom_mask),
+                              ArgChecker::whole("req_to_token", &req_to_token),
+                              ArgChecker::whole("req_pool_indices", &req_pool_indices),
+                              ArgChecker::whole("seq_lens", &seq_lens)});
+  FaVerifyExpandParams p;
+  p.page_table = page_table.template mutable_data_ptr<int32_t>();
+  p.page_table_stride = page_table.stride(0);
+  p.cache_seqlens = cache_seqlens.template mutable_data_ptr<int32_t>();
+  p.cu_seqlens_k = cu_seqlens_k.template mutable_data_ptr<int32_t>();
+  p.custom_mask = custom_mask.template const_data_ptr<bool>();
+  p.mask_size = custom_mask.numel();
+  p.req_to_token = req_to_token.template const_data_ptr<int32_t>();
+  p.req_to_token_stride = req_to_token.stride(0);
+  p.pool_size = req_to_token.size(0);
+  p.ctx = req_to_token.size(1);
+  p.req_pool_indices = index_array_of(req_pool_indices);
+  p.seq_lens = index_array_of(seq_lens);
+  p.bs = bs;
+  p.n = n;
+  p.mask_rows = mask_rows;
+  run_on_device(check, dev, p, &flash_attention_verify_expand_cpu,
+                SGL_CUDA_ONLY(&flash_attention_verify_expand_cuda));
+}
+
 }  // namespace sgl_meta
 
 SGL_META_BIND(update_flash_attention_metadata)
 SGL_META_BIND(flash_attention_swa_spec_page_table)
+SGL_META_BIND(flash_attention_verify_expand)

@@ -1,4 +1,5 @@
-// update_flash_attention_metadata / flash_attention_swa_spec_page_table: CPU
+// update_flash_attention_metadata / flash_attention_swa_spec_page_table /
+// flash_attention_verify_expand: CPU
 // kernels. Same results as the CUDA kernels; every hostile device value (a
 // request index outside req_to_token, a slot outside the SWA mapping, a
 // virtual page outside a v2p table, an out_cache_loc entry outside the
@@ -25,6 +26,7 @@ template <typename... Args>
 
 constexpr const char* kOp = "update_flash_attention_metadata";
 constexpr const char* kSpecOp = "flash_attention_swa_spec_page_table";
+constexpr const char* kExpandOp = "flash_attention_verify_expand";
 
 // The name of set s's argument: bare for a one-set call.
 std::string of_set(const FaInputs& in, const char* name, int s) {
@@ -198,6 +200,52 @@ void flash_attention_swa_spec_page_table_cpu(const FaSwaSpecParams& p) {
     const int64_t n_end = min_i64(la + p.seq_len_b[m], p.width);
     int32_t* out = p.dst + m * p.dst_stride;
     for (int64_t n = 0; n < n_end; ++n) out[n] = fa_spec_value(p, m, n, la);
+  }
+}
+
+void flash_attention_verify_expand_cpu(const FaVerifyExpandParams& p) {
+  const int64_t rows = p.bs * p.n;
+  // Every request and every mask entry first: nothing is written on an error.
+  for (int64_t b = 0; b < p.bs; ++b) {
+    const int64_t seq = p.seq_lens[b];
+    if (!length_fits(seq))
+      fail(kExpandOp, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+    const int64_t req = p.req_pool_indices[b];
+    if (req < 0 || req >= p.pool_size)
+      fail(kExpandOp, "req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ",
+           p.pool_size, ")");
+    if (seq + p.n > p.ctx)
+      fail(kExpandOp, "seq_lens[", b, "] + num_draft_tokens = ", seq + p.n,
+           " is past the req_to_token row (req_to_token.size(1) = ", p.ctx, ")");
+  }
+  int64_t base = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t seq = p.seq_lens[r / p.n];
+    const int64_t last = fa_mask_index(p, r, base, seq, p.n - 1);
+    if (last >= p.mask_size)
+      fail(kExpandOp, "custom_mask index ", last, " (row ", r, ") is outside custom_mask [0, ",
+           p.mask_size, ")");
+    base += seq + p.n;
+  }
+  base = 0;
+  uint32_t cu = 0;
+  if (rows > 0) p.cu_seqlens_k[0] = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t b = r / p.n, seq = p.seq_lens[b];
+    const int32_t* tokens = p.req_to_token + p.req_pool_indices[b] * p.req_to_token_stride + seq;
+    int32_t* out = p.page_table + r * p.page_table_stride;
+    uint64_t in = 0;
+    for (int64_t j = 0; j < p.n; ++j)
+      if (p.custom_mask[fa_mask_index(p, r, base, seq, j)]) in |= uint64_t{1} << j;
+    int64_t k = 0;
+    for (int pass = 0; pass < 2; ++pass)
+      for (int64_t j = 0; j < p.n; ++j)
+        if (((in >> j) & 1u) == (pass == 0 ? 1u : 0u)) out[k++] = tokens[j];
+    const auto count = static_cast<uint32_t>(__builtin_popcountll(in));
+    cu += count;
+    p.cache_seqlens[r] = static_cast<int32_t>(count);
+    p.cu_seqlens_k[r + 1] = static_cast<int32_t>(cu);
+    base += seq + p.n;
   }
 }
 

@@ -10,10 +10,16 @@
 //                              and stored into every set whose live prefix
 //                              covers it (zero_tail: zeros up to max_seq_pages)
 //   [.., + out_blocks)         swa_out_cache_loc
+//
+// flash_attention_verify_expand: one block, one row per thread and pass; two
+// block scans per pass (each row's mask offset, the running sum of the
+// lengths), a row's mask entries and req_to_token slots loaded together.
 // The page blocks size their work from seq_lens themselves (no dependency on
 // the scan block); a hostile length only changes which in-bounds columns are
 // written before the scan block's assert.
 #include <climits>
+
+#include <cub/block/block_scan.cuh>
 
 #include "common/cuda_utils.cuh"
 #include "common/fast_div.h"
@@ -336,6 +342,106 @@ __global__ void __launch_bounds__(kSpecThreads) spec_kernel(const __grid_constan
   if (n < n_end) p.dst[m * p.dst_stride + n] = fa_spec_value(p, m, n, la);
 }
 
+// flash_attention_verify_expand: one block of 128 threads (up to 128 rows: bs
+// 32 with 4 draft tokens, one pass, short scans) or 1024 (bs 256 in one pass).
+constexpr int kExpandSmall = 128, kExpandLarge = 1024;
+// Draft tokens whose mask entries and slots a thread loads before it uses any.
+constexpr int kExpandChunk = 8;
+
+__device__ __forceinline__ const char* expand_name() { return "flash_attention_verify_expand"; }
+
+// Row r's columns: token j goes among the masked-in tokens before it, or
+// after all of them among the masked-out ones.
+__device__ __forceinline__ void expand_store(int32_t* out, uint64_t in, uint32_t count, int64_t j, int32_t slot) {
+  const auto before = static_cast<uint32_t>(__popcll(in & ((uint64_t{1} << j) - 1)));
+  out[(in >> j) & 1u ? before : count + static_cast<uint32_t>(j) - before] = slot;
+}
+
+template <int kThreadsT>
+__global__ void __launch_bounds__(kThreadsT) expand_kernel(const __grid_constant__ FaVerifyExpandParams p) {
+  using ScanU64 = cub::BlockScan<uint64_t, kThreadsT>;
+  using ScanU32 = cub::BlockScan<uint32_t, kThreadsT>;
+  __shared__ union {
+    typename ScanU64::TempStorage u64;
+    typename ScanU32::TempStorage u32;
+  } scan;
+  const int64_t rows = p.bs * p.n;
+  if (threadIdx.x == 0) p.cu_seqlens_k[0] = 0;
+  uint64_t base_carry = 0;
+  uint32_t cu_carry = 0;
+  for (int64_t first = 0; first < rows; first += kThreadsT) {
+    const int64_t r = first + threadIdx.x;
+    const bool live = r < rows;
+    const int64_t b = live ? r / p.n : 0;
+    const int64_t seq = live ? p.seq_lens[b] : 0;
+    const int64_t req = live ? p.req_pool_indices[b] : 0;
+    // Unsigned: a hostile length wraps (and is reported below) instead of
+    // overflowing a signed sum.
+    uint64_t base, base_total;
+    ScanU64(scan.u64).ExclusiveSum(live ? static_cast<uint64_t>(seq + p.n) : 0u, base, base_total);
+    __syncthreads();  // the scan storage is reused
+    uint32_t count = 0;
+    if (live) {
+      SGL_DEVICE_CHECK_COLD(length_fits(seq), "%s: seq_lens[%lld] = %lld is negative or does not fit int32",
+                            expand_name(), (long long)b, (long long)seq);
+      SGL_DEVICE_CHECK_COLD(req >= 0 && req < p.pool_size,
+                            "%s: req_pool_indices[%lld] = %lld is outside [0, req_to_token.size(0) = %lld)",
+                            expand_name(), (long long)b, (long long)req, (long long)p.pool_size);
+      SGL_DEVICE_CHECK_COLD(seq + p.n <= p.ctx,
+                            "%s: seq_lens[%lld] + num_draft_tokens = %lld is past the req_to_token row "
+                            "(req_to_token.size(1) = %lld)",
+                            expand_name(), (long long)b, (long long)(seq + p.n), (long long)p.ctx);
+      const int64_t at = static_cast<int64_t>(base_carry + base);
+      const int64_t last = fa_mask_index(p, r, at, seq, p.n - 1);
+      SGL_DEVICE_CHECK_COLD(last < p.mask_size, "%s: custom_mask index %lld (row %lld) is outside custom_mask [0, %lld)",
+                            expand_name(), (long long)last, (long long)r, (long long)p.mask_size);
+      const auto* mask = reinterpret_cast<const unsigned char*>(p.custom_mask) + fa_mask_index(p, r, at, seq, 0);
+      const int64_t step = r < p.mask_rows ? 1 : 0;
+      const int32_t* tokens = p.req_to_token + req * p.req_to_token_stride + seq;
+      // The first chunk's mask entries and slots in one round of loads (every
+      // row, for up to kExpandChunk draft tokens); later chunks' masks, then
+      // later chunks' slots.
+      int32_t slot[kExpandChunk];
+      unsigned char m[kExpandChunk];
+#pragma unroll
+      for (int u = 0; u < kExpandChunk; ++u) {
+        m[u] = u < p.n ? __ldg(mask + u * step) : 0;
+        slot[u] = u < p.n ? __ldg(tokens + u) : 0;
+      }
+      uint64_t in = 0;
+#pragma unroll
+      for (int u = 0; u < kExpandChunk; ++u) in |= uint64_t{m[u] != 0} << u;
+      for (int64_t j0 = kExpandChunk; j0 < p.n; j0 += kExpandChunk) {
+#pragma unroll
+        for (int u = 0; u < kExpandChunk; ++u) m[u] = j0 + u < p.n ? __ldg(mask + (j0 + u) * step) : 0;
+#pragma unroll
+        for (int u = 0; u < kExpandChunk; ++u) in |= uint64_t{m[u] != 0} << (j0 + u);
+      }
+      count = static_cast<uint32_t>(__popcll(in));
+      int32_t* out = p.page_table + r * p.page_table_stride;
+#pragma unroll
+      for (int u = 0; u < kExpandChunk; ++u)
+        if (u < p.n) expand_store(out, in, count, u, slot[u]);
+      for (int64_t j0 = kExpandChunk; j0 < p.n; j0 += kExpandChunk) {
+#pragma unroll
+        for (int u = 0; u < kExpandChunk; ++u) slot[u] = j0 + u < p.n ? __ldg(tokens + j0 + u) : 0;
+#pragma unroll
+        for (int u = 0; u < kExpandChunk; ++u)
+          if (j0 + u < p.n) expand_store(out, in, count, j0 + u, slot[u]);
+      }
+    }
+    uint32_t cu, cu_total;
+    ScanU32(scan.u32).InclusiveSum(count, cu, cu_total);
+    if (live) {
+      p.cache_seqlens[r] = static_cast<int32_t>(count);
+      p.cu_seqlens_k[r + 1] = static_cast<int32_t>(cu_carry + cu);
+    }
+    base_carry += base_total;
+    cu_carry += cu_total;
+    __syncthreads();
+  }
+}
+
 }  // namespace
 
 const char* flash_attention_metadata_cuda(const FaInputs& in, const FaDest* sets, int num_sets,
@@ -366,6 +472,17 @@ const char* flash_attention_swa_spec_page_table_cuda(const FaSwaSpecParams& p,
   SpecArgs a{p, FastDivU32::make(static_cast<uint32_t>(chunks))};
   const unsigned grid = static_cast<unsigned>(p.rows * chunks);
   spec_kernel<<<grid, kSpecThreads, 0, static_cast<cudaStream_t>(stream_ptr)>>>(a);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+const char* flash_attention_verify_expand_cuda(const FaVerifyExpandParams& p, void* stream_ptr) {
+  if (p.bs * p.n == 0) return nullptr;
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
+  if (p.bs * p.n <= kExpandSmall)
+    expand_kernel<kExpandSmall><<<1, kExpandSmall, 0, stream>>>(p);
+  else
+    expand_kernel<kExpandLarge><<<1, kExpandLarge, 0, stream>>>(p);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }

@@ -24,6 +24,16 @@
 //   swa_entry(slot)  = swa_v2p  ? max(swa_v2p[vpage], 0)
 //                    : slot < 0 ? -1 : floor(mapping[slot] / page_size)
 //
+// flash_attention_verify_expand (target verify, top-k > 1: each draft token's
+// row over the draft tokens it attends to), n = num_draft_tokens, for row
+// r < bs * n, b = r / n, s = seq_lens[b] and j, k < n:
+//   base(r)           = sum over rows r' < r of (seq_lens[r' / n] + n)
+//   m_j               = custom_mask[r < mask_rows ? base(r) + s + j : 0]
+//   order             = the j with m_j, then the others, each ascending
+//   page_table[r, k]  = req_to_token[req_pool_indices[b], s + order[k]]
+//   cache_seqlens[r]  = m_0 + ... + m_{n-1}
+//   cu_seqlens_k[0]   = 0, [r + 1] = cache_seqlens[0] + ... + cache_seqlens[r]
+//
 // flash_attention_swa_spec_page_table, for row m < rows, a = m / repeat,
 // la = seq_len_a[a], lb = seq_len_b[m] and column n < min(la + lb, width):
 //   dst[m, n] = n < la ? (n < a_width ? A[a, n] : 0)
@@ -150,5 +160,35 @@ SGL_HD int32_t fa_spec_value(const FaSwaSpecParams& p, int64_t m, int64_t n, int
 
 void flash_attention_swa_spec_page_table_cpu(const FaSwaSpecParams& p);
 const char* flash_attention_swa_spec_page_table_cuda(const FaSwaSpecParams& p, void* stream);
+
+// A mask row is one bit per draft token.
+constexpr int64_t kFaMaxDraftTokens = 64;
+
+struct FaVerifyExpandParams {
+  int32_t* page_table = nullptr;  // [>= rows, >= n], rows by page_table_stride
+  int64_t page_table_stride = 0;
+  int32_t* cache_seqlens = nullptr;  // [>= rows]
+  int32_t* cu_seqlens_k = nullptr;   // [>= rows + 1]
+  const bool* custom_mask = nullptr;
+  int64_t mask_size = 0;
+  const int32_t* req_to_token = nullptr;  // [pool_size, ctx], rows by stride
+  int64_t req_to_token_stride = 0;
+  int64_t pool_size = 0;
+  int64_t ctx = 0;
+  IndexArray req_pool_indices;  // [>= bs]
+  IndexArray seq_lens;          // [>= bs]
+  int64_t bs = 0;
+  int64_t n = 0;          // num_draft_tokens, in [1, kFaMaxDraftTokens]
+  int64_t mask_rows = 0;  // rows below it read their own mask entries
+};
+
+// The custom_mask index of m_j in row r (base = base(r), seq = s).
+SGL_HD int64_t fa_mask_index(const FaVerifyExpandParams& p, int64_t r, int64_t base, int64_t seq,
+                             int64_t j) {
+  return r < p.mask_rows ? base + seq + j : 0;
+}
+
+void flash_attention_verify_expand_cpu(const FaVerifyExpandParams& p);
+const char* flash_attention_verify_expand_cuda(const FaVerifyExpandParams& p, void* stream);
 
 }  // namespace sgl_meta

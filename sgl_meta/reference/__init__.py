@@ -26,6 +26,7 @@ from .flash_attention_metadata import (
     draft_extend_set_metadata,
     update_flash_attention_metadata,
     flash_attention_swa_spec_page_table,
+    flash_attention_verify_expand,
     normal_decode_set_metadata,
     prepare_swa_spec_page_table_triton,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "draft_extend_set_metadata",
     "update_flash_attention_metadata",
     "flash_attention_swa_spec_page_table",
+    "flash_attention_verify_expand",
     "normal_decode_set_metadata",
     "prepare_swa_spec_page_table_triton",
 ]

@@ -158,6 +158,45 @@ def flash_attention_swa_spec_page_table(
     region.copy_(torch.where(n < la + lb, value, region))
 
 
+def flash_attention_verify_expand(
+    *,
+    page_table: torch.Tensor,
+    cache_seqlens: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    custom_mask: torch.Tensor,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    bs: int,
+    num_draft_tokens: int,
+    mask_rows: int,
+) -> None:
+    """Eager reference of :func:`sgl_meta.flash_attention_verify_expand`: each row's mask
+    entries gathered, the draft columns ordered by a sort on (masked out, column), the
+    slots gathered from the request rows."""
+    n = num_draft_tokens
+    rows = bs * n
+    if rows == 0:
+        return
+    op = "flash_attention_verify_expand"
+    check_rows(op, seq_lens, bs, "seq_lens")
+    device = page_table.device
+    seq = seq_lens[:bs].long().repeat_interleave(n)  # [rows]
+    base = torch.cumsum(seq + n, 0) - (seq + n)
+    j = torch.arange(n, device=device)
+    index = (base + seq)[:, None] + j[None, :]
+    padding = torch.arange(rows, device=device)[:, None] >= mask_rows
+    mask = custom_mask[index.masked_fill(padding, 0)]  # [rows, n]
+    _, order = torch.sort(torch.where(mask, j, j + n), dim=1)
+    req = req_pool_indices[:bs].long().repeat_interleave(n)
+    slots = req_to_token[req[:, None], seq[:, None] + order]
+    page_table[:rows, :n].copy_(slots)
+    count = mask.sum(dim=1, dtype=torch.int32)
+    cache_seqlens[:rows].copy_(count)
+    cu_seqlens_k[:1].zero_()
+    cu_seqlens_k[1:rows + 1].copy_(torch.cumsum(count, 0, dtype=torch.int32))
+
+
 normal_decode_set_metadata = dropins.decode_dropin(update_flash_attention_metadata)
 draft_extend_set_metadata = dropins.draft_extend_dropin(update_flash_attention_metadata)
 

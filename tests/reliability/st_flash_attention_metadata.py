@@ -1,6 +1,7 @@
-"""Hypothesis strategies: valid calls of update_flash_attention_metadata and
-flash_attention_swa_spec_page_table (docs/operators/flash_attention_metadata.md),
-their bad-input rows and hostile values.
+"""Hypothesis strategies: valid calls of update_flash_attention_metadata,
+flash_attention_swa_spec_page_table and flash_attention_verify_expand
+(docs/operators/flash_attention_metadata.md), their bad-input rows and hostile
+values.
 
 Space: K = 1..3 destination sets with their own seq_len_delta (int32 extremes
 included); bs 0 / 1 / odd / past one scan pass (128 rows); power-of-two page
@@ -13,7 +14,10 @@ skip_page_table) and draft extend (cu_seqlens_q, swa_out_cache_loc with
 negative out_cache_loc); lengths <= 0, past the table, int64 extremes;
 outputs as views into poisoned buffers. The SWA concat: repeat 1..4, widths
 across the 256-column CUDA chunk, dst narrower or wider than A + B, lengths
-past the tables and hostile ones.
+past the tables and hostile ones. The verify expand: bs 0 .. 9 and past a
+128-row pass, 1 .. 9 / 33 / 64 draft tokens, lengths from 0 to the row's end,
+mask entries all, none or half set, mask_rows below, at and past the rows,
+a mask longer than read.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from tensor_case import Case, garbage, strided
 
 OP = "update_flash_attention_metadata"
 SPEC = "flash_attention_swa_spec_page_table"
+EXPAND = "flash_attention_verify_expand"
 DECODE, DRAFT_EXTEND = "normal_decode_set_metadata", "draft_extend_set_metadata"
 NAME = "flash_attention_metadata"
 
@@ -171,11 +176,47 @@ def spec_events(case: Case) -> list[str]:
     return [f"lens={e['regime']}", f"wide={e['wide']}", "bs=" + ("0" if e["bs"] == 0 else ">0")]
 
 
+@st.composite
+def expand_cases(draw) -> Case:
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**63 - 1)))
+    bs = draw(st.one_of(st.integers(0, 9), st.sampled_from([33, 129])))
+    n = draw(st.one_of(st.integers(1, 9), st.sampled_from([33, 64])))
+    ctx = n + draw(st.integers(0, 40))
+    pool = draw(st.integers(1, 6))
+    seq = _randint(gen, 0, ctx - n + 1, bs, torch.int64)
+    rows = bs * n
+    density = draw(st.sampled_from([0.0, 0.5, 1.0]))
+    size = int((seq + n).sum()) * n + draw(st.integers(0, 3)) + (rows == 0)
+    mask = torch.rand(size, generator=gen) < density
+    dtype = draw(st.sampled_from([torch.int32, torch.int64]))
+    args = dict(
+        page_table=_out_2d(draw, gen, rows, n + draw(st.integers(0, 2))),
+        cache_seqlens=_out_1d(draw, gen, rows, torch.int32),
+        cu_seqlens_k=_out_1d(draw, gen, rows + 1, torch.int32),
+        custom_mask=strided(mask, gen, lead=draw(st.integers(0, 2)), tail=draw(st.integers(0, 2)),
+                            filler=torch.tensor([True])),
+        req_to_token=_req_to_token(draw, gen, pool, ctx, lambda k: _randint(gen, -1, 10**6, k, torch.int32))[0],
+        req_pool_indices=_index_input(draw, gen, _randint(gen, 0, pool, bs, torch.int64), dtype),
+        seq_lens=_index_input(draw, gen, seq, dtype),
+        bs=bs, num_draft_tokens=n, mask_rows=draw(st.sampled_from([0, max(rows - 3, 0), rows, rows + 5])),
+    )
+    return Case(args, ("page_table", "cache_seqlens", "cu_seqlens_k"), note=EXPAND,
+                extra=dict(bs=bs, n=n, density=density))
+
+
+def expand_events(case: Case) -> list[str]:
+    e = case.extra
+    return ["bs=" + ("0" if e["bs"] == 0 else ">128 rows" if e["bs"] * e["n"] > 128 else ">0"),
+            f"draft tokens {'>8' if e['n'] > 8 else '<=8'}", f"mask density={e['density']}"]
+
+
 ENTRIES = [
     dict(name=OP, op=sgl_meta.update_flash_attention_metadata, ref=reference.update_flash_attention_metadata,
          cases=cases, events=events, weight=0.3),
     dict(name=SPEC, op=sgl_meta.flash_attention_swa_spec_page_table,
          ref=reference.flash_attention_swa_spec_page_table, cases=spec_cases, events=spec_events, weight=0.15),
+    dict(name=EXPAND, op=sgl_meta.flash_attention_verify_expand, ref=reference.flash_attention_verify_expand,
+         cases=expand_cases, events=expand_events, weight=0.15),
 ]
 
 
@@ -215,7 +256,13 @@ def _spec_base(gen, device):
     return swa_spec_call(gen, device=device)
 
 
-BAD_INPUT_BASES = {OP: _op_base, SPEC: _spec_base, DECODE: _decode_base, DRAFT_EXTEND: _draft_extend_base,
+def _expand_base(gen, device):
+    from flash_attention_metadata_cases import verify_expand_call
+
+    return verify_expand_call(gen, device=device)
+
+
+BAD_INPUT_BASES = {OP: _op_base, SPEC: _spec_base, EXPAND: _expand_base, DECODE: _decode_base, DRAFT_EXTEND: _draft_extend_base,
                    "prepare_swa_spec_page_table_triton": _spec_base}
 
 
@@ -263,6 +310,20 @@ BAD_INPUT_ROWS = [
        "overlap in memory"),
     _r(SPEC, "negative speculative_num_draft_tokens", set_(speculative_num_draft_tokens=-1),
        "speculative_num_draft_tokens must be >= 0"),
+    _r(EXPAND, "num_draft_tokens 0", set_(num_draft_tokens=0), "num_draft_tokens = 0 is outside [1, 64]"),
+    _r(EXPAND, "num_draft_tokens 65", set_(num_draft_tokens=65), "num_draft_tokens = 65 is outside [1, 64]"),
+    _r(EXPAND, "negative mask_rows", set_(mask_rows=-1), "mask_rows must be >= 0, got -1"),
+    _r(EXPAND, "custom_mask uint8", apply("custom_mask", lambda t: t.to(torch.uint8)),
+       "custom_mask must have dtype bool"),
+    _r(EXPAND, "custom_mask 2-D", apply("custom_mask", lambda t: t[:4].view(2, 2)), "custom_mask must be 1-D"),
+    _r(EXPAND, "page_table narrower than the draft tokens", apply("page_table", lambda t: t[:, :3]),
+       "page_table.size(1) must be >= num_draft_tokens = 4, got 3"),
+    _r(EXPAND, "cu_seqlens_k without its leading 0", apply("cu_seqlens_k", lambda t: t[:-1]),
+       "cu_seqlens_k.size(0) must be >= bs * num_draft_tokens + 1 = 13, got 12"),
+    _r(EXPAND, "seq_lens shorter than bs", apply("seq_lens", lambda t: t[:2]), "seq_lens.size(0) must be >= bs = 3"),
+    _r(EXPAND, "page_table aliases req_to_token",
+       lambda kw: kw.update(page_table=kw["req_to_token"].view(-1)[:48].view(12, 4)), "overlap in memory"),
+    _r(EXPAND, "page_table rows overlap", apply("page_table", lambda t: t[:1].expand(12, -1)), "page_table rows overlap"),
     _r(DECODE, "page_size 48", set_(page_size=48), "normal_decode_set_metadata: page_size must be a power of two"),
     _r(DECODE, "cache_seqlens_int32 int64", apply("cache_seqlens_int32", lambda t: t.long()),
        "cache_seqlens_int32 must have dtype int32"),
@@ -302,4 +363,12 @@ HOSTILE_ROWS = [
     hostile(OP, "virtual page past full_v2p", lambda kw: kw.update(full_v2p=kw["seq_lens"].new_zeros(1).long()),
        "outside [0, 1) (full_v2p.numel())"),
     hostile(SPEC, "negative length", at("seq_len_b", 4, -2), "seq_len_b[4] = -2 is negative"),
+    hostile(EXPAND, "request index == pool size", at("req_pool_indices", 2, 5), "req_pool_indices[2] = 5 is outside"),
+    hostile(EXPAND, "negative length", at("seq_lens", 1, -3), "seq_lens[1] = -3 is negative"),
+    hostile(EXPAND, "draft tokens past the req_to_token row", at("seq_lens", 0, 30),
+            "seq_lens[0] + num_draft_tokens = 34 is past the req_to_token row"),
+    hostile(EXPAND, "mask shorter than its rows", lambda kw: kw.update(custom_mask=kw["custom_mask"][:10]),
+            "custom_mask index", "is outside custom_mask [0, 10)"),
+    hostile(EXPAND, "padding rows read entry 0 only", lambda kw: kw.update(custom_mask=kw["custom_mask"][:1],
+                                                                         mask_rows=0), raises=()),
 ]
