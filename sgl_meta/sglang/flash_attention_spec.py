@@ -37,6 +37,18 @@ a pool that does not translate reads, whose sliding-window translation (if any)
 is 0.5.23's ``SWAKVPool`` mapping, without encoder lengths; every other call,
 and every other mode, runs ``original``.
 
+Target verify with top-k > 1: 0.5.23's ``_apply_cuda_graph_metadata``
+refreshes ``target_verify_metadata_topk_normal[bs]`` (a length copy, a cumsum
+and its copy, ``build_trtllm_mha_page_table``) and
+``target_verify_metadata_topk_expand[bs]`` from the verify tree mask with
+about twenty eager ops, among them a sort and a gather of whole
+``req_to_token`` rows. The same hook writes the first with one
+:func:`sgl_meta.update_flash_attention_metadata` and the second with one
+:func:`sgl_meta.flash_attention_verify_expand`, and sets the same host field
+(``max_seq_len_k``) and ``forward_metadata`` pair. It covers a pool that does
+not translate reads, without a sliding window or encoder lengths, with a bool
+verify mask and up to 64 draft tokens.
+
 No module here imports ``sglang``: the backends are used through the attributes
 0.5.23 gives them.
 """
@@ -212,16 +224,62 @@ def _extend_lens(spec_info: Any, bs: int, device: torch.device) -> tuple:
     return tensor, max_q
 
 
+def _verify_topk_covered(self: Any, encoder_lens: Any, forward_mode: Any, spec_info: Any) -> bool:
+    """A top-k > 1 target-verify refresh whose whole device work the two launches do."""
+    if encoder_lens is not None or not forward_mode.is_target_verify() or getattr(self, "topk", 0) <= 1:
+        return False
+    if getattr(self, "has_swa", True) is not False:
+        return False  # the sliding-window merge reads both halves
+    translator = getattr(self, "kv_index_translator", None)
+    if translator is None or getattr(translator, "reads_are_translated", True) is not False:
+        return False
+    n, page_size = getattr(self, "speculative_num_draft_tokens", None), getattr(self, "page_size", None)
+    if not (isinstance(n, int) and 1 <= n <= 64 and isinstance(page_size, int) and page_size > 0
+            and page_size & (page_size - 1) == 0):
+        return False
+    mask, positions = getattr(spec_info, "custom_mask", None), getattr(spec_info, "positions", None)
+    return (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() == 1
+            and isinstance(positions, torch.Tensor))
+
+
+def _verify_topk(self: Any, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, spec_info: Any) -> None:
+    """Both halves of the top-k > 1 verify metadata: the prefix half
+    (``target_verify_metadata_topk_normal[bs]``: lengths, their sums, the page
+    table) and the draft half (``target_verify_metadata_topk_expand[bs]``), one
+    launch each."""
+    seq_lens, req_pool_indices = seq_lens[:bs], req_pool_indices[:bs]
+    metadata = self.target_verify_metadata_topk_normal[bs]
+    # 0.5.23's page-table builder writes the live pages of each row, which lie
+    # within the req_to_token row.
+    pages = min(metadata.page_table.shape[1], -(-self.req_to_token.shape[1] // self.page_size))
+    _fam.update_flash_attention_metadata(
+        cache_seqlens=[metadata.cache_seqlens_int32], cu_seqlens_k=[metadata.cu_seqlens_k],
+        page_table=[metadata.page_table], req_to_token=self.req_to_token, req_pool_indices=req_pool_indices,
+        seq_lens=seq_lens, seq_len_delta=[0], bs=bs, max_seq_pages=pages, page_size=self.page_size)
+    metadata.max_seq_len_k = self.max_context_len
+    expand = self.target_verify_metadata_topk_expand[bs]
+    _fam.flash_attention_verify_expand(
+        page_table=expand.page_table, cache_seqlens=expand.cache_seqlens_int32, cu_seqlens_k=expand.cu_seqlens_k,
+        custom_mask=spec_info.custom_mask, req_to_token=self.req_to_token, req_pool_indices=req_pool_indices,
+        seq_lens=seq_lens, bs=bs, num_draft_tokens=self.speculative_num_draft_tokens,
+        mask_rows=spec_info.positions.numel())
+    self.forward_metadata = metadata
+    self.forward_metadata_spec_decode_expand = expand
+
+
 def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int, req_pool_indices: torch.Tensor,
                               seq_lens: torch.Tensor, encoder_lens: Any, forward_mode: Any, spec_info: Any,
                               seq_lens_cpu: Any, out_cache_loc: Any = None) -> None:
     """AROUND hook for ``FlashAttentionBackend._apply_cuda_graph_metadata``:
-    the draft-extend refresh of ``draft_extend_metadata[bs]`` in one launch
-    (see the module docstring for what it covers); ``original`` otherwise."""
+    the draft-extend refresh of ``draft_extend_metadata[bs]`` in one launch and
+    the top-k > 1 target-verify refresh in two (see the module docstring for
+    what they cover); ``original`` otherwise."""
     def theirs() -> None:
         return original(self, plan, bs, req_pool_indices, seq_lens, encoder_lens, forward_mode, spec_info,
                         seq_lens_cpu, out_cache_loc)
 
+    if _verify_topk_covered(self, encoder_lens, forward_mode, spec_info):
+        return _verify_topk(self, bs, req_pool_indices, seq_lens, spec_info)
     if not _draft_extend_covered(self, encoder_lens, forward_mode):
         return theirs()
     metadata = self.draft_extend_metadata[bs]

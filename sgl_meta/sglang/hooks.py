@@ -375,12 +375,13 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("update_flash_attention_metadata"),),
         kind="AROUND",
     ),
-    # FlashAttention draft extend (docs/sglang.md, "FlashAttention draft extend"): the out-of-graph refresh of
-    # draft_extend_metadata[bs] in one launch; every other mode runs SGLang's method.
+    # FlashAttention draft extend and top-k > 1 target verify (docs/sglang.md, "FlashAttention draft extend",
+    # "FlashAttention target verify with top-k > 1"): the out-of-graph refresh of draft_extend_metadata[bs] in one
+    # launch, both top-k > 1 verify halves in two; every other mode runs SGLang's method.
     Hook(
         "sglang.srt.layers.attention.flashattention_backend.FlashAttentionBackend._apply_cuda_graph_metadata",
         "sgl_meta.sglang.flash_attention_spec:apply_cuda_graph_metadata",
-        (CudaKernel("update_flash_attention_metadata"),),
+        (CudaKernel("update_flash_attention_metadata"), CudaKernel("flash_attention_verify_expand")),
         kind="AROUND",
     ),
     # KV index streams (docs/operators/kv_indices.md): the Triton backend's kv_indptr cumsum + kv_indices gather
