@@ -3,7 +3,7 @@ of the ``--sglang`` bench on CPU tensors, plugin off and on through the bench's 
 step loop, with the hooks of the backends measured applied by hand (the plugin
 stays inactive without a GPU): FlashInfer (planner left out) in decode, target
 verify and draft extend, and the Triton and TRT-LLM MLA multi-step draft decodes
-(the scheduler's page size published). A JSON report on stdout's last line: per
+(the scheduler's page size published), and FA3's top-k 4 target verify. A JSON report on stdout's last line: per
 point the buffer differences, how many snapshots were compared, and how many of
 our launches each side made."""
 
@@ -17,11 +17,14 @@ from sgl_meta.bench.sglang_step.measure import Plan, run
 from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend")] + [
-    ("triton", "draft_decode"), ("trtllm_mla", "draft_decode")]
+    ("triton", "draft_decode"), ("trtllm_mla", "draft_decode"), ("fa3_topk4", "target_verify")]
+HOOKED = {"flashinfer", "trtllm_mla", "fa3_topk4"}  # the plugin does not take Triton's draft decode
 
 
 def main() -> None:
     stubs.install()
+    from sglang.srt.layers.attention import attention_registry
+    from sglang.srt.layers.attention import flashattention_backend as fab
     from sglang.srt.layers.attention import flashinfer_backend as fb
     from sglang.srt.layers.attention import triton_backend as tb
     from sglang.srt.layers.attention import trtllm_mla_backend as tmb
@@ -29,7 +32,9 @@ def main() -> None:
     from sglang.srt.speculative import eagle_info
 
     from sgl_meta import flash_attention_metadata
-    from sgl_meta.sglang import eagle_csr, kv_indices, trtllm_mla
+    from sgl_meta.sglang import eagle_csr, flash_attention_spec, kv_indices, trtllm_mla
+
+    attention_registry.get_device_capability = lambda *a, **k: (9, 0)  # FA3 is built for SM 8.x / 9.x
 
     targets = [(fb.FlashInferIndicesUpdaterDecode, "call_begin_forward", kv_indices.flashinfer_decode_call_begin_forward),
                (eagle_info.EagleVerifyInput, "generate_attn_arg_prefill", eagle_csr.verify_attn_arg_prefill),
@@ -38,14 +43,16 @@ def main() -> None:
                (tb.TritonAttnBackend, "_apply_cuda_graph_metadata", kv_indices.apply_cuda_graph_metadata),
                (tmb.TRTLLMMLABackend, "_apply_cuda_graph_metadata", trtllm_mla.apply_cuda_graph_metadata),
                (tmb.TRTLLMMLAMultiStepDraftBackend, "init_forward_metadata_out_graph",
-                trtllm_mla.multi_step_init_forward_metadata_out_graph)]
+                trtllm_mla.multi_step_init_forward_metadata_out_graph),
+               (fab.FlashAttentionBackend, "_apply_cuda_graph_metadata", flash_attention_spec.apply_cuda_graph_metadata)]
     changes = [(cls, name, cls.__dict__[name], _wrap_fn(cls.__dict__[name], hook, HookType.AROUND))
                for cls, name, hook in targets]
     switch = Switch(changes)
     switch.state = "off"
     calls = []
     for module, name in ((kv_indices, "build_kv_indices"), (eagle_csr, "build_kv_indices"),
-                         (flash_attention_metadata, "update_flash_attention_metadata")):
+                         (flash_attention_metadata, "update_flash_attention_metadata"),
+                         (flash_attention_metadata, "flash_attention_verify_expand")):
         real = getattr(module, name)
         setattr(module, name, lambda *a, _real=real, **k: (calls.append(switch.state), _real(*a, **k))[1])
     report = {}

@@ -1,7 +1,8 @@
 """Points of the ``--sglang`` bench on CPU tensors (SGLang's Triton kernels through the
 interpreter), through the bench's own builder and step loop: FlashInfer's decode,
 verify and draft extend with the planner left out, and the Triton and TRT-LLM MLA
-multi-step draft decodes, which build once the scheduler's page size is published.
+multi-step draft decodes, which build once the scheduler's page size is published,
+and FA3's target verify with top-k 4 (both halves of its metadata).
 With the hooks on, every buffer compared equals SGLang's, step for step, and the
 hooks take the points they cover (our launches on, none off)."""
 
@@ -17,9 +18,7 @@ import pytest
 
 import sgl_meta
 
-POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend")] + [
-    ("triton", "draft_decode"), ("trtllm_mla", "draft_decode")]
-HOOKED = {"flashinfer", "trtllm_mla"}  # the plugin does not take Triton's draft decode
+from cpu_step_child import HOOKED, POINTS
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +43,8 @@ def report():
 def test_buffers_equal_and_the_hooks_take_the_point(report, point):
     r = report[point]
     assert r["diffs"] == [] and r["compared"] == 3 and r["keys"], r
+    if point.startswith("fa3_topk4"):
+        assert {"expand.page_table", "expand.cache_seqlens", "page_table"} <= set(r["keys"]), r
     if point.startswith("flashinfer"):
         assert {"kv_indptr", "kv_indices"} <= set(r["keys"])
         assert ("qo_indptr" in r["keys"]) == ("-decode-" not in point)

@@ -4,7 +4,8 @@ A :class:`Setup` is one (backend, forward mode, batch size, context) point: the
 kit's mock model runner sized for it, the real SGLang backend over it (the
 multi-step draft backend for draft decode), the replay batch, and the metadata
 buffers the attention kernels read. Speculative modes use EAGLE with 3 steps,
-top-k 1 and 4 draft tokens, the runner's configuration in all four modes.
+top-k 1 and 4 draft tokens, the runner's configuration in all four modes; the
+``fa3_topk4`` label builds FA3 with top-k 4 (its target verify's two halves).
 
 Left out of both sides (say so in any table): FA3's scheduler-metadata
 planner (``get_scheduler_metadata``, sgl_kernel's, called outside the graph on
@@ -35,6 +36,8 @@ DENSE = ("trtllm_mha", "fa3", "triton", "flashinfer")
 """Backends built through the kit's dense-attention runner."""
 MLA = ("trtllm_mla",)
 """Backends built through the kit's MLA runner."""
+TOPK = {"fa3_topk4": ("fa3", 4)}
+"""Grid labels of a backend built with EAGLE top-k > 1 (Llama's auto top-k is 4): (backend, top-k)."""
 LEFT_OUT = [
     "FA3: its scheduler-metadata planner (sgl_kernel's get_scheduler_metadata), both sides",
     "DSA: DeepGEMM's paged-MQA schedule planner (get_paged_mqa_logits_metadata), both sides",
@@ -282,6 +285,20 @@ def _mha_buffers(backend, bs: int) -> dict:
     return out
 
 
+def _fa3_topk_buffers(backend, bs: int) -> dict:
+    """FA3 with top-k > 1: the prefix half as ``_mha_buffers``, and in target verify the
+    draft half (``forward_metadata_spec_decode_expand``: every draft row's table of draft
+    slots, its lengths and their sums)."""
+    out = _mha_buffers(backend, bs)
+    m = backend.forward_metadata_spec_decode_expand
+    if m is not None:
+        rows = bs * backend.speculative_num_draft_tokens
+        out.update({"expand.cache_seqlens": (m.cache_seqlens_int32[:rows], None),
+                    "expand.cu_seqlens_k": (m.cu_seqlens_k[: rows + 1], None),
+                    "expand.page_table": (m.page_table[:rows], None)})
+    return out
+
+
 def _triton_buffers(backend, bs: int) -> dict:
     """Triton backend: what its decode kernels read (the kv index list up to kv_indptr[bs])."""
     m = backend.forward_metadata
@@ -338,8 +355,19 @@ def _flashinfer_buffers(backend, bs: int) -> dict:
     return out
 
 
-def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed: int = 0) -> Setup:
-    """Runner, backend and replay batch for one point; the backend's CUDA-graph state allocated."""
+def _tree_mask(batch, device, seed: int) -> torch.Tensor:
+    """A random EAGLE verify mask in SGLang's layout (request b's draft rows of seq_lens[b] + n
+    entries, one request after another), sized for the lengths a run grows to."""
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.rand(_verify_mask(batch, "cpu").numel(), generator=gen) < 0.5).to(device)
+
+
+def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed: int = 0, topk: int = 1) -> Setup:
+    """Runner, backend and replay batch for one point; the backend's CUDA-graph state allocated.
+    ``topk``: EAGLE's top-k as the server publishes it (FA3 reads it when built); a
+    :data:`TOPK` label sets it."""
+    label = backend_name
+    backend_name, topk = TOPK.get(label, (backend_name, topk))
     if backend_name == "dsa":
         leave_out_planners()
     if backend_name in MLA:
@@ -350,6 +378,10 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
         flashinfer_planner.install()
     runner = _runner(backend_name, mode, bs, context, device)
     publish_page_size()
+    if topk != 1:
+        from sglang.srt.runtime_context import get_context
+
+        get_context().override("sgl-meta step bench", speculative_eagle_topk=topk)
     backend = _backend(backend_name, mode, runner)
     batch = _batch(runner, mode, bs, context, device, seed)
     inner = getattr(backend, "attn_backends", None) or [backend]
@@ -357,6 +389,8 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     tokens = batch.input_ids.numel()
     if backend_name == "flashinfer" and mode == "target_verify":
         batch.spec_info.custom_mask = _verify_mask(batch, device)
+    if topk > 1 and mode == "target_verify":
+        batch.spec_info.custom_mask = _tree_mask(batch, device, seed)
     if backend_name == "flashinfer" and device == "cpu":
         _host_only_flashinfer(backend, bs, tokens)
     elif backend_name in MLA and device == "cpu":
@@ -370,6 +404,8 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
         backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=tokens)
     read = {"trtllm_mha": _mha_buffers, "fa3": _mha_buffers, "triton": _triton_buffers,
             "trtllm_mla": _mla_buffers, "flashinfer": _flashinfer_buffers}.get(backend_name, _dsa_buffers)
+    if topk > 1 and backend_name == "fa3":
+        read = _fa3_topk_buffers
 
     def read_buffers() -> dict:
         out = {}
@@ -378,5 +414,5 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
                 out[f"step{i}.{name}" if len(inner) > 1 else name] = value
         return out
 
-    return Setup(backend_name, mode, bs, context, backend, batch, read_buffers)
+    return Setup(label, mode, bs, context, backend, batch, read_buffers)
 
