@@ -8,16 +8,9 @@ hooks take the points they cover (our launches on, none off)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-import sgl_meta
-
+from child_report import HERE, child_report
 from cpu_step_child import HOOKED, POINTS
 
 
@@ -28,15 +21,7 @@ def report():
         import triton  # noqa: F401
     except ImportError as err:
         pytest.skip(f"sglang / triton not installed ({err})")
-    here = Path(__file__).resolve().parent
-    env = {k: v for k, v in os.environ.items() if k != "SGLANG_PLUGINS" and not k.endswith("_SGLANG_PLUGIN")}
-    env.update(SGLMETA_SGLANG_PLUGIN="0", TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="",
-               PYTHONPATH=os.pathsep.join([str(Path(sgl_meta.__file__).resolve().parents[1]), str(here),
-                                           env.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, str(here / "cpu_step_child.py")], env=env, capture_output=True,
-                          text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return child_report([str(HERE / "cpu_step_child.py")], timeout=1200, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
 
 
 @pytest.mark.parametrize("point", [f"{b}-{m}-bs{bs}" for b, m in POINTS for bs in (1, 3)])

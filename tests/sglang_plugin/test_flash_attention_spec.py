@@ -17,19 +17,15 @@ per scenario.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import types
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-import sgl_meta
 from sgl_meta import flash_attention_metadata as fam
 from sgl_meta.sglang import flash_attention_spec as spec
+from child_report import child_report
 from kit_replay import diff, replay_batch
 
 CTX = 1024
@@ -320,15 +316,7 @@ def report():
     why = _why_not()
     if why:
         pytest.skip(why)
-    here = Path(__file__).resolve().parent
-    env = {k: v for k, v in os.environ.items() if k != "SGLANG_PLUGINS" and not k.endswith("_SGLANG_PLUGIN")}
-    env["SGLMETA_SGLANG_PLUGIN"] = "0"  # the child applies the two hooks itself
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(sgl_meta.__file__).resolve().parents[1]), str(here),
-                                         env.get("PYTHONPATH", "")])
-    code = "import test_flash_attention_spec as t; t.child_main()"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return child_report(["-c", "import test_flash_attention_spec as t; t.child_main()"])
 
 
 REPLAYS = [f"replay-steps{s}-bs{bs}-raw{raw}-{p}" for s in (3, 5) for bs, raw in ((1, 1), (4, 4), (4, 2))

@@ -15,19 +15,15 @@ bench's stubs), so the worlds run in a child interpreter, which reports per scen
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-import sgl_meta
 from sgl_meta import flash_attention_metadata as fam
 from sgl_meta.sglang import hooks
 from sgl_meta.sglang import trtllm_mla as mla
+from child_report import child_report
 from kit_replay import diff, replay_batch
 
 CTX = 1024
@@ -203,15 +199,7 @@ def _child(device: str) -> dict:
     why = _why_not()
     if why:
         pytest.skip(why)
-    here = Path(__file__).resolve().parent
-    env = {k: v for k, v in os.environ.items() if k != "SGLANG_PLUGINS" and not k.endswith("_SGLANG_PLUGIN")}
-    env["SGLMETA_SGLANG_PLUGIN"] = "0"  # the child applies the hooks itself
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(sgl_meta.__file__).resolve().parents[1]), str(here),
-                                         env.get("PYTHONPATH", "")])
-    code = f"import test_trtllm_mla as t; t.child_main({device!r})"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return child_report(["-c", f"import test_trtllm_mla as t; t.child_main({device!r})"])
 
 
 @pytest.fixture(scope="module")
