@@ -375,22 +375,30 @@ __global__ void __launch_bounds__(kThreadsT) expand_kernel(const __grid_constant
     const int64_t b = live ? r / p.n : 0;
     const int64_t seq = live ? p.seq_lens[b] : 0;
     const int64_t req = live ? p.req_pool_indices[b] : 0;
-    // Unsigned: a hostile length wraps (and is reported below) instead of
-    // overflowing a signed sum.
+    // Every row's mask offset sums the lengths before it: no row reads before
+    // every length of the pass is known good (a bad one asserts, the block
+    // stops). Then every offset lies in [0, 2**63).
+    const bool bad = live && !(length_fits(seq) && req >= 0 && req < p.pool_size && seq + p.n <= p.ctx);
+    if (__syncthreads_or(bad)) {
+      if (bad) {
+        SGL_DEVICE_CHECK_COLD(length_fits(seq), "%s: seq_lens[%lld] = %lld is negative or does not fit int32",
+                              expand_name(), (long long)b, (long long)seq);
+        SGL_DEVICE_CHECK_COLD(req >= 0 && req < p.pool_size,
+                              "%s: req_pool_indices[%lld] = %lld is outside [0, req_to_token.size(0) = %lld)",
+                              expand_name(), (long long)b, (long long)req, (long long)p.pool_size);
+        SGL_DEVICE_CHECK_COLD(seq + p.n <= p.ctx,
+                              "%s: seq_lens[%lld] + num_draft_tokens = %lld is past the req_to_token row "
+                              "(req_to_token.size(1) = %lld)",
+                              expand_name(), (long long)b, (long long)(seq + p.n), (long long)p.ctx);
+      }
+      return;
+    }
     uint64_t base, base_total;
-    ScanU64(scan.u64).ExclusiveSum(live ? static_cast<uint64_t>(seq + p.n) : 0u, base, base_total);
+    ScanU64(scan.u64).ExclusiveSum(live ? static_cast<uint64_t>(seq) + static_cast<uint64_t>(p.n) : 0u, base,
+                                   base_total);
     __syncthreads();  // the scan storage is reused
     uint32_t count = 0;
     if (live) {
-      SGL_DEVICE_CHECK_COLD(length_fits(seq), "%s: seq_lens[%lld] = %lld is negative or does not fit int32",
-                            expand_name(), (long long)b, (long long)seq);
-      SGL_DEVICE_CHECK_COLD(req >= 0 && req < p.pool_size,
-                            "%s: req_pool_indices[%lld] = %lld is outside [0, req_to_token.size(0) = %lld)",
-                            expand_name(), (long long)b, (long long)req, (long long)p.pool_size);
-      SGL_DEVICE_CHECK_COLD(seq + p.n <= p.ctx,
-                            "%s: seq_lens[%lld] + num_draft_tokens = %lld is past the req_to_token row "
-                            "(req_to_token.size(1) = %lld)",
-                            expand_name(), (long long)b, (long long)(seq + p.n), (long long)p.ctx);
       const int64_t at = static_cast<int64_t>(base_carry + base);
       const int64_t last = fa_mask_index(p, r, at, seq, p.n - 1);
       SGL_DEVICE_CHECK_COLD(last < p.mask_size, "%s: custom_mask index %lld (row %lld) is outside custom_mask [0, %lld)",
