@@ -27,8 +27,9 @@ build_trtllm_mha_page_table = _op.define(
     ceil(req_to_token.size(1) / page_size))``. Columns ``p >= n_r`` are never
     written (a ``-1``-prefilled tail survives). ``//`` is floor division
     (``-1 // 64 == -1``). ``bs == 0`` is a no-op. Unlike SGLang's Triton builder, ``n_r`` is
-    capped by the table width and the ``req_to_token`` row, and any ``page_size >= 1``
-    works (0.5.23 needs ``4096 % page_size == 0``).
+    capped by the table width and the ``req_to_token`` row, any ``page_size >= 1``
+    works (0.5.23 needs ``4096 % page_size == 0``), and a negative slot divides by floor
+    (Triton's ``//`` truncates toward 0).
 
     Args:
         req_to_token: ``[pool_size, max_context_len]`` int32 token-slot pool; rows

@@ -51,10 +51,11 @@ class Calls:
             setattr(fam, name, real)
 
 
-def _mask(batch, gen, ones: bool) -> torch.Tensor:
-    """The verify tree mask: per request, ``n`` rows of ``seq + n`` entries."""
+def _mask(batch, gen, ones: bool, requests: int) -> torch.Tensor:
+    """The verify tree mask of the first ``requests`` requests: per request, ``n`` rows of
+    ``seq + n`` entries (a padded batch's mask covers its real requests only)."""
     n = TOPK
-    size = int((batch.seq_lens + n).sum()) * n
+    size = int((batch.seq_lens[:requests] + n).sum()) * n
     return torch.ones(size, dtype=torch.bool) if ones else torch.rand(size, generator=gen) < 0.5
 
 
@@ -104,9 +105,11 @@ def _run(fb, wrap, HookType, bs, raw, seed, padded_positions=False, ones=False, 
                 for k in range(replays):
                     replay_batch(batch, raw, seed + 100 + k, CTX, whole_row=k == 1)
                     gen = torch.Generator().manual_seed(seed + 300 + k)
-                    batch.spec_info.custom_mask = _mask(batch, gen, ones)
+                    batch.spec_info.custom_mask = _mask(batch, gen, ones, raw if padded_positions else bs)
                     batch.spec_info.positions = batch.positions[: raw * TOPK] if padded_positions else batch.positions
                     _poison(backend, bs, gen)
+                    # What another mode's replay leaves: the refresh must set both itself.
+                    backend.forward_metadata = backend.forward_metadata_spec_decode_expand = None
                     backend.init_forward_metadata_out_graph(batch)
                     states.append(_state(backend, bs))
         finally:
