@@ -239,7 +239,7 @@ def _verify_topk_covered(self: Any, encoder_lens: Any, forward_mode: Any, spec_i
         return False
     mask, positions = getattr(spec_info, "custom_mask", None), getattr(spec_info, "positions", None)
     return (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() == 1
-            and isinstance(positions, torch.Tensor))
+            and mask.is_contiguous() and isinstance(positions, torch.Tensor))
 
 
 def _verify_topk(self: Any, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, spec_info: Any) -> None:

@@ -184,14 +184,15 @@ def test_uncovered_pools_keep_sglangs_ops(report):
 # ---- in-process units ------------------------------------------------------------------
 
 
-def _covered(**changes):
+def _covered(mask=None, encoder_lens=None, **changes):
     backend = SimpleNamespace(topk=4, has_swa=False, speculative_num_draft_tokens=4, page_size=64,
                               kv_index_translator=SimpleNamespace(reads_are_translated=False))
     for key, value in changes.items():
         setattr(backend, key, value)
     mode = SimpleNamespace(is_target_verify=lambda: True)
-    info = SimpleNamespace(custom_mask=torch.ones(8, dtype=torch.bool), positions=torch.zeros(4))
-    return spec._verify_topk_covered(backend, None, mode, info)
+    info = SimpleNamespace(custom_mask=torch.ones(8, dtype=torch.bool) if mask is None else mask,
+                           positions=torch.zeros(4))
+    return spec._verify_topk_covered(backend, encoder_lens, mode, info)
 
 
 @pytest.mark.parametrize("changes, covered", [
@@ -201,6 +202,10 @@ def _covered(**changes):
     ({"kv_index_translator": SimpleNamespace(reads_are_translated=True)}, False),
     ({"speculative_num_draft_tokens": 65}, False),
     ({"page_size": 48}, False),
+    ({"mask": torch.ones(8, dtype=torch.uint8)}, False),
+    ({"mask": torch.ones(4, 2, dtype=torch.bool)}, False),
+    ({"mask": torch.ones(16, dtype=torch.bool)[::2]}, False),
+    ({"encoder_lens": torch.ones(2, dtype=torch.int32)}, False),
 ])
 def test_what_the_verify_hook_covers(changes, covered):
     assert _covered(**changes) is covered
