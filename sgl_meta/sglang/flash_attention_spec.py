@@ -181,13 +181,17 @@ def multi_step_init_forward_metadata_out_graph(
     return result
 
 
+def _reads_untranslated(self: Any) -> bool:
+    """The backend gathers from req_to_token itself (a translating pool's plan tables
+    are copied instead)."""
+    translator = getattr(self, "kv_index_translator", None)
+    return translator is not None and getattr(translator, "reads_are_translated", True) is False
+
+
 def _draft_extend_covered(self: Any, encoder_lens: Any, forward_mode: Any) -> bool:
     """A draft-extend refresh whose whole device work one update call does."""
-    if encoder_lens is not None or not forward_mode.is_draft_extend_v2():
+    if encoder_lens is not None or not forward_mode.is_draft_extend_v2() or not _reads_untranslated(self):
         return False
-    translator = getattr(self, "kv_index_translator", None)
-    if translator is None or getattr(translator, "reads_are_translated", True) is not False:
-        return False  # the plan's translated tables are copied instead of gathered
     return isinstance(getattr(self, "use_sliding_window_kv_pool", None), bool)
 
 
@@ -230,8 +234,7 @@ def _verify_topk_covered(self: Any, encoder_lens: Any, forward_mode: Any, spec_i
         return False
     if getattr(self, "has_swa", True) is not False:
         return False  # the sliding-window merge reads both halves
-    translator = getattr(self, "kv_index_translator", None)
-    if translator is None or getattr(translator, "reads_are_translated", True) is not False:
+    if not _reads_untranslated(self):
         return False
     n, page_size = getattr(self, "speculative_num_draft_tokens", None), getattr(self, "page_size", None)
     if not (isinstance(n, int) and 1 <= n <= 64 and isinstance(page_size, int) and page_size > 0

@@ -27,6 +27,7 @@ from child_report import child_report
 from kit_replay import diff, replay_batch
 
 CTX = 1024
+LABEL = "fa3_topk4"  # the step bench's label: FA3 built with EAGLE top-k 4
 TOPK = 4
 
 
@@ -91,7 +92,7 @@ def _run(fb, wrap, HookType, bs, raw, seed, padded_positions=False, ones=False, 
     plain = B.__dict__[name]
     results = []
     for hooked in (False, True):
-        setup = backends.build("fa3", "target_verify", bs, CTX, "cpu", seed=seed, topk=TOPK)
+        setup = backends.build(LABEL, "target_verify", bs, CTX, "cpu", seed=seed)
         backend, batch = setup.backend, setup.batch
         assert backend.topk == TOPK and backend.speculative_num_draft_tokens == TOPK
         backend.init_forward_metadata_out_graph(batch, in_capture=True)

@@ -262,11 +262,17 @@ def _host_only_flashinfer(backend, bs: int, tokens: int) -> None:
         backend.cuda_graph_qo_indptr = [x.clone() for x in backend.kv_indptr]
 
 
-def _verify_mask(batch, device) -> torch.Tensor:
-    """EAGLE's verify mask as FlashInfer's verify reads it: a bit per (draft token, key) of
-    every request, sized for the lengths a run grows to (0.5.23 grows a short one on the fly)."""
+def _verify_mask_size(batch) -> int:
+    """Entries of EAGLE's verify mask (a bit per (draft token, key) of every request), sized
+    for the lengths a run grows to."""
     n, bs = SPEC_DRAFT_TOKENS, batch.batch_size
-    return torch.ones((int(batch.seq_lens.sum()) + bs * HEADROOM) * n + n * n * bs, dtype=torch.bool, device=device)
+    return (int(batch.seq_lens.sum()) + bs * HEADROOM) * n + n * n * bs
+
+
+def _verify_mask(batch, device) -> torch.Tensor:
+    """EAGLE's verify mask as FlashInfer's verify reads it, every key visible (0.5.23 grows a
+    short one on the fly)."""
+    return torch.ones(_verify_mask_size(batch), dtype=torch.bool, device=device)
 
 
 def _live(lens: torch.Tensor, per_col: int) -> torch.Tensor:
@@ -359,15 +365,15 @@ def _tree_mask(batch, device, seed: int) -> torch.Tensor:
     """A random EAGLE verify mask in SGLang's layout (request b's draft rows of seq_lens[b] + n
     entries, one request after another), sized for the lengths a run grows to."""
     gen = torch.Generator().manual_seed(seed)
-    return (torch.rand(_verify_mask(batch, "cpu").numel(), generator=gen) < 0.5).to(device)
+    return (torch.rand(_verify_mask_size(batch), generator=gen) < 0.5).to(device)
 
 
-def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed: int = 0, topk: int = 1) -> Setup:
+def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed: int = 0) -> Setup:
     """Runner, backend and replay batch for one point; the backend's CUDA-graph state allocated.
-    ``topk``: EAGLE's top-k as the server publishes it (FA3 reads it when built); a
-    :data:`TOPK` label sets it."""
+    A :data:`TOPK` label builds its backend with that EAGLE top-k, published as a server
+    publishes it (FA3 reads it when built)."""
     label = backend_name
-    backend_name, topk = TOPK.get(label, (backend_name, topk))
+    backend_name, topk = TOPK.get(label, (backend_name, 1))
     if backend_name == "dsa":
         leave_out_planners()
     if backend_name in MLA:
