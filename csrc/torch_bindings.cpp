@@ -159,4 +159,10 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(a!) page_table, Tensor(b!) cache_seqlens, Tensor(c!) cu_seqlens_k, "
       "Tensor custom_mask, Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, "
       "int bs, int num_draft_tokens, int mask_rows) -> ()");
+  m.def(
+      "flash_attention_draft_decode_topk("
+      "Tensor(a!)[] cache_seqlens, Tensor(b!)[] page_table, Tensor(c!)[] expand_cache_seqlens, "
+      "Tensor(d!)[] expand_page_table, Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, "
+      "Tensor out_cache_loc, int bs, int topk, int num_steps, int[] decode_length, int page_size, "
+      "int max_seq_pages) -> ()");
 }

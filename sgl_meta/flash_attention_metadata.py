@@ -172,6 +172,68 @@ flash_attention_verify_expand = _op.define(
     """,
 )
 
+flash_attention_draft_decode_topk = _op.define(
+    "flash_attention_draft_decode_topk",
+    family="flash_attention_metadata",
+    upstream="FlashAttentionMultiStepBackend.init_forward_metadata_out_graph, draft decode with top-k > 1: "
+    "each step's draft_decode_metadata_topk_normal[bs] and _expand[bs] (per step a length copy, a "
+    "req_to_token gather, a floor division, a page-table copy and the torch.compile'd "
+    "draft_decode_set_expand_metadata)",
+    index=("req_pool_indices", "seq_lens", "out_cache_loc"),
+    doc="""Fill FA3 EAGLE draft decode's metadata with top-k > 1 for K draft steps, in one launch.
+
+    What SGLang 0.5.23's ``FlashAttentionBackend._apply_cuda_graph_metadata`` writes, for
+    draft decode with top-k > 1, into each step backend's ``draft_decode_metadata_topk_normal[bs]``
+    (the prefix half: ``cache_seqlens_int32``, ``page_table``) and
+    ``draft_decode_metadata_topk_expand[bs]`` (the draft half: ``page_table``, and with
+    ``page_size > 1`` ``cache_seqlens_int32``). Set ``s`` is element ``s`` of every list, with
+    ``d = decode_length[s]`` (SGLang: ``speculative_step_id + 1``) and ``P = page_size``. For
+    request ``b < bs``, with ``L = seq_lens[b]``, ``last(b) = L mod P`` and ``len(b) = L - last(b)``::
+
+        cache_seqlens[s][b] = len(b)
+        page_table[s][b, c] = req_to_token[req_pool_indices[b], c * P] // P
+                              for c < min(len(b) / P, max_seq_pages)
+
+    For row ``r < bs * topk`` (branch ``r % topk`` of request ``b = r // topk``) with
+    ``x_j = out_cache_loc[r * num_steps + j]``, ``j < d``::
+
+        P == 1: expand_page_table[s][r, j] = x_j
+        P > 1:  q_j = x_j // P;  pos_0 = 0, pos_j = pos_{j-1} + (q_j != q_{j-1})
+                expand_page_table[s][r, pos_j] = q_j
+        expand_cache_seqlens[s][r] = d + last(b)      (when given)
+
+    ``//`` is floor division. Nothing else is written: prefix columns past ``len(b) / P`` (which
+    FA3 does not read: SGLang also copies the partly filled last page there and stale slots up to
+    the longest row), expand columns past the last ``pos_j``, rows past the batch.
+    ``bs == 0`` writes nothing.
+
+    Args:
+        cache_seqlens: K int32 ``[>= bs]``. page_table: K int32 ``[>= bs, >= max_seq_pages]``.
+        expand_cache_seqlens: K int32 ``[>= bs * topk]``, or empty (not written; SGLang writes
+            them with ``page_size > 1`` only, and sets ``d`` when it captures).
+        expand_page_table: K int32 ``[>= bs * topk, >= decode_length[s]]``. Tables: rows by
+            ``stride(0)``, inner stride 1.
+        req_to_token: int32 ``[pool, ctx]`` token slots.
+        req_pool_indices, seq_lens: int32/int64 ``[>= bs]``.
+        out_cache_loc: int32/int64 ``[>= bs * topk * num_steps]``: the draft step's slots,
+            ``[bs, topk, num_steps]`` row-major.
+        bs: requests. topk: branches per request, ``[1, 1024]``. num_steps: ``[1, 64]``.
+        decode_length: K ints in ``[1, num_steps]``, 1 <= K <= 16.
+        page_size: a power of two. max_seq_pages: prefix table columns,
+            ``(max_seq_pages - 1) * page_size < ctx``.
+
+    Raises:
+        RuntimeError: wrong dtype / device / rank / size / inner stride, lists of unequal
+            length, overlapping outputs, a scalar out of range (message names the op and
+            argument). A ``seq_lens[b]`` outside ``[0, 2**31 - 1]``, a ``req_pool_indices[b]``
+            outside ``req_to_token`` or a draft slot whose entry does not fit int32: on CPU
+            raises before anything is written; on CUDA trips a device-side assert naming the op.
+
+    Never allocates, never synchronises: capturable in a CUDA graph and replayable with
+    new inputs.
+    """,
+)
+
 
 # --- Drop-ins: SGLang 0.5.23's exact signatures --------------------------------------
 

@@ -137,8 +137,38 @@ def verify_expand_call(gen: torch.Generator, bs: int = 3, n: int = 4, ctx: int =
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
 
 
+def draft_topk_call(gen: torch.Generator, bs: int = 3, topk: int = 4, num_steps: int = 3, sets: int = 2,
+                    page_size: int = 16, max_seq_pages: int = 6, expand_lens: bool = True, device="cpu") -> dict:
+    """Keyword arguments of ``flash_attention_draft_decode_topk``: K = ``sets`` steps
+    (decode lengths 1 .. K, as SGLang's step backends), poisoned outputs, a pool of bs + 2
+    rows, each branch's draft slots a run of consecutive slots from a random start (so that
+    pages repeat and change within a row), now and then a jump."""
+    pool, rows = bs + 2, bs * topk
+    ctx = max(max_seq_pages, 1) * page_size
+    starts = _randint(gen, 0, 50_000, (rows, 1), torch.int64)
+    jumps = (torch.rand(rows, num_steps, generator=gen) < 0.2).long() * _randint(gen, 0, 500, (rows, num_steps))
+    loc = starts + torch.arange(num_steps) + jumps.cumsum(1)
+    decode_length = [s + 1 for s in range(sets)]
+    out = dict(
+        cache_seqlens=[torch.full((bs,), POISON, dtype=torch.int32) for _ in range(sets)],
+        page_table=[torch.full((bs, max_seq_pages + 2), POISON, dtype=torch.int32) for _ in range(sets)],
+        expand_cache_seqlens=[torch.full((rows,), POISON, dtype=torch.int32) for _ in range(sets)]
+        if expand_lens else [],
+        expand_page_table=[torch.full((rows, d + 1), POISON, dtype=torch.int32) for d in decode_length],
+        req_to_token=_randint(gen, 0, 2**20, (pool, ctx), torch.int32),
+        req_pool_indices=torch.randperm(pool, generator=gen)[:bs],
+        seq_lens=_randint(gen, 0, ctx + 1, (bs,), torch.int64),
+        out_cache_loc=loc.reshape(-1), bs=bs, topk=topk, num_steps=num_steps, decode_length=decode_length,
+        page_size=page_size, max_seq_pages=max_seq_pages,
+    )
+    return {k: [t.to(device) for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
+            else v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+
+
 def clone_call(kw: dict) -> dict:
-    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+    return {k: v.clone() if isinstance(v, torch.Tensor)
+            else [t.clone() for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
+            else v for k, v in kw.items()}
 
 
 OUTPUTS = ("cache_seqlens_int32", "cu_seqlens_k", "cu_seqlens_q", "page_table", "swa_page_table",

@@ -1,5 +1,6 @@
 // update_flash_attention_metadata / flash_attention_swa_spec_page_table /
-// flash_attention_verify_expand: torch bindings (checks, params, dispatch).
+// flash_attention_verify_expand / flash_attention_draft_decode_topk: torch
+// bindings (checks, params, dispatch).
 #include <climits>
 #include <vector>
 
@@ -309,8 +310,110 @@ void flash_attention_verify_expand(T page_table, T cache_seqlens, T cu_seqlens_k
                 SGL_CUDA_ONLY(&flash_attention_verify_expand_cuda));
 }
 
+template <typename T>
+void flash_attention_draft_decode_topk(std::vector<T> cache_seqlens, std::vector<T> page_table,
+                                       std::vector<T> expand_cache_seqlens, std::vector<T> expand_page_table,
+                                       T req_to_token, T req_pool_indices, T seq_lens, T out_cache_loc,
+                                       int64_t bs, int64_t topk, int64_t num_steps,
+                                       std::vector<int64_t> decode_length, int64_t page_size,
+                                       int64_t max_seq_pages) {
+  const ArgChecker check("flash_attention_draft_decode_topk");
+  const size_t k_sets = decode_length.size();
+  check.require(k_sets >= 1 && k_sets <= static_cast<size_t>(kFaMaxDraftSets),
+                "decode_length must hold 1 to ", kFaMaxDraftSets, " values (one per draft step), got ", k_sets);
+  check.require(cache_seqlens.size() == k_sets, "cache_seqlens must hold ", k_sets,
+                " tensors (one per decode_length), got ", cache_seqlens.size());
+  check.require(page_table.size() == k_sets, "page_table must hold ", k_sets,
+                " tensors (one per decode_length), got ", page_table.size());
+  check.require(expand_page_table.size() == k_sets, "expand_page_table must hold ", k_sets,
+                " tensors (one per decode_length), got ", expand_page_table.size());
+  check.require(expand_cache_seqlens.empty() || expand_cache_seqlens.size() == k_sets,
+                "expand_cache_seqlens must hold ", k_sets, " tensors (one per decode_length) or none, got ",
+                expand_cache_seqlens.size());
+  check.non_negative(bs, "bs");
+  check.in_range(topk, 1, 1024, "topk", "draft branches per request");
+  check.in_range(num_steps, 1, kFaMaxDraftSteps, "num_steps", "out_cache_loc entries per branch");
+  check.non_negative(max_seq_pages, "max_seq_pages");
+  check.require(page_size >= 1 && (page_size & (page_size - 1)) == 0,
+                "page_size must be a power of two, got ", page_size);
+  int64_t max_d = 0;
+  for (size_t k = 0; k < k_sets; ++k) {
+    check.require(decode_length[k] >= 1 && decode_length[k] <= num_steps, ArgName("decode_length", k),
+                  " = ", decode_length[k], " is outside [1, num_steps = ", num_steps, "]");
+    max_d = decode_length[k] > max_d ? decode_length[k] : max_d;
+  }
+  const int64_t rows = bs * topk;
+  const T& dev = req_to_token;
+  check.tensor(req_to_token, "req_to_token", {DT::kInt32, 2}, dev);
+  check.tensor(req_pool_indices, "req_pool_indices", {DT::kIndex, 1, bs, 0, "bs"}, dev);
+  check.tensor(seq_lens, "seq_lens", {DT::kIndex, 1, bs, 0, "bs"}, dev);
+  check.tensor(out_cache_loc, "out_cache_loc", {DT::kIndex, 1, rows * num_steps, 0, "bs * topk * num_steps"},
+               dev);
+  std::vector<ArgChecker::WrittenOf<T>> written;
+  written.reserve(4 * k_sets);
+  for (size_t k = 0; k < k_sets; ++k) {
+    const int64_t d = decode_length[k];
+    check.tensor(cache_seqlens[k], ArgName("cache_seqlens", k), {DT::kInt32, 1, bs, 0, "bs"}, dev);
+    written.push_back({ArgName("cache_seqlens", k), &cache_seqlens[k], 1, bs});
+    check.tensor(page_table[k], ArgName("page_table", k),
+                 {DT::kInt32, 2, bs, max_seq_pages, "bs", "max_seq_pages"}, dev);
+    check.rows_disjoint(page_table[k], ArgName("page_table", k), bs, max_seq_pages);
+    written.push_back({ArgName("page_table", k), &page_table[k], bs, max_seq_pages});
+    if (!expand_cache_seqlens.empty()) {
+      check.tensor(expand_cache_seqlens[k], ArgName("expand_cache_seqlens", k),
+                   {DT::kInt32, 1, rows, 0, "bs * topk"}, dev);
+      written.push_back({ArgName("expand_cache_seqlens", k), &expand_cache_seqlens[k], 1, rows});
+    }
+    check.tensor(expand_page_table[k], ArgName("expand_page_table", k),
+                 {DT::kInt32, 2, rows, d, "bs * topk", "decode_length"}, dev);
+    check.rows_disjoint(expand_page_table[k], ArgName("expand_page_table", k), rows, d);
+    written.push_back({ArgName("expand_page_table", k), &expand_page_table[k], rows, d});
+  }
+  // Every gathered slot c * page_size (c < max_seq_pages) lies in its row.
+  const int64_t ctx = req_to_token.size(1);
+  const bool gathers = max_seq_pages > 0 && bs > 0;
+  if (gathers)
+    check.require(ctx > 0 && max_seq_pages - 1 <= (ctx - 1) / page_size, "max_seq_pages = ", max_seq_pages,
+                  " pages of page_size = ", page_size,
+                  " need req_to_token.size(1) > (max_seq_pages - 1) * page_size, got req_to_token.size(1) = ",
+                  ctx);
+  if (bs == 0) return;  // documented no-op
+  check.template disjoint<T>(written, {ArgChecker::whole("req_pool_indices", &req_pool_indices),
+                                       ArgChecker::whole("seq_lens", &seq_lens),
+                                       ArgChecker::whole("req_to_token", gathers ? &req_to_token : nullptr),
+                                       ArgChecker::whole("out_cache_loc", &out_cache_loc)});
+  FaDraftTopkParams p;
+  p.req_to_token = req_to_token.template const_data_ptr<int32_t>();
+  p.req_to_token_stride = req_to_token.stride(0);
+  p.pool_size = req_to_token.size(0);
+  p.req_pool_indices = index_array_of(req_pool_indices);
+  p.seq_lens = index_array_of(seq_lens);
+  p.out_cache_loc = index_array_of(out_cache_loc);
+  p.bs = bs;
+  p.topk = topk;
+  p.num_steps = num_steps;
+  p.max_decode_length = static_cast<int32_t>(max_d);
+  p.max_seq_pages = max_seq_pages;
+  p.page = PageDivisor::make(page_size);
+  p.num_sets = static_cast<int>(k_sets);
+  for (size_t k = 0; k < k_sets; ++k) {
+    FaDraftSet& d = p.set[k];
+    d.cache_seqlens = cache_seqlens[k].template mutable_data_ptr<int32_t>();
+    d.page_table = page_table[k].template mutable_data_ptr<int32_t>();
+    d.page_table_stride = page_table[k].stride(0);
+    if (!expand_cache_seqlens.empty())
+      d.expand_cache_seqlens = expand_cache_seqlens[k].template mutable_data_ptr<int32_t>();
+    d.expand_page_table = expand_page_table[k].template mutable_data_ptr<int32_t>();
+    d.expand_page_table_stride = expand_page_table[k].stride(0);
+    d.decode_length = static_cast<int32_t>(decode_length[k]);
+  }
+  run_on_device(check, dev, p, &flash_attention_draft_decode_topk_cpu,
+                SGL_CUDA_ONLY(&flash_attention_draft_decode_topk_cuda));
+}
+
 }  // namespace sgl_meta
 
 SGL_META_BIND(update_flash_attention_metadata)
 SGL_META_BIND(flash_attention_swa_spec_page_table)
 SGL_META_BIND(flash_attention_verify_expand)
+SGL_META_BIND(flash_attention_draft_decode_topk)

@@ -1,5 +1,5 @@
 // update_flash_attention_metadata / flash_attention_swa_spec_page_table /
-// flash_attention_verify_expand: CPU
+// flash_attention_verify_expand / flash_attention_draft_decode_topk: CPU
 // kernels. Same results as the CUDA kernels; every hostile device value (a
 // request index outside req_to_token, a slot outside the SWA mapping, a
 // virtual page outside a v2p table, an out_cache_loc entry outside the
@@ -27,6 +27,7 @@ template <typename... Args>
 constexpr const char* kOp = "update_flash_attention_metadata";
 constexpr const char* kSpecOp = "flash_attention_swa_spec_page_table";
 constexpr const char* kExpandOp = "flash_attention_verify_expand";
+constexpr const char* kDraftOp = "flash_attention_draft_decode_topk";
 
 // The name of set s's argument: bare for a one-set call.
 std::string of_set(const FaInputs& in, const char* name, int s) {
@@ -246,6 +247,56 @@ void flash_attention_verify_expand_cpu(const FaVerifyExpandParams& p) {
     p.cache_seqlens[r] = static_cast<int32_t>(count);
     p.cu_seqlens_k[r + 1] = static_cast<int32_t>(cu);
     base += seq + p.n;
+  }
+}
+
+void flash_attention_draft_decode_topk_cpu(const FaDraftTopkParams& p) {
+  const int64_t rows = p.bs * p.topk;
+  // Every request and every draft slot first: nothing is written on an error.
+  for (int64_t b = 0; b < p.bs; ++b) {
+    const int64_t seq = p.seq_lens[b];
+    if (!length_fits(seq))
+      fail(kDraftOp, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+    if (p.topk > 0 && fa_last_page_len(seq, p.page.shift) > INT32_MAX - p.max_decode_length)
+      fail(kDraftOp, "seq_lens[", b, "] mod page_size + decode_length does not fit int32 expand_cache_seqlens");
+    const int64_t req = p.req_pool_indices[b];
+    if (req < 0 || req >= p.pool_size)
+      fail(kDraftOp, "req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ",
+           p.pool_size, ")");
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < p.max_decode_length; ++j) {
+      const int64_t k = r * p.num_steps + j, entry = p.page.div(p.out_cache_loc[k]);
+      if (entry < INT32_MIN || entry > INT32_MAX)
+        fail(kDraftOp, "out_cache_loc[", k, "] = ", p.out_cache_loc[k],
+             " gives an expand_page_table entry outside int32");
+    }
+  const int shift = p.page.shift;
+  for (int64_t b = 0; b < p.bs; ++b) {
+    const int64_t seq = p.seq_lens[b];
+    const int32_t* tokens = p.req_to_token + p.req_pool_indices[b] * p.req_to_token_stride;
+    const int64_t columns = fa_draft_columns(p, seq);
+    for (int s = 0; s < p.num_sets; ++s) {
+      const FaDraftSet& d = p.set[s];
+      d.cache_seqlens[b] = static_cast<int32_t>(seq - fa_last_page_len(seq, shift));
+      int32_t* out = d.page_table + b * d.page_table_stride;
+      for (int64_t c = 0; c < columns; ++c) out[c] = fa_page(tokens[c << fa_shift(shift)], shift);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t last = fa_last_page_len(p.seq_lens[r / p.topk], shift);
+    for (int s = 0; s < p.num_sets; ++s) {
+      const FaDraftSet& d = p.set[s];
+      int32_t* out = d.expand_page_table + r * d.expand_page_table_stride;
+      int64_t pos = 0, prev = 0;
+      for (int64_t j = 0; j < d.decode_length; ++j) {
+        const int64_t entry = p.page.div(p.out_cache_loc[r * p.num_steps + j]);
+        if (p.page.page_size > 1 && j > 0 && entry != prev) ++pos;
+        out[p.page.page_size > 1 ? pos : j] = static_cast<int32_t>(entry);
+        prev = entry;
+      }
+      if (d.expand_cache_seqlens != nullptr) d.expand_cache_seqlens[r] = d.decode_length + last;
+    }
   }
 }
 

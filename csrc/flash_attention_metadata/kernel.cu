@@ -14,6 +14,11 @@
 // flash_attention_verify_expand: one block, one row per thread and pass; two
 // block scans per pass (each row's mask offset, the running sum of the
 // lengths), a row's mask entries and req_to_token slots loaded together.
+//
+// flash_attention_draft_decode_topk: blocks [0, bs * chunks) one (request,
+// 128-column chunk) of the prefix tables, each slot gathered once and stored
+// into every set; then one draft row per thread (its request's prefix length
+// from the row's first branch), the draft slots loaded 8 at a time.
 // The page blocks size their work from seq_lens themselves (no dependency on
 // the scan block); a hostile length only changes which in-bounds columns are
 // written before the scan block's assert.
@@ -450,6 +455,89 @@ __global__ void __launch_bounds__(kThreadsT) expand_kernel(const __grid_constant
   }
 }
 
+// flash_attention_draft_decode_topk
+constexpr int kDraftThreads = 128;
+constexpr int64_t kDraftColumns = kDraftThreads;  // one prefix column per thread
+constexpr int kDraftChunk = 8;  // draft slots a row loads before it stores any
+
+struct DraftArgs {
+  FastDivU32 chunks;
+  uint32_t page_blocks;
+  FaDraftTopkParams p;
+};
+
+__device__ __forceinline__ const char* draft_name() { return "flash_attention_draft_decode_topk"; }
+
+__device__ void draft_page_block(const FaDraftTopkParams& p, uint32_t b, uint32_t chunk) {
+  const int64_t c = int64_t{chunk} * kDraftColumns + threadIdx.x;
+  const int shift = fa_shift(p.page.shift);
+  const int64_t req = p.req_pool_indices[b];
+  const int64_t seq = p.seq_lens[b];
+  // A hostile length writes nothing here; the row thread reports it.
+  if (c >= (length_fits(seq) ? fa_draft_columns(p, seq) : 0)) return;
+  SGL_DEVICE_CHECK_COLD(req >= 0 && req < p.pool_size,
+                        "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) = %lld)",
+                        draft_name(), b, (long long)req, (long long)p.pool_size);
+  const int32_t page = fa_page(load_once(p.req_to_token + req * p.req_to_token_stride + (c << shift)), shift);
+  for (int s = 0; s < p.num_sets; ++s) p.set[s].page_table[b * p.set[s].page_table_stride + c] = page;
+}
+
+__device__ void draft_row(const FaDraftTopkParams& p, int64_t r) {
+  const int64_t b = r / p.topk;
+  const int64_t seq = p.seq_lens[b];
+  SGL_DEVICE_CHECK_COLD(length_fits(seq), "%s: seq_lens[%lld] = %lld is negative or does not fit int32",
+                        draft_name(), (long long)b, (long long)seq);
+  const int32_t last = fa_last_page_len(seq, p.page.shift);
+  SGL_DEVICE_CHECK_COLD(last <= INT32_MAX - p.max_decode_length,
+                        "%s: seq_lens[%lld] mod page_size + decode_length does not fit int32 "
+                        "expand_cache_seqlens",
+                        draft_name(), (long long)b);
+  if (r - b * p.topk == 0) {  // the request's first branch writes its prefix length
+    const int64_t req = p.req_pool_indices[b];
+    SGL_DEVICE_CHECK_COLD(req >= 0 && req < p.pool_size,
+                          "%s: req_pool_indices[%lld] = %lld is outside [0, req_to_token.size(0) = %lld)",
+                          draft_name(), (long long)b, (long long)req, (long long)p.pool_size);
+    for (int s = 0; s < p.num_sets; ++s) p.set[s].cache_seqlens[b] = static_cast<int32_t>(seq - last);
+  }
+  const bool paged = p.page.page_size > 1;
+  const int64_t first = r * p.num_steps;
+  int64_t pos = 0, prev = 0;
+  for (int j0 = 0; j0 < p.max_decode_length; j0 += kDraftChunk) {
+    int64_t entry[kDraftChunk];
+#pragma unroll
+    for (int u = 0; u < kDraftChunk; ++u)
+      entry[u] = j0 + u < p.max_decode_length ? p.out_cache_loc[first + j0 + u] : 0;
+#pragma unroll
+    for (int u = 0; u < kDraftChunk; ++u) {
+      const int j = j0 + u;
+      if (j >= p.max_decode_length) break;
+      const int64_t slot = entry[u], e = p.page.div(slot);
+      SGL_DEVICE_CHECK_COLD(e >= INT32_MIN && e <= INT32_MAX,
+                            "%s: out_cache_loc[%lld] = %lld gives an expand_page_table entry outside int32",
+                            draft_name(), (long long)(first + j), (long long)slot);
+      if (paged && j > 0 && e != prev) ++pos;
+      prev = e;
+      const int64_t col = paged ? pos : j;
+      for (int s = 0; s < p.num_sets; ++s)
+        if (j < p.set[s].decode_length)
+          p.set[s].expand_page_table[r * p.set[s].expand_page_table_stride + col] = static_cast<int32_t>(e);
+    }
+  }
+  for (int s = 0; s < p.num_sets; ++s)
+    if (p.set[s].expand_cache_seqlens != nullptr) p.set[s].expand_cache_seqlens[r] = p.set[s].decode_length + last;
+}
+
+__global__ void __launch_bounds__(kDraftThreads) draft_topk_kernel(const __grid_constant__ DraftArgs a) {
+  const uint32_t blk = blockIdx.x;
+  if (blk < a.page_blocks) {
+    const uint32_t b = a.chunks.div(blk);
+    draft_page_block(a.p, b, blk - b * a.chunks.divisor);
+    return;
+  }
+  const int64_t r = int64_t{blk - a.page_blocks} * kDraftThreads + threadIdx.x;
+  if (r < a.p.bs * a.p.topk) draft_row(a.p, r);
+}
+
 }  // namespace
 
 const char* flash_attention_metadata_cuda(const FaInputs& in, const FaDest* sets, int num_sets,
@@ -491,6 +579,21 @@ const char* flash_attention_verify_expand_cuda(const FaVerifyExpandParams& p, vo
     expand_kernel<kExpandSmall><<<1, kExpandSmall, 0, stream>>>(p);
   else
     expand_kernel<kExpandLarge><<<1, kExpandLarge, 0, stream>>>(p);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+const char* flash_attention_draft_decode_topk_cuda(const FaDraftTopkParams& p, void* stream_ptr) {
+  const int64_t chunks = p.max_seq_pages > 0 ? (p.max_seq_pages + kDraftColumns - 1) / kDraftColumns : 0;
+  const int64_t rows = p.bs * p.topk;
+  const int64_t row_blocks = (rows + kDraftThreads - 1) / kDraftThreads;
+  if (row_blocks > INT32_MAX || (chunks > 0 && p.bs > (INT32_MAX - row_blocks) / chunks))
+    return "grid too large (bs * max_seq_pages out of range)";
+  const int64_t page_blocks = p.bs * chunks;
+  if (page_blocks + row_blocks == 0) return nullptr;
+  DraftArgs a{FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1)), static_cast<uint32_t>(page_blocks), p};
+  draft_topk_kernel<<<static_cast<unsigned>(page_blocks + row_blocks), kDraftThreads, 0,
+                      static_cast<cudaStream_t>(stream_ptr)>>>(a);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }

@@ -1,4 +1,5 @@
-// update_flash_attention_metadata / flash_attention_swa_spec_page_table: the argument
+// update_flash_attention_metadata / flash_attention_swa_spec_page_table /
+// flash_attention_verify_expand / flash_attention_draft_decode_topk: the argument
 // bundles shared by the CPU and CUDA kernels. Plain data (raw pointers,
 // element strides, scalars): the torch binding fills them after its checks,
 // the kernels never see a torch type.
@@ -33,6 +34,18 @@
 //   page_table[r, k]  = req_to_token[req_pool_indices[b], s + order[k]]
 //   cache_seqlens[r]  = m_0 + ... + m_{n-1}
 //   cu_seqlens_k[0]   = 0, [r + 1] = cache_seqlens[0] + ... + cache_seqlens[r]
+//
+// flash_attention_draft_decode_topk (EAGLE draft decode, top-k > 1: each step's
+// prefix half and draft half), P = page_size, K sets, set s with d = decode_length[s]:
+//   for request b < bs: L = seq_lens[b], last(b) = L mod P, len(b) = L - last(b)
+//     cache_seqlens[s][b] = len(b)
+//     page_table[s][b, c] = floor(req_to_token[req_pool_indices[b], c * P] / P)
+//                           for c < min(len(b) / P, max_seq_pages)
+//   for row r < bs * topk, b = r / topk, x_j = out_cache_loc[r * num_steps + j], j < d:
+//     P == 1: expand_page_table[s][r, j] = x_j
+//     P > 1:  q_j = floor(x_j / P), pos_0 = 0, pos_j = pos_{j-1} + (q_j != q_{j-1})
+//             expand_page_table[s][r, pos_j] = q_j
+//     expand_cache_seqlens[s][r] = d + last(b)   (when given)
 //
 // flash_attention_swa_spec_page_table, for row m < rows, a = m / repeat,
 // la = seq_len_a[a], lb = seq_len_b[m] and column n < min(la + lb, width):
@@ -190,5 +203,50 @@ SGL_HD int64_t fa_mask_index(const FaVerifyExpandParams& p, int64_t r, int64_t b
 
 void flash_attention_verify_expand_cpu(const FaVerifyExpandParams& p);
 const char* flash_attention_verify_expand_cuda(const FaVerifyExpandParams& p, void* stream);
+
+// Draft steps one call writes (one launch); SGLang has speculative_num_steps - 1.
+constexpr int kFaMaxDraftSets = 16;
+// Draft slots a row reads (out_cache_loc entries per draft token branch).
+constexpr int64_t kFaMaxDraftSteps = 64;
+
+struct FaDraftSet {
+  int32_t* cache_seqlens = nullptr;         // [>= bs]
+  int32_t* page_table = nullptr;            // [>= bs, >= max_seq_pages]
+  int32_t* expand_cache_seqlens = nullptr;  // [>= bs * topk], or null (not written)
+  int32_t* expand_page_table = nullptr;     // [>= bs * topk, >= decode_length]
+  int64_t page_table_stride = 0;
+  int64_t expand_page_table_stride = 0;
+  int32_t decode_length = 0;  // in [1, num_steps]
+};
+
+struct FaDraftTopkParams {
+  const int32_t* req_to_token = nullptr;  // [pool_size, ctx], rows by stride
+  int64_t req_to_token_stride = 0;
+  int64_t pool_size = 0;
+  IndexArray req_pool_indices;  // [>= bs]
+  IndexArray seq_lens;          // [>= bs]
+  IndexArray out_cache_loc;     // [>= bs * topk * num_steps]
+  int64_t bs = 0;
+  int64_t topk = 0;
+  int64_t num_steps = 0;  // in [1, kFaMaxDraftSteps]
+  int32_t max_decode_length = 0;
+  int64_t max_seq_pages = 0;
+  PageDivisor page;
+  int num_sets = 0;
+  FaDraftSet set[kFaMaxDraftSets];
+};
+
+// last(b) and len(b) of a length that passed length_fits.
+SGL_HD int32_t fa_last_page_len(int64_t seq, int shift) {
+  return static_cast<int32_t>(seq & ((int64_t{1} << fa_shift(shift)) - 1));
+}
+
+// Prefix-half page-table columns of request b: len(b) / P, capped.
+SGL_HD int64_t fa_draft_columns(const FaDraftTopkParams& p, int64_t seq) {
+  return min_i64((seq - fa_last_page_len(seq, p.page.shift)) >> fa_shift(p.page.shift), p.max_seq_pages);
+}
+
+void flash_attention_draft_decode_topk_cpu(const FaDraftTopkParams& p);
+const char* flash_attention_draft_decode_topk_cuda(const FaDraftTopkParams& p, void* stream);
 
 }  // namespace sgl_meta

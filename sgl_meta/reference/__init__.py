@@ -27,6 +27,7 @@ from .flash_attention_metadata import (
     update_flash_attention_metadata,
     flash_attention_swa_spec_page_table,
     flash_attention_verify_expand,
+    flash_attention_draft_decode_topk,
     normal_decode_set_metadata,
     prepare_swa_spec_page_table_triton,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "update_flash_attention_metadata",
     "flash_attention_swa_spec_page_table",
     "flash_attention_verify_expand",
+    "flash_attention_draft_decode_topk",
     "normal_decode_set_metadata",
     "prepare_swa_spec_page_table_triton",
 ]

@@ -197,6 +197,59 @@ def flash_attention_verify_expand(
     cu_seqlens_k[1:rows + 1].copy_(torch.cumsum(count, 0, dtype=torch.int32))
 
 
+def flash_attention_draft_decode_topk(
+    *,
+    cache_seqlens: Sequence[torch.Tensor],
+    page_table: Sequence[torch.Tensor],
+    expand_cache_seqlens: Sequence[torch.Tensor],
+    expand_page_table: Sequence[torch.Tensor],
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    out_cache_loc: torch.Tensor,
+    bs: int,
+    topk: int,
+    num_steps: int,
+    decode_length: Sequence[int],
+    page_size: int,
+    max_seq_pages: int,
+) -> None:
+    """Eager reference of :func:`sgl_meta.flash_attention_draft_decode_topk`, step after
+    step as SGLang's backends run them: the prefix length floored to a page, a strided
+    gather divided by the page size, and the draft slots' pages placed by a running count
+    of page changes (a scatter)."""
+    if bs == 0:
+        return
+    op = "flash_attention_draft_decode_topk"
+    check_rows(op, seq_lens, bs, "seq_lens")
+    device = req_to_token.device
+    seq = seq_lens[:bs].long()
+    last = torch.remainder(seq, page_size)
+    prefix = seq - last
+    pages = torch.div(prefix, page_size, rounding_mode="floor").clamp(max=max_seq_pages)
+    col = torch.arange(max_seq_pages, device=device)
+    live = col[None, :] < pages[:, None]
+    slots = _gather_page_slots(req_to_token, req_pool_indices, bs, max_seq_pages, page_size)
+    entries = torch.floor_divide(torch.where(live, slots, torch.zeros_like(slots)).long(), page_size).to(torch.int32)
+    rows = bs * topk
+    loc = out_cache_loc[: rows * num_steps].long().view(rows, num_steps)
+    for s, d in enumerate(decode_length):
+        cache_seqlens[s][:bs].copy_(prefix)
+        if max_seq_pages > 0:
+            region = page_table[s][:bs, :max_seq_pages]
+            region.copy_(torch.where(live, entries, region))
+        draft = loc[:, :d]
+        if page_size == 1:
+            expand_page_table[s][:rows, :d].copy_(draft)
+        else:
+            draft = torch.floor_divide(draft, page_size)
+            changed = torch.ones_like(draft, dtype=torch.bool)
+            changed[:, 1:] = draft[:, 1:] != draft[:, :-1]
+            expand_page_table[s][:rows].scatter_(1, changed.long().cumsum(1) - 1, draft.to(torch.int32))
+        if expand_cache_seqlens:
+            expand_cache_seqlens[s][:rows].copy_(d + last.repeat_interleave(topk))
+
+
 normal_decode_set_metadata = dropins.decode_dropin(update_flash_attention_metadata)
 draft_extend_set_metadata = dropins.draft_extend_dropin(update_flash_attention_metadata)
 
