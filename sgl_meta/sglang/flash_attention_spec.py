@@ -49,6 +49,17 @@ about twenty eager ops, among them a sort and a gather of whole
 not translate reads, without a sliding window or encoder lengths, with a bool
 verify mask and up to 64 draft tokens.
 
+Draft decode with top-k > 1: each step backend's ``_apply_cuda_graph_metadata``
+refreshes ``draft_decode_metadata_topk_normal[bs]`` (the prefix lengths floored
+to a page, a ``req_to_token`` gather, a floor division, a page-table copy) and
+``draft_decode_metadata_topk_expand[bs]`` (the step's draft slots as pages,
+through the torch.compile'd ``draft_decode_set_expand_metadata``), about seven
+launches per step. :func:`multi_step_init_forward_metadata_out_graph` writes
+every step's two objects with one :func:`sgl_meta.flash_attention_draft_decode_topk`
+and sets the same host field (``max_seq_len_k``) and ``forward_metadata`` pairs.
+It covers plain 0.5.23 step backends over a pool that does not translate reads,
+without a sliding-window pool or encoder lengths, at replay.
+
 No module here imports ``sglang``: the backends are used through the attributes
 0.5.23 gives them.
 """
@@ -147,6 +158,60 @@ def _launch(calls: list) -> None:
         _fam.update_flash_attention_metadata(**kw)
 
 
+def _draft_topk_covered(self: Any, forward_batch: Any, in_capture: bool) -> bool:
+    """A top-k > 1 draft-decode replay prep whose whole device work one launch does."""
+    if in_capture or getattr(forward_batch, "encoder_lens", None) is not None:
+        return False
+    spec_info = getattr(forward_batch, "spec_info", None)
+    if spec_info is None or not spec_info.is_draft_input():
+        return False
+    steps, topk = getattr(self, "speculative_num_steps", None), getattr(self, "topk", None)
+    backends = getattr(self, "attn_backends", None)
+    if not (isinstance(steps, int) and isinstance(topk, int) and 2 <= steps <= 17 and 1 < topk <= 1024
+            and backends is not None and len(backends) >= steps - 1):
+        return False
+    first = backends[0]
+    page_size = getattr(first, "page_size", None)
+    if not (isinstance(page_size, int) and page_size > 0 and page_size & (page_size - 1) == 0):
+        return False
+    for i, backend in enumerate(backends[: steps - 1]):
+        if not plain_methods(backend, _STEP_CLASS, _STEP_PATH, (apply_cuda_graph_metadata,)):
+            return False
+        if (backend.topk != topk or backend.speculative_step_id != i or backend.speculative_num_steps != steps
+                or backend.page_size != page_size or backend.req_to_token is not first.req_to_token
+                or backend.use_sliding_window_kv_pool is not False or not _reads_untranslated(backend)):
+            return False
+    loc = getattr(forward_batch, "out_cache_loc", None)
+    return isinstance(loc, torch.Tensor) and loc.numel() == forward_batch.batch_size * topk * steps
+
+
+def _draft_topk(self: Any, forward_batch: Any) -> None:
+    """Every step's ``draft_decode_metadata_topk_normal[bs]`` and ``_expand[bs]`` in one launch."""
+    bs, steps = forward_batch.batch_size, self.speculative_num_steps
+    backends = self.attn_backends[: steps - 1]
+    normal = [b.draft_decode_metadata_topk_normal[bs] for b in backends]
+    expand = [b.draft_decode_metadata_topk_expand[bs] for b in backends]
+    first = backends[0]
+    page_size = first.page_size
+    # 0.5.23 gathers columns strided_indices[:pages], within the req_to_token row.
+    pages = min(min(m.page_table.shape[1] for m in normal), -(-first.req_to_token.shape[1] // page_size))
+    seq_lens = forward_batch.seq_lens[:bs]
+    _fam.flash_attention_draft_decode_topk(
+        cache_seqlens=[m.cache_seqlens_int32 for m in normal], page_table=[m.page_table for m in normal],
+        expand_cache_seqlens=[e.cache_seqlens_int32 for e in expand] if page_size > 1 else [],
+        expand_page_table=[e.page_table for e in expand], req_to_token=first.req_to_token,
+        req_pool_indices=forward_batch.req_pool_indices[:bs], seq_lens=seq_lens,
+        out_cache_loc=forward_batch.out_cache_loc, bs=bs, topk=self.topk, num_steps=steps,
+        decode_length=[i + 1 for i in range(steps - 1)], page_size=page_size, max_seq_pages=pages)
+    seq_lens_cpu = getattr(forward_batch, "seq_lens_cpu", None)
+    for backend, metadata, metadata_expand in zip(backends, normal, expand):
+        # 0.5.23 hands a step the host lengths only where it asks for them.
+        host = seq_lens_cpu if backend.needs_cpu_seq_lens else None
+        metadata.max_seq_len_k = host[:bs].max().item() if host is not None else backend.max_context_len
+        backend.forward_metadata = metadata
+        backend.forward_metadata_spec_decode_expand = metadata_expand
+
+
 def multi_step_init_forward_metadata_out_graph(
     original: Callable, self: Any, forward_batch: Any, in_capture: bool = False
 ) -> None:
@@ -161,8 +226,12 @@ def multi_step_init_forward_metadata_out_graph(
     collected when a step raises (0.5.23 had launched them), and the error
     propagates. Capture, top-k > 1, translating pools (unified, DCP), encoder
     lengths, a single step and step backends that are not plain 0.5.23
-    ``FlashAttentionBackend`` objects call ``original`` alone.
+    ``FlashAttentionBackend`` objects call ``original`` alone. With top-k > 1
+    (see the module docstring) one :func:`sgl_meta.flash_attention_draft_decode_topk`
+    writes every step's metadata in place of ``original``.
     """
+    if _draft_topk_covered(self, forward_batch, in_capture):
+        return _draft_topk(self, forward_batch)
     deferred = _fam.deferred_decode
     if deferred.calls is not None or not covered(self, forward_batch, in_capture):
         return original(self, forward_batch, in_capture=in_capture)

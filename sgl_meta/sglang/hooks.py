@@ -372,7 +372,7 @@ HOOKS: tuple[Hook, ...] = (
     Hook(
         "sglang.srt.layers.attention.flashattention_backend.FlashAttentionMultiStepBackend.init_forward_metadata_out_graph",
         "sgl_meta.sglang.flash_attention_spec:multi_step_init_forward_metadata_out_graph",
-        (CudaKernel("update_flash_attention_metadata"),),
+        (CudaKernel("update_flash_attention_metadata"), CudaKernel("flash_attention_draft_decode_topk")),
         kind="AROUND",
     ),
     # FlashAttention draft extend and top-k > 1 target verify (docs/sglang.md, "FlashAttention draft extend",
