@@ -3,7 +3,7 @@ of the ``--sglang`` bench on CPU tensors, plugin off and on through the bench's 
 step loop, with the hooks of the backends measured applied by hand (the plugin
 stays inactive without a GPU): FlashInfer (planner left out) in decode, target
 verify and draft extend, and the Triton and TRT-LLM MLA multi-step draft decodes
-(the scheduler's page size published), and FA3's top-k 4 target verify. A JSON report on stdout's last line: per
+(the scheduler's page size published), and FA3's top-k 4 target verify and draft decode. A JSON report on stdout's last line: per
 point the buffer differences, how many snapshots were compared, and how many of
 our launches each side made."""
 
@@ -17,7 +17,8 @@ from sgl_meta.bench.sglang_step.measure import Plan, run
 from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend")] + [
-    ("triton", "draft_decode"), ("trtllm_mla", "draft_decode"), ("fa3_topk4", "target_verify")]
+    ("triton", "draft_decode"), ("trtllm_mla", "draft_decode"), ("fa3_topk4", "target_verify"),
+    ("fa3_topk4", "draft_decode")]
 HOOKED = {"flashinfer", "trtllm_mla", "fa3_topk4"}  # the plugin does not take Triton's draft decode
 
 
@@ -44,7 +45,9 @@ def main() -> None:
                (tmb.TRTLLMMLABackend, "_apply_cuda_graph_metadata", trtllm_mla.apply_cuda_graph_metadata),
                (tmb.TRTLLMMLAMultiStepDraftBackend, "init_forward_metadata_out_graph",
                 trtllm_mla.multi_step_init_forward_metadata_out_graph),
-               (fab.FlashAttentionBackend, "_apply_cuda_graph_metadata", flash_attention_spec.apply_cuda_graph_metadata)]
+               (fab.FlashAttentionBackend, "_apply_cuda_graph_metadata", flash_attention_spec.apply_cuda_graph_metadata),
+               (fab.FlashAttentionMultiStepBackend, "init_forward_metadata_out_graph",
+                flash_attention_spec.multi_step_init_forward_metadata_out_graph)]
     changes = [(cls, name, cls.__dict__[name], _wrap_fn(cls.__dict__[name], hook, HookType.AROUND))
                for cls, name, hook in targets]
     switch = Switch(changes)
@@ -52,7 +55,8 @@ def main() -> None:
     calls = []
     for module, name in ((kv_indices, "build_kv_indices"), (eagle_csr, "build_kv_indices"),
                          (flash_attention_metadata, "update_flash_attention_metadata"),
-                         (flash_attention_metadata, "flash_attention_verify_expand")):
+                         (flash_attention_metadata, "flash_attention_verify_expand"),
+                         (flash_attention_metadata, "flash_attention_draft_decode_topk")):
         real = getattr(module, name)
         setattr(module, name, lambda *a, _real=real, **k: (calls.append(switch.state), _real(*a, **k))[1])
     report = {}

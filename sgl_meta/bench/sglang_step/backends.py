@@ -5,7 +5,8 @@ kit's mock model runner sized for it, the real SGLang backend over it (the
 multi-step draft backend for draft decode), the replay batch, and the metadata
 buffers the attention kernels read. Speculative modes use EAGLE with 3 steps,
 top-k 1 and 4 draft tokens, the runner's configuration in all four modes; the
-``fa3_topk4`` label builds FA3 with top-k 4 (its target verify's two halves).
+``fa3_topk4`` label builds FA3 with top-k 4 (its target verify's and draft
+decode's two halves).
 
 Left out of both sides (say so in any table): FA3's scheduler-metadata
 planner (``get_scheduler_metadata``, sgl_kernel's, called outside the graph on
@@ -69,7 +70,9 @@ def _forward_mode(mode: str):
             "draft_extend": ForwardMode.DRAFT_EXTEND_V2, "draft_decode": ForwardMode.DECODE}[mode]
 
 
-def _tokens_per_req(mode: str) -> int:
+def _tokens_per_req(mode: str, topk: int = 1) -> int:
+    if mode == "draft_decode":
+        return topk  # one query per draft branch
     return SPEC_DRAFT_TOKENS if mode in ("target_verify", "draft_extend") else 1
 
 
@@ -156,7 +159,7 @@ def _host_only_mla() -> None:
     trtllm_mla_backend.can_use_set_mla_kv_concat_q = lambda *_args, **_kwargs: False
 
 
-def _backend(backend_name: str, mode: str, runner):
+def _backend(backend_name: str, mode: str, runner, topk: int = 1):
     from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
 
     if backend_name in MLA:
@@ -176,7 +179,7 @@ def _backend(backend_name: str, mode: str, runner):
         from sglang.srt.layers.attention.triton_backend import TritonMultiStepDraftBackend as Multi
     else:
         from sglang.srt.layers.attention.dsa_backend import DeepseekSparseAttnMultiStepBackend as Multi
-    return Multi(runner, topk=1, speculative_num_steps=SPEC_STEPS)
+    return Multi(runner, topk=topk, speculative_num_steps=SPEC_STEPS)
 
 
 def publish_page_size() -> None:
@@ -196,7 +199,7 @@ def leave_out_scheduler(backends) -> None:
             b._get_scheduler_metadata = None
 
 
-def _spec_info(mode: str, batch, device):
+def _spec_info(mode: str, batch, device, topk: int = 1):
     from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
 
     bs = batch.batch_size
@@ -226,17 +229,33 @@ def _spec_info(mode: str, batch, device):
         from sglang.srt.speculative.eagle_info import EagleDraftInput
 
         return EagleDraftInput(
-            topk_p=torch.ones(bs, 1, device=device), topk_index=torch.zeros(bs, 1, dtype=torch.int64, device=device),
+            topk_p=torch.ones(bs, topk, device=device),
+            topk_index=torch.zeros(bs, topk, dtype=torch.int64, device=device),
             hidden_states=None, capture_hidden_mode=CaptureHiddenMode.LAST, num_tokens_per_req=1,
             num_tokens_for_logprob_per_req=1)
     return None
 
 
-def _batch(runner, mode: str, bs: int, context: int, device, seed: int):
+def _draft_slots(lens: torch.Tensor, topk: int, first_page: int) -> torch.Tensor:
+    """EAGLE top-k > 1 draft-decode write slots, ``[bs, topk, steps]``: each branch's
+    steps in a page of its own past the requests' pages, from its request's offset in
+    its last page on (SGLang gives each branch a copy of that partly filled page), so a
+    branch's steps may run into the next page."""
+    bs = lens.numel()
+    pages = first_page + 2 * torch.arange(bs * topk, dtype=torch.int64).view(bs, topk, 1)
+    offset = (lens % PAGE_SIZE).view(bs, 1, 1)
+    return pages * PAGE_SIZE + offset + torch.arange(SPEC_STEPS, dtype=torch.int64)
+
+
+def _batch(runner, mode: str, bs: int, context: int, device, seed: int, topk: int = 1):
     gen = torch.Generator().manual_seed(seed)
-    batches.fill_req_to_token(runner.req_to_token_pool.req_to_token, bs, PAGE_SIZE, gen)
+    req_to_token = runner.req_to_token_pool.req_to_token
+    batches.fill_req_to_token(req_to_token, bs, PAGE_SIZE, gen)
     lens = batches.seq_lens(bs, context, headroom=HEADROOM, gen=gen)
-    batch = batches.forward_batch(_forward_mode(mode), lens, _tokens_per_req(mode), device)
+    batch = batches.forward_batch(_forward_mode(mode), lens, _tokens_per_req(mode, topk), device)
+    if mode == "draft_decode" and topk > 1:
+        first_page = bs * (req_to_token.shape[1] // PAGE_SIZE) + 1
+        batch.out_cache_loc = _draft_slots(lens, topk, first_page).view(-1).to(device)
     if mode == "draft_extend":
         per_req = torch.full((bs,), SPEC_DRAFT_TOKENS, dtype=torch.int32)
         batch.extend_seq_lens = per_req.to(device)
@@ -245,7 +264,7 @@ def _batch(runner, mode: str, bs: int, context: int, device, seed: int):
         batch.extend_prefix_lens_cpu = (lens - SPEC_DRAFT_TOKENS).tolist()
         batch.extend_num_tokens = bs * SPEC_DRAFT_TOKENS
     runner.kv_index_translator.bind_own_plan(batch)
-    batch.spec_info = _spec_info(mode, batch, device)
+    batch.spec_info = _spec_info(mode, batch, device, topk)
     return batch
 
 
@@ -291,14 +310,15 @@ def _mha_buffers(backend, bs: int) -> dict:
     return out
 
 
-def _fa3_topk_buffers(backend, bs: int) -> dict:
-    """FA3 with top-k > 1: the prefix half as ``_mha_buffers``, and in target verify the
-    draft half (``forward_metadata_spec_decode_expand``: every draft row's table of draft
-    slots, its lengths and their sums)."""
+def _fa3_topk_buffers(backend, bs: int, rows_per_req: int) -> dict:
+    """FA3 with top-k > 1: the prefix half as ``_mha_buffers``, and the draft half
+    (``forward_metadata_spec_decode_expand``: every draft row's table of draft slots or
+    pages, its lengths and their sums; ``rows_per_req`` rows per request: the draft tokens
+    in target verify, the branches in draft decode)."""
     out = _mha_buffers(backend, bs)
     m = backend.forward_metadata_spec_decode_expand
     if m is not None:
-        rows = bs * backend.speculative_num_draft_tokens
+        rows = bs * rows_per_req
         out.update({"expand.cache_seqlens": (m.cache_seqlens_int32[:rows], None),
                     "expand.cu_seqlens_k": (m.cu_seqlens_k[: rows + 1], None),
                     "expand.page_table": (m.page_table[:rows], None)})
@@ -388,8 +408,8 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
         from sglang.srt.runtime_context import get_context
 
         get_context().override("sgl-meta step bench", speculative_eagle_topk=topk)
-    backend = _backend(backend_name, mode, runner)
-    batch = _batch(runner, mode, bs, context, device, seed)
+    backend = _backend(backend_name, mode, runner, topk)
+    batch = _batch(runner, mode, bs, context, device, seed, topk)
     inner = getattr(backend, "attn_backends", None) or [backend]
     leave_out_scheduler(inner)
     tokens = batch.input_ids.numel()
@@ -411,7 +431,8 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     read = {"trtllm_mha": _mha_buffers, "fa3": _mha_buffers, "triton": _triton_buffers,
             "trtllm_mla": _mla_buffers, "flashinfer": _flashinfer_buffers}.get(backend_name, _dsa_buffers)
     if topk > 1 and backend_name == "fa3":
-        read = _fa3_topk_buffers
+        rows_per_req = topk if mode == "draft_decode" else SPEC_DRAFT_TOKENS
+        read = lambda b, n: _fa3_topk_buffers(b, n, rows_per_req)  # noqa: E731
 
     def read_buffers() -> dict:
         out = {}
