@@ -349,6 +349,19 @@ def _flash_attention_verify_expand_example(gen):
     return inputs, outputs, dict(bs=2, num_draft_tokens=3, mask_rows=6)
 
 
+def _flash_attention_draft_decode_topk_example(gen):
+    """FA3 top-k > 1 draft decode, 2 requests x 2 branches x 3 steps, two step sets, page 4."""
+    inputs = dict(req_to_token=torch.randint(0, 999, (3, 16), generator=gen, dtype=torch.int32),
+                  req_pool_indices=torch.tensor([2, 0], dtype=torch.int64),
+                  seq_lens=torch.tensor([9, 14], dtype=torch.int64),
+                  out_cache_loc=torch.tensor([41, 42, 43, 45, 46, 47, 62, 63, 64, 70, 71, 72], dtype=torch.int64))
+    outputs = dict(cache_seqlens=[_poison((2,), torch.int32, gen) for _ in range(2)],
+                   page_table=[_poison((2, 4), torch.int32, gen) for _ in range(2)],
+                   expand_cache_seqlens=[_poison((4,), torch.int32, gen) for _ in range(2)],
+                   expand_page_table=[_poison((4, 3), torch.int32, gen) for _ in range(2)])
+    return inputs, outputs, dict(bs=2, topk=2, num_steps=3, decode_length=[1, 2], page_size=4, max_seq_pages=4)
+
+
 # op name -> fn(generator) -> (input tensors, poisoned output tensors -- or lists
 # of them for a multi-destination op --, scalars), all on CPU. Add one per new op.
 EXAMPLES = {
@@ -371,6 +384,7 @@ EXAMPLES = {
     "update_flash_attention_metadata": _flash_attention_example,
     "flash_attention_swa_spec_page_table": _flash_attention_swa_spec_example,
     "flash_attention_verify_expand": _flash_attention_verify_expand_example,
+    "flash_attention_draft_decode_topk": _flash_attention_draft_decode_topk_example,
     "build_kv_indices": _kv_indices_example,
 }
 

@@ -1,5 +1,6 @@
 """Hypothesis strategies: valid calls of update_flash_attention_metadata,
-flash_attention_swa_spec_page_table and flash_attention_verify_expand
+flash_attention_swa_spec_page_table, flash_attention_verify_expand and
+flash_attention_draft_decode_topk
 (docs/operators/flash_attention_metadata.md), their bad-input rows and hostile
 values.
 
@@ -17,7 +18,11 @@ across the 256-column CUDA chunk, dst narrower or wider than A + B, lengths
 past the tables and hostile ones. The verify expand: bs 0 .. 9 and past a
 128-row pass, 1 .. 9 / 33 / 64 draft tokens, lengths from 0 to the row's end,
 mask entries all, none or half set, mask_rows below, at and past the rows,
-a mask longer than read.
+a mask longer than read. The top-k draft decode: K = 1 .. 4 steps of any decode
+lengths, bs 0 .. 9 and past a 128-row pass, top-k 1 .. 5, page sizes 1 .. 128,
+prefix tables across the 128-column chunk, lengths from 0 past whole pages, draft
+slots in runs (pages repeat) with jumps and negative sentinels, expand lengths
+given or not.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from tensor_case import Case, garbage, strided
 OP = "update_flash_attention_metadata"
 SPEC = "flash_attention_swa_spec_page_table"
 EXPAND = "flash_attention_verify_expand"
+DRAFT = "flash_attention_draft_decode_topk"
 DECODE, DRAFT_EXTEND = "normal_decode_set_metadata", "draft_extend_set_metadata"
 NAME = "flash_attention_metadata"
 
@@ -210,6 +216,48 @@ def expand_events(case: Case) -> list[str]:
             f"draft tokens {'>8' if e['n'] > 8 else '<=8'}", f"mask density={e['density']}"]
 
 
+@st.composite
+def draft_cases(draw) -> Case:
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**63 - 1)))
+    bs = draw(st.one_of(st.integers(0, 9), st.sampled_from([33, 129])))
+    topk = draw(st.integers(1, 5))
+    steps = draw(st.integers(1, 9))
+    decode_length = draw(st.lists(st.integers(1, steps), min_size=1, max_size=4))
+    page_size = draw(st.sampled_from([1, 2, 16, 64, 128]))
+    max_seq_pages = draw(st.integers(0, 12)) if bs > 9 else draw(st.one_of(st.integers(0, 12),
+                                                                          st.sampled_from([128, 129])))
+    ctx = max(max_seq_pages - 1, 0) * page_size + 1 + draw(st.integers(0, 2 * page_size))
+    pool = draw(st.integers(1, 6))
+    seq = _randint(gen, 0, ctx + 2 * page_size, bs, torch.int64)
+    rows = bs * topk
+    start = _randint(gen, -1, 2**20, rows, torch.int64).view(rows, 1)
+    jump = (torch.rand(rows, steps, generator=gen) < 0.3).long() * _randint(gen, 0, 300, rows * steps,
+                                                                              torch.int64).view(rows, steps)
+    loc = (start + torch.arange(steps) + jump.cumsum(1)).reshape(-1)
+    dtype = draw(st.sampled_from([torch.int32, torch.int64]))
+    given = draw(st.booleans())
+    args = dict(
+        cache_seqlens=[_out_1d(draw, gen, bs, torch.int32) for _ in decode_length],
+        page_table=[_out_2d(draw, gen, bs, max_seq_pages) for _ in decode_length],
+        expand_cache_seqlens=[_out_1d(draw, gen, rows, torch.int32) for _ in decode_length] if given else [],
+        expand_page_table=[_out_2d(draw, gen, rows, d + draw(st.integers(0, 2))) for d in decode_length],
+        req_to_token=_req_to_token(draw, gen, pool, ctx, lambda k: _randint(gen, -1, 10**6, k, torch.int32))[0],
+        req_pool_indices=_index_input(draw, gen, _randint(gen, 0, pool, bs, torch.int64), dtype),
+        seq_lens=_index_input(draw, gen, seq, dtype),
+        out_cache_loc=_index_input(draw, gen, loc, dtype),
+        bs=bs, topk=topk, num_steps=steps, decode_length=decode_length, page_size=page_size,
+        max_seq_pages=max_seq_pages,
+    )
+    return Case(args, ("cache_seqlens", "page_table", "expand_cache_seqlens", "expand_page_table"), note=DRAFT,
+                extra=dict(bs=bs, topk=topk, page_size=page_size))
+
+
+def draft_events(case: Case) -> list[str]:
+    e = case.extra
+    return ["bs=" + ("0" if e["bs"] == 0 else ">128 rows" if e["bs"] * e["topk"] > 128 else ">0"),
+            "page_size=" + ("1" if e["page_size"] == 1 else ">1")]
+
+
 ENTRIES = [
     dict(name=OP, op=sgl_meta.update_flash_attention_metadata, ref=reference.update_flash_attention_metadata,
          cases=cases, events=events, weight=0.3),
@@ -217,6 +265,8 @@ ENTRIES = [
          ref=reference.flash_attention_swa_spec_page_table, cases=spec_cases, events=spec_events, weight=0.15),
     dict(name=EXPAND, op=sgl_meta.flash_attention_verify_expand, ref=reference.flash_attention_verify_expand,
          cases=expand_cases, events=expand_events, weight=0.15),
+    dict(name=DRAFT, op=sgl_meta.flash_attention_draft_decode_topk, ref=reference.flash_attention_draft_decode_topk,
+         cases=draft_cases, events=draft_events, weight=0.15),
 ]
 
 
@@ -262,7 +312,13 @@ def _expand_base(gen, device):
     return verify_expand_call(gen, device=device)
 
 
-BAD_INPUT_BASES = {OP: _op_base, SPEC: _spec_base, EXPAND: _expand_base, DECODE: _decode_base, DRAFT_EXTEND: _draft_extend_base,
+def _draft_base(gen, device):
+    from flash_attention_metadata_cases import draft_topk_call
+
+    return draft_topk_call(gen, device=device)
+
+
+BAD_INPUT_BASES = {OP: _op_base, SPEC: _spec_base, EXPAND: _expand_base, DRAFT: _draft_base, DECODE: _decode_base, DRAFT_EXTEND: _draft_extend_base,
                    "prepare_swa_spec_page_table_triton": _spec_base}
 
 
@@ -324,6 +380,32 @@ BAD_INPUT_ROWS = [
     _r(EXPAND, "page_table aliases req_to_token",
        lambda kw: kw.update(page_table=kw["req_to_token"].view(-1)[:48].view(12, 4)), "overlap in memory"),
     _r(EXPAND, "page_table rows overlap", apply("page_table", lambda t: t[:1].expand(12, -1)), "page_table rows overlap"),
+    _r(DRAFT, "no steps", lambda kw: kw.update(decode_length=[], cache_seqlens=[], page_table=[],
+                                               expand_cache_seqlens=[], expand_page_table=[]),
+       "decode_length must hold 1 to 16 values"),
+    _r(DRAFT, "page_table one short", apply("page_table", lambda l: l[:1]), "page_table must hold 2 tensors"),
+    _r(DRAFT, "expand_cache_seqlens one short", apply("expand_cache_seqlens", lambda l: l[:1]),
+       "expand_cache_seqlens must hold 2 tensors (one per decode_length) or none"),
+    _r(DRAFT, "decode_length 0", set_(decode_length=[0, 2]), "decode_length[0] = 0 is outside [1, num_steps = 3]"),
+    _r(DRAFT, "decode_length past num_steps", set_(decode_length=[1, 4]),
+       "decode_length[1] = 4 is outside [1, num_steps = 3]"),
+    _r(DRAFT, "topk 0", set_(topk=0), "topk = 0 is outside [1, 1024]"),
+    _r(DRAFT, "num_steps 65", set_(num_steps=65), "num_steps = 65 is outside [1, 64]"),
+    _r(DRAFT, "page_size 48", set_(page_size=48), "page_size must be a power of two, got 48"),
+    _r(DRAFT, "out_cache_loc short", apply("out_cache_loc", lambda t: t[:-1]),
+       "out_cache_loc.size(0) must be >= bs * topk * num_steps = 36, got 35"),
+    _r(DRAFT, "expand_page_table narrower than its step", apply("expand_page_table", lambda l: [l[0], l[1][:, :1]]),
+       "expand_page_table[1].size(1) must be >= decode_length = 2, got 1"),
+    _r(DRAFT, "page_table int64", apply("page_table", lambda l: [l[0], l[1].long()]),
+       "page_table[1] must have dtype int32"),
+    _r(DRAFT, "max_seq_pages past req_to_token", set_(max_seq_pages=7),
+       "max_seq_pages = 7 pages of page_size = 16 need req_to_token.size(1) > (max_seq_pages - 1) * page_size"),
+    _r(DRAFT, "two steps share a table", lambda kw: kw["page_table"].__setitem__(1, kw["page_table"][0]),
+       "overlap in memory"),
+    _r(DRAFT, "expand table aliases out_cache_loc",
+       lambda kw: kw.update(out_cache_loc=kw["expand_page_table"][1].view(-1)[:36]), "overlap in memory"),
+    _r(DRAFT, "expand_page_table rows overlap", apply("expand_page_table", lambda l: [l[0][:1].expand(12, -1), l[1]]),
+       "expand_page_table[0] rows overlap"),
     _r(DECODE, "page_size 48", set_(page_size=48), "normal_decode_set_metadata: page_size must be a power of two"),
     _r(DECODE, "cache_seqlens_int32 int64", apply("cache_seqlens_int32", lambda t: t.long()),
        "cache_seqlens_int32 must have dtype int32"),
@@ -369,6 +451,13 @@ HOSTILE_ROWS = [
             "seq_lens[0] + num_draft_tokens = 34 is past the req_to_token row"),
     hostile(EXPAND, "mask shorter than its rows", lambda kw: kw.update(custom_mask=kw["custom_mask"][:10]),
             "custom_mask index", "is outside custom_mask [0, 10)"),
+    hostile(DRAFT, "request index == pool size", at("req_pool_indices", 2, 5), "req_pool_indices[2] = 5 is outside"),
+    hostile(DRAFT, "negative length", at("seq_lens", 1, -3), "seq_lens[1] = -3 is negative"),
+    hostile(DRAFT, "length past int32", at("seq_lens", 0, 2**31), "seq_lens[0] = 2147483648 does not fit int32"),
+    hostile(DRAFT, "draft page past int32", at("out_cache_loc", 4, 2**40), "out_cache_loc[4] = 1099511627776",
+            "expand_page_table entry outside int32"),
+    hostile(DRAFT, "negative draft slots divide by floor", at("out_cache_loc", 4, -1), raises=()),
+    hostile(DRAFT, "negative prefix slots divide by floor", lambda kw: kw["req_to_token"].fill_(-1), raises=()),
     hostile(EXPAND, "padding rows read entry 0 only", lambda kw: kw.update(custom_mask=kw["custom_mask"][:1],
                                                                          mask_rows=0), raises=()),
 ]
