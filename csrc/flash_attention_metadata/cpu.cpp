@@ -204,17 +204,26 @@ void flash_attention_swa_spec_page_table_cpu(const FaSwaSpecParams& p) {
   }
 }
 
+namespace {
+
+// Request b's length (in [0, 2**31 - 1]) and pool row (inside req_to_token), or the error.
+template <class P>
+int64_t checked_request(const char* op, const P& p, int64_t b) {
+  const int64_t seq = p.seq_lens[b];
+  if (!length_fits(seq)) fail(op, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+  const int64_t req = p.req_pool_indices[b];
+  if (req < 0 || req >= p.pool_size)
+    fail(op, "req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
+  return seq;
+}
+
+}  // namespace
+
 void flash_attention_verify_expand_cpu(const FaVerifyExpandParams& p) {
   const int64_t rows = p.bs * p.n;
   // Every request and every mask entry first: nothing is written on an error.
   for (int64_t b = 0; b < p.bs; ++b) {
-    const int64_t seq = p.seq_lens[b];
-    if (!length_fits(seq))
-      fail(kExpandOp, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
-    const int64_t req = p.req_pool_indices[b];
-    if (req < 0 || req >= p.pool_size)
-      fail(kExpandOp, "req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ",
-           p.pool_size, ")");
+    const int64_t seq = checked_request(kExpandOp, p, b);
     if (seq + p.n > p.ctx)
       fail(kExpandOp, "seq_lens[", b, "] + num_draft_tokens = ", seq + p.n,
            " is past the req_to_token row (req_to_token.size(1) = ", p.ctx, ")");
@@ -254,15 +263,9 @@ void flash_attention_draft_decode_topk_cpu(const FaDraftTopkParams& p) {
   const int64_t rows = p.bs * p.topk;
   // Every request and every draft slot first: nothing is written on an error.
   for (int64_t b = 0; b < p.bs; ++b) {
-    const int64_t seq = p.seq_lens[b];
-    if (!length_fits(seq))
-      fail(kDraftOp, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
-    if (p.topk > 0 && fa_last_page_len(seq, p.page.shift) > INT32_MAX - p.max_decode_length)
+    const int64_t seq = checked_request(kDraftOp, p, b);
+    if (fa_last_page_len(seq, p.page.shift) > INT32_MAX - p.max_decode_length)
       fail(kDraftOp, "seq_lens[", b, "] mod page_size + decode_length does not fit int32 expand_cache_seqlens");
-    const int64_t req = p.req_pool_indices[b];
-    if (req < 0 || req >= p.pool_size)
-      fail(kDraftOp, "req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ",
-           p.pool_size, ")");
   }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < p.max_decode_length; ++j) {

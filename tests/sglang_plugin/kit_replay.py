@@ -30,3 +30,33 @@ def diff(a: dict, b: dict) -> list:
         return torch.equal(x, y) if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) else x == y
 
     return [k for k in a if not same(a[k], b[k])] + [k for k in b if k not in a]
+
+
+class OpCalls:
+    """Records the calls of ``module``'s functions ``names`` (by name) while entered,
+    each still made."""
+
+    def __init__(self, module, names):
+        self.module, self.calls = module, []
+        self.real = {name: getattr(module, name) for name in names}
+
+    def __enter__(self):
+        for name, real in self.real.items():
+            setattr(self.module, name, lambda real=real, name=name, **kw: (self.calls.append(name), real(**kw))[1])
+        return self
+
+    def __exit__(self, *exc):
+        for name, real in self.real.items():
+            setattr(self.module, name, real)
+
+
+def uncovered_runs(run, changes: dict) -> dict:
+    """``run(change)`` per labelled change of a world the hook leaves to SGLang; where
+    SGLang's own path raises there, the error."""
+    report = {}
+    for label, change in changes.items():
+        try:
+            report[f"uncovered-{label}"] = run(change)
+        except Exception as err:  # noqa: BLE001 -- SGLang's own path on a world it does not support
+            report[f"uncovered-{label}"] = {"error": f"{type(err).__name__}: {err}"}
+    return report

@@ -22,7 +22,7 @@ import torch
 from sgl_meta import flash_attention_metadata as fam
 from sgl_meta.sglang import flash_attention_spec as spec
 from child_report import child_report
-from kit_replay import diff, replay_batch
+from kit_replay import OpCalls, diff, replay_batch, uncovered_runs
 
 CTX = 1024
 LABEL = "fa3_topk4"  # the step bench's label: FA3 built with EAGLE top-k 4
@@ -30,25 +30,6 @@ TOPK, STEPS = 4, 3
 
 
 # ---- the child: SGLang's worlds -------------------------------------------------------
-
-
-class Calls:
-    """Our ops' calls in a world, by name."""
-
-    NAMES = ("update_flash_attention_metadata", "flash_attention_draft_decode_topk")
-
-    def __init__(self):
-        self.calls = []
-        self.real = {name: getattr(fam, name) for name in self.NAMES}
-
-    def __enter__(self):
-        for name, real in self.real.items():
-            setattr(fam, name, lambda real=real, name=name, **kw: (self.calls.append(name), real(**kw))[1])
-        return self
-
-    def __exit__(self, *exc):
-        for name, real in self.real.items():
-            setattr(fam, name, real)
 
 
 def _halves(step, bs):
@@ -115,7 +96,7 @@ def _run(fb, wrap, HookType, bs, raw, seed, page_size=64, change=None, replays=2
             setattr(M, name, wrap(plain, spec.multi_step_init_forward_metadata_out_graph, HookType.AROUND))
         try:
             states = []
-            with Calls() as calls:
+            with OpCalls(fam, ("update_flash_attention_metadata", "flash_attention_draft_decode_topk")) as calls:
                 for k in range(replays):
                     replay_batch(batch, raw, seed + 100 + k, CTX, whole_row=k == 1)
                     gen = torch.Generator().manual_seed(seed + 300 + k)
@@ -155,11 +136,8 @@ def child_main() -> None:
     def step_order(multi, batch):
         multi.attn_backends[1].speculative_step_id = 0  # a step that is not the one its place says
 
-    for label, change in (("translating", translating), ("step-order", step_order)):
-        try:
-            report[f"uncovered-{label}"] = _run(fb, wrap, HookType, 2, 2, seed=5, change=change)
-        except Exception as err:  # noqa: BLE001 -- SGLang's own path on a world it does not support
-            report[f"uncovered-{label}"] = {"error": f"{type(err).__name__}: {err}"}
+    report.update(uncovered_runs(lambda change: _run(fb, wrap, HookType, 2, 2, seed=5, change=change),
+                                 {"translating": translating, "step-order": step_order}))
     print(json.dumps(report))
 
 

@@ -24,7 +24,7 @@ import sgl_meta
 from sgl_meta import flash_attention_metadata as fam
 from sgl_meta.sglang import flash_attention_spec as spec
 from child_report import child_report
-from kit_replay import diff, replay_batch
+from kit_replay import OpCalls, diff, replay_batch, uncovered_runs
 
 CTX = 1024
 LABEL = "fa3_topk4"  # the step bench's label: FA3 built with EAGLE top-k 4
@@ -32,24 +32,6 @@ TOPK = 4
 
 
 # ---- the child: SGLang's worlds -------------------------------------------------------
-
-
-class Calls:
-    """Our two ops' calls in a world, by name."""
-
-    def __init__(self):
-        self.calls = []
-        self.real = {name: getattr(fam, name) for name in ("update_flash_attention_metadata",
-                                                           "flash_attention_verify_expand")}
-
-    def __enter__(self):
-        for name, real in self.real.items():
-            setattr(fam, name, lambda real=real, name=name, **kw: (self.calls.append(name), real(**kw))[1])
-        return self
-
-    def __exit__(self, *exc):
-        for name, real in self.real.items():
-            setattr(fam, name, real)
 
 
 def _mask(batch, gen, ones: bool, requests: int) -> torch.Tensor:
@@ -102,7 +84,7 @@ def _run(fb, wrap, HookType, bs, raw, seed, padded_positions=False, ones=False, 
             setattr(B, name, wrap(plain, spec.apply_cuda_graph_metadata, HookType.AROUND))
         try:
             states = []
-            with Calls() as calls:
+            with OpCalls(fam, ("update_flash_attention_metadata", "flash_attention_verify_expand")) as calls:
                 for k in range(replays):
                     replay_batch(batch, raw, seed + 100 + k, CTX, whole_row=k == 1)
                     gen = torch.Generator().manual_seed(seed + 300 + k)
@@ -144,11 +126,8 @@ def child_main() -> None:
     def swa(backend):
         backend.has_swa = True
 
-    for label, change in (("translating", translating), ("swa", swa)):
-        try:
-            report[f"uncovered-{label}"] = _run(fb, wrap, HookType, 2, 2, seed=5, change=change)
-        except Exception as err:  # noqa: BLE001 -- SGLang's own path on a world it does not support
-            report[f"uncovered-{label}"] = {"error": f"{type(err).__name__}: {err}"}
+    report.update(uncovered_runs(lambda change: _run(fb, wrap, HookType, 2, 2, seed=5, change=change),
+                                 {"translating": translating, "swa": swa}))
     print(json.dumps(report))
 
 
