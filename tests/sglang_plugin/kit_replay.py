@@ -60,3 +60,25 @@ def uncovered_runs(run, changes: dict) -> dict:
         except Exception as err:  # noqa: BLE001 -- SGLang's own path on a world it does not support
             report[f"uncovered-{label}"] = {"error": f"{type(err).__name__}: {err}"}
     return report
+
+
+def worlds_report(results: list) -> dict:
+    """SGLang's world against the hooked one: ``results`` is ``[(states, calls)]`` of each,
+    in that order."""
+    (sa, ca), (sb, cb) = results
+    return {"diff": [d for x, y in zip(sa, sb) for d in diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
+            "compared": sum(len(s) for s in sa)}
+
+
+def fa3_child():
+    """A child's SGLang FA3 world: the stubs installed, FA3 buildable without a GPU.
+    Returns (flashattention_backend, HookRegistry's wrapper, HookType)."""
+    from sgl_meta.bench.sglang_step import stubs
+
+    stubs.install()
+    from sglang.srt.layers.attention import attention_registry
+    from sglang.srt.layers.attention import flashattention_backend as fb
+    from sglang.srt.plugins.hook_registry import HookType, _wrap_fn as wrap
+
+    attention_registry.get_device_capability = lambda *a, **k: (9, 0)  # FA3 is built for SM 8.x / 9.x
+    return fb, wrap, HookType

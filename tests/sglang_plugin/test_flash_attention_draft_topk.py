@@ -22,7 +22,7 @@ import torch
 from sgl_meta import flash_attention_metadata as fam
 from sgl_meta.sglang import flash_attention_spec as spec
 from child_report import child_report
-from kit_replay import OpCalls, diff, replay_batch, uncovered_runs
+from kit_replay import OpCalls, fa3_child, replay_batch, uncovered_runs, worlds_report
 
 CTX = 1024
 LABEL = "fa3_topk4"  # the step bench's label: FA3 built with EAGLE top-k 4
@@ -109,20 +109,11 @@ def _run(fb, wrap, HookType, bs, raw, seed, page_size=64, change=None, replays=2
         finally:
             setattr(M, name, plain)
         results.append((states, calls.calls))
-    (sa, ca), (sb, cb) = results
-    return {"diff": [d for x, y in zip(sa, sb) for d in diff(x, y)], "sglang_calls": ca, "hooked_calls": cb,
-            "compared": sum(len(s) for s in sa)}
+    return worlds_report(results)
 
 
 def child_main() -> None:
-    from sgl_meta.bench.sglang_step import stubs
-
-    stubs.install()
-    from sglang.srt.layers.attention import attention_registry
-    from sglang.srt.layers.attention import flashattention_backend as fb
-    from sglang.srt.plugins.hook_registry import HookType, _wrap_fn as wrap
-
-    attention_registry.get_device_capability = lambda *a, **k: (9, 0)
+    fb, wrap, HookType = fa3_child()
     fb.draft_decode_set_expand_metadata = fb.draft_decode_set_expand_metadata._torchdynamo_orig_callable
     report = {}
     for bs, raw, page_size in ((1, 1, 64), (4, 4, 64), (4, 2, 16), (3, 3, 1)):
