@@ -226,8 +226,10 @@ flash_attention_draft_decode_topk = _op.define(
         RuntimeError: wrong dtype / device / rank / size / inner stride, lists of unequal
             length, overlapping outputs, a scalar out of range (message names the op and
             argument). A ``seq_lens[b]`` outside ``[0, 2**31 - 1]``, a ``req_pool_indices[b]``
-            outside ``req_to_token`` or a draft slot whose entry does not fit int32: on CPU
-            raises before anything is written; on CUDA trips a device-side assert naming the op.
+            outside ``req_to_token``, a draft entry (``x_j``, or ``q_j`` with ``P > 1``) outside
+            int32, or with ``expand_cache_seqlens`` given a ``last(b) + max(decode_length)``
+            past int32: on CPU raises before anything is written; on CUDA trips a device-side
+            assert naming the op.
 
     Never allocates, never synchronises: capturable in a CUDA graph and replayable with
     new inputs.

@@ -264,7 +264,8 @@ void flash_attention_draft_decode_topk_cpu(const FaDraftTopkParams& p) {
   // Every request and every draft slot first: nothing is written on an error.
   for (int64_t b = 0; b < p.bs; ++b) {
     const int64_t seq = checked_request(kDraftOp, p, b);
-    if (fa_last_page_len(seq, p.page.shift) > INT32_MAX - p.max_decode_length)
+    const bool expand_lens = p.set[0].expand_cache_seqlens != nullptr;
+    if (expand_lens && fa_last_page_len(seq, p.page.shift) > INT32_MAX - p.max_decode_length)
       fail(kDraftOp, "seq_lens[", b, "] mod page_size + decode_length does not fit int32 expand_cache_seqlens");
   }
   for (int64_t r = 0; r < rows; ++r)

@@ -488,7 +488,7 @@ __device__ void draft_row(const FaDraftTopkParams& p, int64_t r) {
   SGL_DEVICE_CHECK_COLD(length_fits(seq), "%s: seq_lens[%lld] = %lld is negative or does not fit int32",
                         draft_name(), (long long)b, (long long)seq);
   const int32_t last = fa_last_page_len(seq, p.page.shift);
-  SGL_DEVICE_CHECK_COLD(last <= INT32_MAX - p.max_decode_length,
+  SGL_DEVICE_CHECK_COLD(p.set[0].expand_cache_seqlens == nullptr || last <= INT32_MAX - p.max_decode_length,
                         "%s: seq_lens[%lld] mod page_size + decode_length does not fit int32 "
                         "expand_cache_seqlens",
                         draft_name(), (long long)b);

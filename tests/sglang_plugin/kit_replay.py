@@ -42,7 +42,8 @@ class OpCalls:
 
     def __enter__(self):
         for name, real in self.real.items():
-            setattr(self.module, name, lambda real=real, name=name, **kw: (self.calls.append(name), real(**kw))[1])
+            setattr(self.module, name,
+                    lambda *args, real=real, name=name, **kw: (self.calls.append(name), real(*args, **kw))[1])
         return self
 
     def __exit__(self, *exc):
