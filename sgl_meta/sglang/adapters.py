@@ -22,7 +22,6 @@ from typing import Optional
 
 import torch
 
-from . import dsa_spec
 from .._op import with_signature
 from ..dsa_metadata_copy import FORWARD_MODE_DECODE, MULTI_PARAMS
 from ..dsa_metadata_copy import fused_metadata_copy_cuda as _copy
@@ -125,8 +124,6 @@ def _copy_body(args: dict) -> None:
         args.update(real_page_table_dst=None)
     if args["flashmla_num_splits_src"] is None:
         args.update(flashmla_num_splits_dst=None, flashmla_metadata_src=None, flashmla_metadata_dst=None)
-    if dsa_spec.merged_copy(args):
-        return
     _call(_copy, args)
 
 

@@ -294,14 +294,6 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.sglang.adapters:fused_metadata_copy_multi_cuda",
         (CudaKernel("fused_metadata_copy_multi"),),
     ),
-    # DSA multi-step draft decode (docs/sglang.md, "DSA multi-step draft decode"): SGLang's method with its
-    # step backends' copies merged into one fused_metadata_copy_multi launch by the copy row above.
-    Hook(
-        "sglang.srt.layers.attention.dsa_backend.DeepseekSparseAttnMultiStepBackend.init_forward_metadata_out_graph",
-        "sgl_meta.sglang.dsa_spec:multi_step_init_forward_metadata_out_graph",
-        (CudaKernel("fused_metadata_copy"), CudaKernel("fused_metadata_copy_multi")),
-        kind="AROUND",
-    ),
     # DSA metadata generators (docs/operators/dsa_metadata.md): drop-ins with SGLang's signatures.
     Hook(
         f"{_ATTN}.dsa.metadata.fused_dsa_decode_metadata",
