@@ -210,7 +210,7 @@ flash_attention_draft_decode_topk = _op.define(
     Args:
         cache_seqlens: K int32 ``[>= bs]``. page_table: K int32 ``[>= bs, >= max_seq_pages]``.
         expand_cache_seqlens: K int32 ``[>= bs * topk]``, or empty (not written; SGLang writes
-            them with ``page_size > 1`` only, and sets ``d`` when it captures).
+            them with ``page_size > 1`` only; ``init_cuda_graph_state`` fills in ``d``).
         expand_page_table: K int32 ``[>= bs * topk, >= decode_length[s]]``. Tables: rows by
             ``stride(0)``, inner stride 1.
         req_to_token: int32 ``[pool, ctx]`` token slots.

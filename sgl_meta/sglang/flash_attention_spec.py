@@ -53,8 +53,8 @@ Draft decode with top-k > 1: each step backend's ``_apply_cuda_graph_metadata``
 refreshes ``draft_decode_metadata_topk_normal[bs]`` (the prefix lengths floored
 to a page, a ``req_to_token`` gather, a floor division, a page-table copy) and
 ``draft_decode_metadata_topk_expand[bs]`` (the step's draft slots as pages,
-through the torch.compile'd ``draft_decode_set_expand_metadata``), about seven
-launches per step. :func:`multi_step_init_forward_metadata_out_graph` writes
+through the torch.compile'd ``draft_decode_set_expand_metadata``), 11-12
+launches per step on the H200. :func:`multi_step_init_forward_metadata_out_graph` writes
 every step's two objects with one :func:`sgl_meta.flash_attention_draft_decode_topk`
 and sets the same host field (``max_seq_len_k``) and ``forward_metadata`` pairs.
 It covers plain 0.5.23 step backends over a pool that does not translate reads,
@@ -224,11 +224,11 @@ def multi_step_init_forward_metadata_out_graph(
     the SWA tables when bound): what the K - 1 calls would have written. Calls
     that do not share their inputs run one by one, in order; so do those already
     collected when a step raises (0.5.23 had launched them), and the error
-    propagates. Capture, top-k > 1, translating pools (unified, DCP), encoder
+    propagates. With top-k > 1 (see the module docstring) one
+    :func:`sgl_meta.flash_attention_draft_decode_topk` writes every step's metadata in
+    place of ``original``. Capture, translating pools (unified, DCP), encoder
     lengths, a single step and step backends that are not plain 0.5.23
-    ``FlashAttentionBackend`` objects call ``original`` alone. With top-k > 1
-    (see the module docstring) one :func:`sgl_meta.flash_attention_draft_decode_topk`
-    writes every step's metadata in place of ``original``.
+    ``FlashAttentionBackend`` objects call ``original`` alone.
     """
     if _draft_topk_covered(self, forward_batch, in_capture):
         return _draft_topk(self, forward_batch)

@@ -116,9 +116,15 @@ def child_main() -> None:
     fb, wrap, HookType = fa3_child()
     fb.draft_decode_set_expand_metadata = fb.draft_decode_set_expand_metadata._torchdynamo_orig_callable
     report = {}
-    for bs, raw, page_size in ((1, 1, 64), (4, 4, 64), (4, 2, 16), (3, 3, 1)):
+    for bs, raw, page_size in ((1, 1, 64), (4, 4, 64), (4, 2, 16), (3, 3, 1), (4, 2, 1)):
         report[f"draft-bs{bs}-raw{raw}-page{page_size}"] = _run(fb, wrap, HookType, bs, raw, bs * 10 + raw,
                                                                 page_size)
+
+    def host_lengths(multi, batch):  # max_seq_len_k from the host lengths where a step asks for them
+        for step in multi.attn_backends:
+            step.needs_cpu_seq_lens = True
+
+    report["draft-host-lengths"] = _run(fb, wrap, HookType, 4, 3, seed=9, change=host_lengths)
 
     def translating(multi, batch):
         for step in multi.attn_backends:
@@ -144,7 +150,8 @@ def report():
     return child_report(["-c", "import test_flash_attention_draft_topk as t; t.child_main()"])
 
 
-DRAFT = ["draft-bs1-raw1-page64", "draft-bs4-raw4-page64", "draft-bs4-raw2-page16", "draft-bs3-raw3-page1"]
+DRAFT = ["draft-bs1-raw1-page64", "draft-bs4-raw4-page64", "draft-bs4-raw2-page16", "draft-bs3-raw3-page1",
+         "draft-bs4-raw2-page1", "draft-host-lengths"]
 
 
 @pytest.mark.parametrize("case", DRAFT)
