@@ -66,7 +66,7 @@ def decode_call(c: FaCase, gen: torch.Generator, device="cpu") -> dict:
         out["swa_v2p"] = _sink_table(gen, vpages)
     if c.swa != "none":
         out["swa_page_table"] = torch.full_like(out["page_table"], POISON)
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+    return on_device(out, device)
 
 
 def _sink_table(gen, n: int) -> torch.Tensor:
@@ -97,7 +97,7 @@ def draft_extend_call(c: FaCase, gen: torch.Generator, device="cpu") -> dict:
         out.update(full_to_swa_index_mapping=d["full_to_swa_index_mapping"], swa_page_table=d["swa_page_table"],
                    out_cache_loc=_randint(gen, 0, d["full_to_swa_index_mapping"].numel(), (n,)),
                    swa_out_cache_loc=torch.full((n,), POISON, dtype=torch.int64))
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+    return on_device(out, device)
 
 
 def swa_spec_call(gen: torch.Generator, bs: int = 3, repeat: int = 4, a_width: int = 40, b_width: int = 5,
@@ -115,7 +115,7 @@ def swa_spec_call(gen: torch.Generator, bs: int = 3, repeat: int = 4, a_width: i
         seq_len_b=_randint(gen, 0, hi_b + 1, (rows,), torch.int32),
         speculative_num_draft_tokens=repeat,
     )
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+    return on_device(out, device)
 
 
 def verify_expand_call(gen: torch.Generator, bs: int = 3, n: int = 4, ctx: int = 32, device="cpu") -> dict:
@@ -134,7 +134,7 @@ def verify_expand_call(gen: torch.Generator, bs: int = 3, n: int = 4, ctx: int =
         req_pool_indices=torch.randperm(pool, generator=gen)[:bs],
         seq_lens=seq, bs=bs, num_draft_tokens=n, mask_rows=rows,
     )
-    return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+    return on_device(out, device)
 
 
 def draft_topk_call(gen: torch.Generator, bs: int = 3, topk: int = 4, num_steps: int = 3, sets: int = 2,
@@ -161,14 +161,29 @@ def draft_topk_call(gen: torch.Generator, bs: int = 3, topk: int = 4, num_steps:
         out_cache_loc=loc.reshape(-1), bs=bs, topk=topk, num_steps=num_steps, decode_length=decode_length,
         page_size=page_size, max_seq_pages=max_seq_pages,
     )
-    return {k: [t.to(device) for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
-            else v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
+    return on_device(out, device)
+
+
+def map_tensors(kw: dict, fn) -> dict:
+    """``kw`` with ``fn`` applied to every tensor value and every tensor of a list value."""
+    return {k: fn(v) if isinstance(v, torch.Tensor)
+            else [fn(t) for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
+            else v for k, v in kw.items()}
 
 
 def clone_call(kw: dict) -> dict:
-    return {k: v.clone() if isinstance(v, torch.Tensor)
-            else [t.clone() for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
-            else v for k, v in kw.items()}
+    return map_tensors(kw, torch.Tensor.clone)
+
+
+def on_device(kw: dict, device) -> dict:
+    return map_tensors(kw, lambda t: t.to(device))
+
+
+def on_cuda(kw: dict) -> dict:
+    """A call's tensors on the test GPU (helpers.TEST_CUDA)."""
+    from helpers import TEST_CUDA
+
+    return on_device(kw, TEST_CUDA)
 
 
 OUTPUTS = ("cache_seqlens_int32", "cu_seqlens_k", "cu_seqlens_q", "page_table", "swa_page_table",

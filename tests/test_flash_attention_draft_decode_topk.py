@@ -12,8 +12,8 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from flash_attention_metadata_cases import POISON, clone_call, draft_topk_call
-from helpers import TEST_CUDA, capture_cuda_graph
+from flash_attention_metadata_cases import POISON, clone_call, draft_topk_call, on_cuda
+from helpers import capture_cuda_graph
 
 OUTPUTS = ("cache_seqlens", "page_table", "expand_cache_seqlens", "expand_page_table")
 
@@ -133,12 +133,6 @@ def test_opcheck_and_compile(gen):
 
 
 # --- GPU --------------------------------------------------------------------------------
-def on_cuda(kw: dict) -> dict:
-    return {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor)
-            else [t.to(TEST_CUDA) for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
-            else v for k, v in kw.items()}
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", CASES + [dict(bs=300, topk=4, num_steps=4, sets=3, page_size=64, max_seq_pages=130),
                                            dict(bs=1, topk=10, num_steps=9, sets=8, page_size=64, max_seq_pages=2048)],

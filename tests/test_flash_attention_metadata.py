@@ -13,9 +13,9 @@ import torch
 import sgl_meta
 from sgl_meta import reference
 from flash_attention_metadata_cases import (OUTPUTS, POISON, FaCase, clone_call, decode_call, draft_extend_call,
-                                            swa_spec_call)
+                                            on_cuda, swa_spec_call)
 from flash_attention_metadata_upstream import upstream
-from helpers import TEST_CUDA, assert_same, capture_cuda_graph
+from helpers import assert_same, capture_cuda_graph
 
 UP = upstream()
 needs_upstream = pytest.mark.skipif(UP is None, reason="sglang 0.5.23 / triton not installed")
@@ -293,8 +293,7 @@ def test_sets_without_sums_or_tables(case, tables, gen, device):
         assert torch.equal(multi["page_table"][k], singles[k]["page_table"]), k
         if multi["swa_page_table"]:
             assert torch.equal(multi["swa_page_table"][k], singles[k]["swa_page_table"]), k
-    ref = {k: [t.clone() for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor) else v
-           for k, v in multi.items()}
+    ref = clone_call(multi)
     reference.update_flash_attention_metadata(**ref)
     for k in ("cache_seqlens", "page_table", "swa_page_table"):
         for a, b in zip(multi[k] or [], ref[k] or []):
@@ -333,8 +332,7 @@ def test_list_lengths_are_checked(change, message, gen):
 def test_multi_reference(gen):
     kw = decode_call(FaCase(swa="mapping", zero_tail=True), gen)
     multi, _ = _multi_kwargs(kw, [1, 2, 3])
-    ref = {k: [t.clone() for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor) else v
-           for k, v in multi.items()}
+    ref = clone_call(multi)
     sgl_meta.update_flash_attention_metadata(**multi)
     reference.update_flash_attention_metadata(**ref)
     for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
@@ -383,10 +381,6 @@ def test_opcheck_and_compile(gen):
 
 
 # --- GPU: CUDA vs CPU, CUDA-graph replays with new values ---------------------------
-def on_cuda(kw: dict) -> dict:
-    return {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
-
-
 def assert_cuda_equals_cpu(fn, kw: dict, context: str) -> None:
     assert_equal(run(fn, on_cuda(kw)), run(fn, kw), context)
 

@@ -12,7 +12,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from flash_attention_metadata_cases import POISON, clone_call, verify_expand_call
+from flash_attention_metadata_cases import POISON, clone_call, on_cuda, verify_expand_call
 from helpers import TEST_CUDA, capture_cuda_graph
 
 OUTPUTS = ("page_table", "cache_seqlens", "cu_seqlens_k")
@@ -114,10 +114,6 @@ def test_opcheck_and_compile(gen):
 
 
 # --- GPU --------------------------------------------------------------------------------
-def on_cuda(kw: dict) -> dict:
-    return {k: v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", CASES + [dict(bs=300, n=4, ctx=64), dict(bs=40, n=33, ctx=90)], ids=str)
 @pytest.mark.parametrize("mask_rows", [None, 0, 7])

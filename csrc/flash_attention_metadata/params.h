@@ -236,7 +236,7 @@ struct FaDraftTopkParams {
   FaDraftSet set[kFaMaxDraftSets];
 };
 
-// last(b) and len(b) of a length that passed length_fits.
+// last(b) = L mod P of a length L that passed length_fits.
 SGL_HD int32_t fa_last_page_len(int64_t seq, int shift) {
   return static_cast<int32_t>(seq & ((int64_t{1} << fa_shift(shift)) - 1));
 }

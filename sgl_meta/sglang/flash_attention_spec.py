@@ -172,7 +172,7 @@ def _draft_topk_covered(self: Any, forward_batch: Any, in_capture: bool) -> bool
         return False
     first = backends[0]
     page_size = getattr(first, "page_size", None)
-    if not (isinstance(page_size, int) and page_size > 0 and page_size & (page_size - 1) == 0):
+    if not _power_of_two(page_size):
         return False
     for i, backend in enumerate(backends[: steps - 1]):
         if not plain_methods(backend, _STEP_CLASS, _STEP_PATH, (apply_cuda_graph_metadata,)):
@@ -203,11 +203,13 @@ def _draft_topk(self: Any, forward_batch: Any) -> None:
         req_pool_indices=forward_batch.req_pool_indices[:bs], seq_lens=seq_lens,
         out_cache_loc=forward_batch.out_cache_loc, bs=bs, topk=self.topk, num_steps=steps,
         decode_length=[i + 1 for i in range(steps - 1)], page_size=page_size, max_seq_pages=pages)
+    # 0.5.23 hands a step the host lengths only where it asks for them: their max, once.
     seq_lens_cpu = getattr(forward_batch, "seq_lens_cpu", None)
+    asked = seq_lens_cpu is not None and any(b.needs_cpu_seq_lens for b in backends)
+    host_max = seq_lens_cpu[:bs].max().item() if asked else None
     for backend, metadata, metadata_expand in zip(backends, normal, expand):
-        # 0.5.23 hands a step the host lengths only where it asks for them.
-        host = seq_lens_cpu if backend.needs_cpu_seq_lens else None
-        metadata.max_seq_len_k = host[:bs].max().item() if host is not None else backend.max_context_len
+        use_host = backend.needs_cpu_seq_lens and host_max is not None
+        metadata.max_seq_len_k = host_max if use_host else backend.max_context_len
         backend.forward_metadata = metadata
         backend.forward_metadata_spec_decode_expand = metadata_expand
 
@@ -297,6 +299,10 @@ def _extend_lens(spec_info: Any, bs: int, device: torch.device) -> tuple:
     return tensor, max_q
 
 
+def _power_of_two(value: Any) -> bool:
+    return isinstance(value, int) and value > 0 and value & (value - 1) == 0
+
+
 def _verify_topk_covered(self: Any, encoder_lens: Any, forward_mode: Any, spec_info: Any) -> bool:
     """A top-k > 1 target-verify refresh whose whole device work the two launches do."""
     if encoder_lens is not None or not forward_mode.is_target_verify() or getattr(self, "topk", 0) <= 1:
@@ -306,8 +312,7 @@ def _verify_topk_covered(self: Any, encoder_lens: Any, forward_mode: Any, spec_i
     if not _reads_untranslated(self):
         return False
     n, page_size = getattr(self, "speculative_num_draft_tokens", None), getattr(self, "page_size", None)
-    if not (isinstance(n, int) and 1 <= n <= 64 and isinstance(page_size, int) and page_size > 0
-            and page_size & (page_size - 1) == 0):
+    if not (isinstance(n, int) and 1 <= n <= 64 and _power_of_two(page_size)):
         return False
     mask, positions = getattr(spec_info, "custom_mask", None), getattr(spec_info, "positions", None)
     return (isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.dim() == 1

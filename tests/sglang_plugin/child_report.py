@@ -26,3 +26,16 @@ def child_report(args: list, timeout: int = 900, **env_extra: str) -> dict:
     done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def module_child_report(module: str) -> dict:
+    """The report of ``module``'s ``child_main()`` (a test module of this directory),
+    run as :func:`child_report` runs it; skips the calling test where SGLang is not
+    installed."""
+    import pytest
+
+    try:
+        import sglang  # noqa: F401
+    except ImportError as err:
+        pytest.skip(f"sglang not installed ({err})")
+    return child_report(["-c", f"import {module} as t; t.child_main()"])

@@ -21,7 +21,7 @@ import torch
 
 from sgl_meta import flash_attention_metadata as fam
 from sgl_meta.sglang import flash_attention_spec as spec
-from child_report import child_report
+from child_report import module_child_report
 from kit_replay import OpCalls, fa3_child, replay_batch, uncovered_runs, worlds_report
 
 CTX = 1024
@@ -143,11 +143,7 @@ def child_main() -> None:
 
 @pytest.fixture(scope="module")
 def report():
-    try:
-        import sglang  # noqa: F401
-    except ImportError as err:
-        pytest.skip(f"sglang not installed ({err})")
-    return child_report(["-c", "import test_flash_attention_draft_topk as t; t.child_main()"])
+    return module_child_report("test_flash_attention_draft_topk")
 
 
 DRAFT = ["draft-bs1-raw1-page64", "draft-bs4-raw4-page64", "draft-bs4-raw2-page16", "draft-bs3-raw3-page1",
