@@ -40,6 +40,10 @@ constexpr int64_t kPagesPerBlock = kThreads;  // one column per thread
 constexpr int kOutPerThread = 4;
 constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
 
+// kSlots: destination slots in the parameter block. A one-set launch passes
+// one slot (a ~0.3 KB block instead of ~0.7 KB), which the launch copies and
+// the first instructions of every block wait on.
+template <int kSlots>
 struct Args {
   // Scalars first, the sets last: a block's scalars and set 0 sit together at
   // the front of the parameter bank.
@@ -49,14 +53,15 @@ struct Args {
   FastDivU32 chunks;
   uint32_t page_blocks;
   FaInputs in;
-  FaDest set[kFaMaxSetsPerLaunch];
+  FaDest set[kSlots];
 };
 
 __device__ __forceinline__ const char* op_name() { return "update_flash_attention_metadata"; }
 
 // Row i broke the length contract (a length or a running sum written at row
 // i): re-derive which and assert with its value.
-SGL_FAILURE_PATH void fail_scan_row(const Args& a, int64_t i, uint32_t k_bad_sets, bool q_bad) {
+template <int kSlots>
+SGL_FAILURE_PATH void fail_scan_row(const Args<kSlots>& a, int64_t i, uint32_t k_bad_sets, bool q_bad) {
   const FaInputs& in = a.in;
   const int64_t seq = in.seq_lens[i];
   const bool seq_lens_in_int32_range = length_fits(seq);
@@ -94,8 +99,9 @@ SGL_FAILURE_PATH void fail_scan_row(const Args& a, int64_t i, uint32_t k_bad_set
 // One row per thread and pass; the warp totals through shared memory. Every
 // running sum is formed mod 2**32 from terms that each fit int32, so the
 // first one past INT32_MAX reads negative (running_sum_fits).
-template <bool kOneSet>
-__device__ void scan_block(const Args& a) {
+template <int kSlots>
+__device__ void scan_block(const Args<kSlots>& a) {
+  constexpr bool kOneSet = kSlots == 1;
   const FaInputs& in = a.in;
   const int sets = kOneSet ? 1 : a.num_sets;
   __shared__ uint32_t warp_k[kScanWarps], warp_q[kScanWarps];
@@ -164,24 +170,25 @@ __device__ void scan_block(const Args& a) {
 // sliding window, the usual decode): those paths are compiled out, so a block
 // runs (and, with cold caches, fetches) a short straight-line path. kOneSet:
 // one destination set (no loop over sets).
-template <bool kPlain, bool kOneSet>
-__device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
+template <bool kPlain, int kSlots>
+__device__ void page_block(const Args<kSlots>& a, uint32_t row, uint32_t chunk) {
+  constexpr bool kOneSet = kSlots == 1;
   const FaInputs& in = a.in;
   const int sets = kOneSet ? 1 : a.num_sets;
+  // The row's scalars are loaded first, before any branch: the parameter
+  // block is fetched afresh for every launch, and a parameter read behind a
+  // branch is a second fetch in the chain (the pointers in one round trip,
+  // then the loads they feed). row < bs, so every thread may load them.
+  const int64_t req = in.req_pool_indices[row];
+  const int64_t seq = in.seq_lens[row];
   const int64_t c = int64_t{chunk} * kPagesPerBlock + threadIdx.x;
   if (c >= in.max_seq_pages) return;
-  // Everything that does not depend on the row's scalars is formed before
-  // they are loaded, so that what lies between the loads (and after the slot
-  // load) is a few instructions: at bs 1 the launch is that chain.
   // c_tok = c * page_size, the column's first token; with fa_page's capped
   // shift, c < fa_columns(len) <=> c_tok < len for any int32 len (c_tok >= 0
   // rules out len <= 0; a capped shift leaves only column 0).
   const int shift = fa_shift(in.page.shift);
   const int64_t c_tok = c << shift;
   const int32_t* col_in = in.req_to_token + c_tok;
-  // Every row scalar is loaded before any is used: one memory latency.
-  const int64_t req = in.req_pool_indices[row];
-  const int64_t seq = in.seq_lens[row];
   // A set's columns are those whose first token lies below its length (the
   // widest set is the one with the largest delta); each is recomputed where it
   // is used rather than kept in an array indexed by the run-time set number,
@@ -245,7 +252,8 @@ __device__ void page_block(const Args& a, uint32_t row, uint32_t chunk) {
                         op_name(), row, (long long)req, (long long)in.pool_size);
 }
 
-__device__ void swa_out_block(const Args& a, int64_t block) {
+template <int kSlots>
+__device__ void swa_out_block(const Args<kSlots>& a, int64_t block) {
   const FaInputs& in = a.in;
   const int64_t first = block * kOutPerBlock + threadIdx.x;
   int64_t loc[kOutPerThread];
@@ -267,32 +275,38 @@ __device__ void swa_out_block(const Args& a, int64_t block) {
   }
 }
 
-template <bool kPlain, bool kOneSet>
-__global__ void __launch_bounds__(kScanThreads) metadata_kernel(const __grid_constant__ Args a) {
+template <bool kPlain, int kSlots>
+__global__ void __launch_bounds__(kScanThreads) metadata_kernel(const __grid_constant__ Args<kSlots> a) {
   const uint32_t b = blockIdx.x;
   if (b == 0) {
-    scan_block<kOneSet>(a);
+    scan_block(a);
     return;
   }
-  if (b - 1 < a.page_blocks) {
+  if (kPlain || b - 1 < a.page_blocks) {  // plain: no swa_out blocks after the page blocks
     const uint32_t row = a.chunks.div(b - 1);
-    page_block<kPlain, kOneSet>(a, row, b - 1 - row * a.chunks.divisor);
+    page_block<kPlain>(a, row, b - 1 - row * a.chunks.divisor);
   } else if (!kPlain) {
     swa_out_block(a, int64_t{b} - 1 - a.page_blocks);
   }
 }
 
+template <int kSlots>
+void launch_with(Args<kSlots> a, const FaDest* sets, unsigned grid, bool plain,
+                 cudaStream_t stream) {
+  for (int s = 0; s < a.num_sets; ++s) a.set[s] = sets[s];
+  if (plain)
+    metadata_kernel<true, kSlots><<<grid, kScanThreads, 0, stream>>>(a);
+  else
+    metadata_kernel<false, kSlots><<<grid, kScanThreads, 0, stream>>>(a);
+}
+
 const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
                    cudaStream_t stream) {
-  Args a{};
-  a.in = in;
-  a.num_sets = n;
-  a.first_set = first_set;
+  int32_t max_delta = 0;
   bool any_table = false;
   for (int s = 0; s < n; ++s) {
-    a.set[s] = sets[s];
     if (sets[s].page_table == nullptr) continue;
-    a.max_delta = !any_table || sets[s].delta > a.max_delta ? sets[s].delta : a.max_delta;
+    max_delta = !any_table || sets[s].delta > max_delta ? sets[s].delta : max_delta;
     any_table = true;
   }
   const int64_t chunks =
@@ -303,18 +317,15 @@ const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
   const int64_t page_blocks = in.bs * chunks;
   if (out_blocks > INT32_MAX - 1 - page_blocks)
     return "grid too large (swa_out_cache_loc too long)";
-  a.chunks = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
-  a.page_blocks = static_cast<uint32_t>(page_blocks);
+  const FastDivU32 chunk_div = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
   const unsigned grid = static_cast<unsigned>(1 + page_blocks + out_blocks);
   const bool plain = !in.full_v2p.present() && !in.swa_table && out_blocks == 0;
-  if (plain && n == 1)
-    metadata_kernel<true, true><<<grid, kScanThreads, 0, stream>>>(a);
-  else if (plain)
-    metadata_kernel<true, false><<<grid, kScanThreads, 0, stream>>>(a);
-  else if (n == 1)
-    metadata_kernel<false, true><<<grid, kScanThreads, 0, stream>>>(a);
+  const auto p = static_cast<uint32_t>(page_blocks);
+  if (n == 1)
+    launch_with(Args<1>{n, max_delta, first_set, chunk_div, p, in, {}}, sets, grid, plain, stream);
   else
-    metadata_kernel<false, false><<<grid, kScanThreads, 0, stream>>>(a);
+    launch_with(Args<kFaMaxSetsPerLaunch>{n, max_delta, first_set, chunk_div, p, in, {}}, sets,
+                grid, plain, stream);
   return nullptr;
 }
 
