@@ -83,6 +83,13 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "int entry_page_size=1, Tensor? token_mapping=None, Tensor? v2p=None, int page_size=1, "
       "Tensor(c!)? num_kv_splits=None, Tensor(d!)? uneven_batch=None, int num_group=1, "
       "int num_head=1, int num_kv_head=1, int max_kv_splits=1, int device_core_count=1) -> ()");
+  // EAGLE multi-step draft decode's KV ids and row starts, every step in one
+  // launch (docs/operators/kv_indices.md).
+  m.def(
+      "build_draft_decode_kv_indices("
+      "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor positions, "
+      "Tensor(a!) kv_indices, Tensor(b!) kv_indptr, int topk, int num_steps, int page_size=1, "
+      "int window_size=0, int sink_size=0) -> ()");
   // DSA metadata generation (docs/operators/dsa_metadata.md): the replay metadata computed from the raw
   // batch straight into K destination sets (lists as in the multi copy).
   m.def(

@@ -362,6 +362,16 @@ def _flash_attention_draft_decode_topk_example(gen):
     return inputs, outputs, dict(bs=2, topk=2, num_steps=3, decode_length=[1, 2], page_size=4, max_seq_pages=4)
 
 
+def _draft_kv_indices_example(gen):
+    """EAGLE draft decode, 3 steps x 2 branches, pages of 4 (chains a page apart), a window of 6 with 2 sinks,
+    a request with no tokens, int64 ids, int32 row starts."""
+    inputs = dict(req_to_token=torch.randint(-3, 1 << 20, (4, 40), generator=gen, dtype=torch.int32),
+                  req_pool_indices=torch.tensor([3, 0, 2]), seq_lens=torch.tensor([17, 0, 9], dtype=torch.int32),
+                  positions=torch.tensor([18, 18, 1, 1, 10, 10]))
+    outputs = dict(kv_indices=_poison((3, 80), torch.int64, gen), kv_indptr=_poison((3, 8), torch.int32, gen))
+    return inputs, outputs, dict(topk=2, num_steps=3, page_size=4, window_size=6, sink_size=2)
+
+
 # op name -> fn(generator) -> (input tensors, poisoned output tensors -- or lists
 # of them for a multi-destination op --, scalars), all on CPU. Add one per new op.
 EXAMPLES = {
@@ -386,6 +396,7 @@ EXAMPLES = {
     "flash_attention_verify_expand": _flash_attention_verify_expand_example,
     "flash_attention_draft_decode_topk": _flash_attention_draft_decode_topk_example,
     "build_kv_indices": _kv_indices_example,
+    "build_draft_decode_kv_indices": _draft_kv_indices_example,
 }
 
 

@@ -12,6 +12,11 @@ the tensors:
   the FlashMLA / TRT-LLM MLA block table): over ``kv_read_page_table``, the
   same gather with ``kv_start_idx`` and no ``v2p``.
 
+``build_draft_decode_kv_indices``: every EAGLE draft-decode step's
+``kv_indices`` and ``kv_indptr`` (``generate_draft_decode_kv_indices``, which
+walks each request's prefix serially once per step and branch), each prefix
+token read once for all steps and branches.
+
 Where SGLang runs several launches per replay, ``build_kv_indices`` runs one:
 FlashInfer decode's ``kv_indptr[1:bs+1] = cumsum(lens)`` plus its
 ``kv_indices`` (``write_indptr=True``), and the Triton backend's
@@ -108,6 +113,69 @@ build_kv_indices = _op.define(
             ``v2p``, an id past ``token_mapping`` or outside ``kv_indices``'
             dtype raise on CPU (nothing written) and trip a device-side assert
             naming the op on CUDA.
+        TypeError: an argument of the wrong type, naming it.
+
+    Never allocates, never synchronises: safe inside CUDA-graph capture.
+    """,
+)
+
+build_draft_decode_kv_indices = _op.define(
+    "build_draft_decode_kv_indices",
+    family="kv_indices",
+    upstream=("sglang.kernels.ops.speculative.cache_locs.generate_draft_decode_kv_indices (launched by "
+              "TritonMultiStepDraftBackend and FlashInferMultiStepDraftBackend.common_template)"),
+    index=("req_pool_indices", "seq_lens", "positions", "kv_indices", "kv_indptr"),
+    doc="""Fill every EAGLE draft-decode step's ``kv_indices`` and ``kv_indptr``, in one launch.
+
+    What SGLang 0.5.23's ``generate_draft_decode_kv_indices`` writes when its
+    Triton and FlashInfer multi-step draft backends launch it over a static
+    pool (token-granular ``req_to_token``, no ``v2p``). Step ``s < K =
+    num_steps`` has ``it = s + 1`` draft tokens; request ``b < bs =
+    req_pool_indices.numel()``, branch ``t < topk``, ``P = page_size``::
+
+        L   = seq_lens[b];  row = req_to_token[req_pool_indices[b]]
+        Lw  = min(L, cap) with a window (cap = window_size + sink_size), else L
+        src(i) = i for i < e = min(sink_size, L), else L - Lw + i   (window)
+               = i                                                  (no window)
+        off = cum_b * topk + b * it * topk + t * (Lw + it)
+              (cum_b: Lw of the requests before b, summed)
+        kv_indices[s, off + i]      = row[src(i)]          for i < Lw
+        kv_indices[s, off + Lw + j] = row[chain_t + j]     for j < it
+        chain_t = L + t * K                                (P == 1 or topk == 1)
+                = L - L % P + t * ceil((L % P + K) / P) * P + L % P   (else)
+        kv_indptr[s, z] = pos_0 + ... + pos_{z-1} + z * it  for 1 <= z <= bs * topk
+              (pos_j = positions[j], capped at cap with a window)
+
+    The ids are ``req_to_token``'s entries as they are (negative ones
+    included). Nothing else is written: ``kv_indptr[s, 0]`` (SGLang's buffer
+    holds 0 there), ids past each step's last branch. ``bs == 0`` is a no-op.
+
+    Args:
+        req_to_token: ``[pool, ctx]`` int32 token slots, rows by ``stride(0)``.
+        req_pool_indices: ``[bs]`` int32/int64 row of each request.
+        seq_lens: ``[>= bs]`` int32/int64 committed tokens of each request.
+        positions: ``[>= bs * topk]`` int32/int64 per-branch lengths SGLang's
+            ``kv_indptr`` sums (``forward_batch.positions``).
+        kv_indices: ``[>= num_steps, W]`` int32/int64, step rows by ``stride(0)``.
+        kv_indptr: ``[>= num_steps, >= bs * topk + 1]`` int32/int64.
+        topk: branches per request, ``[1, 1024]``. num_steps: ``[1, 64]``.
+        page_size: tokens per KV page (``>= 1``): places the chains when
+            ``topk > 1``.
+        window_size, sink_size: the draft's sliding window (``0``: none) and
+            the prefix tokens it keeps (ignored without a window).
+
+    Differences from upstream, on purpose: a request never reads past its
+    ``req_to_token`` row (its prefix and every chain must lie inside it) and
+    never writes past ``kv_indices``' row (upstream reads and writes out of
+    bounds); an int32 ``kv_indptr`` whose last value does not fit is an error.
+
+    Raises:
+        RuntimeError: wrong dtype, device, rank, size, inner stride, aliasing,
+            scalar out of range (naming the op and the argument). Hostile device
+            values (a request index outside ``req_to_token``, a length or position
+            outside ``[0, 2**31 - 1]``, reads or writes past a row, a ``kv_indptr``
+            value past its dtype) raise on CPU before anything is written and trip
+            a device-side assert naming the op on CUDA.
         TypeError: an argument of the wrong type, naming it.
 
     Never allocates, never synchronises: safe inside CUDA-graph capture.

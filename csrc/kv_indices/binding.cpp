@@ -1,4 +1,4 @@
-// build_kv_indices: torch binding (checks, params, dispatch).
+// build_kv_indices, build_draft_decode_kv_indices: torch bindings (checks, params, dispatch).
 #include <climits>
 #include <vector>
 
@@ -86,6 +86,68 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   run_on_device(check, req_to_token, p, &build_kv_indices_cpu, SGL_CUDA_ONLY(&build_kv_indices_cuda));
 }
 
+template <typename T>
+void build_draft_decode_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T positions,
+                                   T kv_indices, T kv_indptr, int64_t topk, int64_t num_steps,
+                                   int64_t page_size, int64_t window_size, int64_t sink_size) {
+  const ArgChecker check("build_draft_decode_kv_indices");
+  check.in_range(topk, 1, 1024, "topk", "branches per request");
+  check.in_range(num_steps, 1, 64, "num_steps", "draft steps");
+  check.in_range(page_size, 1, INT32_MAX, "page_size", "tokens per KV page");
+  check.in_range(window_size, 0, INT32_MAX, "window_size", "the draft's recent window, 0 for none");
+  check.in_range(sink_size, 0, INT32_MAX, "sink_size", "prefix tokens kept with a window");
+  const T& dev = req_to_token;
+  check.tensor(req_to_token, "req_to_token", {KvDT::kInt32, 2}, dev);
+  check.tensor(req_pool_indices, "req_pool_indices", {KvDT::kIndex, 1}, dev);
+  const int64_t bs = req_pool_indices.size(0);
+  check.require(bs <= INT32_MAX / topk, "req_pool_indices.numel() * topk = ", bs, " * ", topk,
+                " does not fit int32");
+  const char* bs_why = "req_pool_indices.numel()";
+  check.tensor(seq_lens, "seq_lens", {KvDT::kIndex, 1, bs, 0, bs_why}, dev);
+  check.tensor(positions, "positions", {KvDT::kIndex, 1, bs * topk, 0, "req_pool_indices.numel() * topk"},
+               dev);
+  check.tensor(kv_indices, "kv_indices", {KvDT::kIndex, 2, num_steps, 0, "num_steps"}, dev);
+  check.tensor(kv_indptr, "kv_indptr",
+               {KvDT::kIndex, 2, num_steps, bs * topk + 1, "num_steps",
+                "req_pool_indices.numel() * topk + 1"},
+               dev);
+  if (bs == 0) return;  // documented no-op
+
+  const std::vector<ArgChecker::WrittenOf<T>> inputs = {
+      ArgChecker::whole("req_to_token", &req_to_token),
+      ArgChecker::whole("req_pool_indices", &req_pool_indices),
+      ArgChecker::whole("seq_lens", &seq_lens), ArgChecker::whole("positions", &positions)};
+  check.template disjoint<T>({{"kv_indices", &kv_indices, num_steps, kv_indices.size(1)},
+                              {"kv_indptr", &kv_indptr, num_steps, bs * topk + 1}},
+                             inputs);
+
+  DraftKvIndicesParams p;
+  p.req_to_token = req_to_token.template const_data_ptr<int32_t>();
+  p.req_to_token_stride = req_to_token.stride(0);
+  p.pool_size = req_to_token.size(0);
+  p.row_len = req_to_token.size(1);
+  p.req_pool_indices = index_array_of(req_pool_indices);
+  p.seq_lens = index_array_of(seq_lens);
+  p.positions = index_array_of(positions);
+  p.bs = bs;
+  p.topk = topk;
+  p.num_steps = num_steps;
+  p.page_size = page_size;
+  p.cap = window_size > 0 ? window_size + sink_size : 0;
+  p.sink = window_size > 0 ? sink_size : 0;
+  p.out = kv_indices.data_ptr();
+  p.out64 = kv_indices.scalar_type() == ScalarType::Long;
+  p.out_stride = kv_indices.stride(0);
+  p.out_width = kv_indices.size(1);
+  p.indptr = kv_indptr.data_ptr();
+  p.indptr64 = kv_indptr.scalar_type() == ScalarType::Long;
+  p.indptr_stride = kv_indptr.stride(0);
+  p.indptr_max = p.indptr64 ? INT64_MAX : INT32_MAX;
+  run_on_device(check, req_to_token, p, &build_draft_decode_kv_indices_cpu,
+                SGL_CUDA_ONLY(&build_draft_decode_kv_indices_cuda));
+}
+
 }  // namespace sgl_meta
 
 SGL_META_BIND(build_kv_indices)
+SGL_META_BIND(build_draft_decode_kv_indices)

@@ -1,4 +1,4 @@
-// build_kv_indices: CPU kernel. Same results as the CUDA kernel; every hostile
+// build_kv_indices, build_draft_decode_kv_indices: CPU kernels. Same results as the CUDA kernel; every hostile
 // device value (a request index outside req_to_token, a negative window
 // start, a length outside [0, 2**31 - 1], a running sum past kv_indptr's
 // dtype, a CSR row outside its slot or outside kv_indices, a virtual page past
@@ -108,6 +108,86 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
     for (int64_t g = 0; g < p.num_group; ++g) p.num_kv_splits[b * p.num_group + g] = v;
   }
   if (p.uneven_batch != nullptr) p.uneven_batch[0] = plan.uneven ? 1 : 0;
+}
+
+namespace {
+
+constexpr const char* kDraftOp = "build_draft_decode_kv_indices";
+
+template <typename... Args>
+[[noreturn]] void fail_draft(const Args&... args) {
+  std::ostringstream msg;
+  msg << "sgl_meta." << kDraftOp << ": ";
+  ((msg << args), ...);
+  throw std::runtime_error(msg.str());
+}
+
+void check_draft_row(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
+  switch (draft_row_error(p, b, cum)) {
+    case kDraftReq:
+      fail_draft("req_pool_indices[", b, "] = ", p.req_pool_indices[b],
+                 " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
+    case kDraftLen:
+      fail_draft("seq_lens[", b, "] = ", p.seq_lens[b], " is negative or does not fit int32");
+    case kDraftRow:
+      fail_draft("request ", b, " (seq_lens = ", p.seq_lens[b],
+                 ") reads past its req_to_token row of ", p.row_len,
+                 " positions (its prefix and every branch's ", p.num_steps, " draft slots)");
+    case kDraftOut:
+      fail_draft("request ", b, "'s ids of the last step end past kv_indices.size(1) = ",
+                 p.out_width);
+    default:
+      return;
+  }
+}
+
+// positions[0..z) capped as the window caps them, summed; the check of every
+// term and of the largest value written.
+int64_t checked_positions(const DraftKvIndicesParams& p) {
+  const int64_t n = p.bs * p.topk;
+  int64_t sum = 0;
+  for (int64_t z = 0; z < n; ++z) {
+    const int64_t v = p.positions[z];
+    if (!length_fits(v)) fail_draft("positions[", z, "] = ", v, " is negative or does not fit int32");
+    sum += p.cap > 0 ? min_i64(v, p.cap) : v;
+  }
+  if (sum > p.indptr_max - n * p.num_steps)
+    fail_draft("kv_indptr's last value (", sum, " + ", n, " * ", p.num_steps,
+               ") does not fit kv_indptr (", p.indptr64 ? "int64" : "int32", ")");
+  return sum;
+}
+
+}  // namespace
+
+void build_draft_decode_kv_indices_cpu(const DraftKvIndicesParams& p) {
+  int64_t cum = 0;
+  for (int64_t b = 0; b < p.bs; ++b) {  // checks: nothing is written before they pass
+    check_draft_row(p, b, cum);
+    cum += draft_cum_term(p, p.seq_lens[b]);
+  }
+  checked_positions(p);
+  cum = 0;
+  for (int64_t b = 0; b < p.bs; ++b) {
+    const int64_t len = p.seq_lens[b];
+    const int64_t prefix = draft_prefix_len(p, len);
+    const int32_t* row = p.req_to_token + p.req_pool_indices[b] * p.req_to_token_stride;
+    for (int64_t s = 0; s < p.num_steps; ++s) {
+      for (int64_t t = 0; t < p.topk; ++t) {
+        const int64_t off = draft_offset(p, cum, b, t, prefix, s);
+        for (int64_t i = 0; i < prefix; ++i) store_draft(p, s, off + i, row[draft_prefix_pos(p, len, i)]);
+        const int64_t chain = draft_chain_start(p, len, t);
+        for (int64_t j = 0; j <= s; ++j) store_draft(p, s, off + prefix + j, row[chain + j]);
+      }
+    }
+    cum += prefix;
+  }
+  const int64_t n = p.bs * p.topk;
+  int64_t sum = 0;
+  for (int64_t z = 1; z <= n; ++z) {
+    const int64_t v = p.positions[z - 1];
+    sum += p.cap > 0 ? min_i64(v, p.cap) : v;
+    for (int64_t s = 0; s < p.num_steps; ++s) store_draft_indptr(p, s, z, sum + z * (s + 1));
+  }
 }
 
 }  // namespace sgl_meta

@@ -1,5 +1,7 @@
-// build_kv_indices: the CUDA kernel (no torch headers).
+// build_kv_indices, build_draft_decode_kv_indices: the CUDA kernels (no torch
+// headers).
 //
+// build_kv_indices:
 // Grid (bs [+ 1], blocks per row), sized from bs and the static row width
 // only, never from device lengths: a CUDA graph replays it with any new
 // lengths. Block (b, y) writes ids y * 256 + t, y * 256 + t + step, ... of row
@@ -13,7 +15,17 @@
 // dependency, no second launch. The extra row bs (num_kv_splits given) holds
 // one block that reduces the batch's largest and smallest lengths and writes
 // every row's split counts.
+//
+// build_draft_decode_kv_indices: grid (bs + 1, blocks per request), sized from
+// the row width (and the window) only. Block (b, y) reads prefix tokens
+// y * 256 + t, ... of request b once each and stores each into every step's
+// and branch's copy; block (b, 0) also writes the draft-chain ids, and checks
+// the request. Each block forms its request's offset from the prefix lengths
+// before it (a block-wide sum, as above). The extra block (bs, 0) scans
+// positions and writes every step's kv_indptr.
 #include <climits>
+
+#include <cub/block/block_scan.cuh>
 
 #include "common/cuda_utils.cuh"
 #include "common/sm_count.h"
@@ -183,7 +195,116 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   }
 }
 
+#undef OP
+#define OP "build_draft_decode_kv_indices"
+
+SGL_FAILURE_PATH void fail_draft_row(const DraftKvIndicesParams& p, uint32_t b, int err) {
+  const bool req_pool_indices_in_range = err != kDraftReq;
+  SGL_DEVICE_CHECK(req_pool_indices_in_range,
+                   OP ": req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) = %lld)", b,
+                   (long long)p.req_pool_indices[b], (long long)p.pool_size);
+  const bool seq_lens_in_int32_range = err != kDraftLen;
+  SGL_DEVICE_CHECK(seq_lens_in_int32_range, OP ": seq_lens[%u] = %lld is negative or does not fit int32",
+                   b, (long long)p.seq_lens[b]);
+  const bool reads_inside_req_to_token_row = err != kDraftRow;
+  SGL_DEVICE_CHECK(reads_inside_req_to_token_row,
+                   OP ": request %u (seq_lens = %lld) reads past its req_to_token row of %lld positions",
+                   b, (long long)p.seq_lens[b], (long long)p.row_len);
+  const bool ids_fit_kv_indices_row = false;
+  SGL_DEVICE_CHECK(ids_fit_kv_indices_row,
+                   OP ": request %u's ids of the last step end past kv_indices.size(1) = %lld", b,
+                   (long long)p.out_width);
+  __trap();
+}
+
+SGL_FAILURE_PATH void fail_draft_indptr(int64_t z, int64_t v, bool position) {
+  const bool positions_in_int32_range = !position;
+  SGL_DEVICE_CHECK(positions_in_int32_range, OP ": positions[%lld] = %lld is negative or does not fit int32",
+                   (long long)z, (long long)v);
+  const bool kv_indptr_fits = false;
+  SGL_DEVICE_CHECK(kv_indptr_fits, OP ": kv_indptr[num_steps - 1][%lld] = %lld does not fit kv_indptr",
+                   (long long)z, (long long)v);
+  __trap();
+}
+
+// The extra block: every step's kv_indptr[s][1 .. bs * topk], a scan of the
+// capped positions in passes of 256.
+__device__ void draft_indptr_block(const DraftKvIndicesParams& p) {
+  using Scan = cub::BlockScan<int64_t, kThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  const int64_t n = p.bs * p.topk;
+  int64_t carry = 0;
+  for (int64_t tile = 0; tile < n; tile += kThreads) {
+    const int64_t z = tile + threadIdx.x;
+    const int64_t v = z < n ? p.positions[z] : 0;
+    const bool bad = z < n && !length_fits(v);
+    const int64_t term = bad ? 0 : (p.cap > 0 ? min_i64(v, p.cap) : v);
+    int64_t incl, total;
+    Scan(tmp).InclusiveSum(term, incl, total);
+    __syncthreads();  // tmp is reused by the next pass
+    if (bad) fail_draft_indptr(z, v, true);
+    if (z < n) {
+      const int64_t base = carry + incl;  // positions[0..z] summed: kv_indptr[s][z + 1] - (z + 1) * it
+      if (base + (z + 1) * p.num_steps > p.indptr_max) fail_draft_indptr(z + 1, base + (z + 1) * p.num_steps, false);
+      for (int64_t s = 0; s < p.num_steps; ++s) store_draft_indptr(p, s, z + 1, base + (z + 1) * (s + 1));
+    }
+    carry += total;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    draft_kv_indices_kernel(const __grid_constant__ DraftKvIndicesParams p) {
+  const uint32_t b = blockIdx.x;
+  if (b == p.bs) {
+    if (blockIdx.y == 0) draft_indptr_block(p);
+    return;
+  }
+  const int64_t len = p.seq_lens[b];
+  const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads;
+  if (blockIdx.y != 0 && first >= draft_cum_term(p, len)) return;  // (block-uniform)
+  __shared__ int64_t scratch[kWarps];
+  int64_t sum = 0;
+  for (int64_t r = threadIdx.x; r < b; r += kThreads) sum += draft_cum_term(p, p.seq_lens[r]);
+  const int64_t cum = block_reduce(sum, Add(), scratch);
+  const int err = draft_row_error(p, b, cum);
+  if (err != kDraftOk) {
+    if (blockIdx.y == 0 && threadIdx.x == 0) fail_draft_row(p, b, err);
+    return;
+  }
+  const int64_t prefix = draft_prefix_len(p, len);
+  const int32_t* row = p.req_to_token + p.req_pool_indices[b] * p.req_to_token_stride;
+  const int64_t step = static_cast<int64_t>(gridDim.y) * kThreads;
+  for (int64_t i = first + threadIdx.x; i < prefix; i += step) {
+    const int32_t v = row[draft_prefix_pos(p, len, i)];
+    for (int64_t s = 0; s < p.num_steps; ++s)
+      for (int64_t t = 0; t < p.topk; ++t) store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + i, v);
+  }
+  if (blockIdx.y != 0) return;
+  // The draft chains: entry (t, s, j) for j <= s.
+  const int64_t k2 = p.num_steps * p.num_steps;
+  for (int64_t k = threadIdx.x; k < p.topk * k2; k += kThreads) {
+    const int64_t t = k / k2, s = k % k2 / p.num_steps, j = k % p.num_steps;
+    if (j > s) continue;
+    store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + prefix + j,
+                row[draft_chain_start(p, len, t) + j]);
+  }
+}
+
 }  // namespace
+
+const char* build_draft_decode_kv_indices_cuda(const DraftKvIndicesParams& p, void* stream) {
+  if (p.bs == 0) return nullptr;
+  if (p.bs >= INT32_MAX) return "grid too large (req_pool_indices.numel() > 2^31 - 2)";
+  const int64_t cap = p.cap > 0 ? min_i64(p.cap, p.row_len) : p.row_len;
+  const int64_t needed = cap > 0 ? (cap - 1) / kThreads + 1 : 1;
+  const int64_t wave = int64_t{current_device_sm_count(132)} * kBlocksPerSm;
+  const int64_t spread = wave / p.bs > 1 ? wave / p.bs : 1;
+  const int64_t per_row = min_i64(min_i64(needed, spread), kMaxGridY);
+  const dim3 grid(static_cast<unsigned>(p.bs + 1), static_cast<unsigned>(per_row));
+  draft_kv_indices_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  const cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
+}
 
 const char* build_kv_indices_cuda(const KvIndicesParams& p, void* stream) {
   const int64_t bs = p.src.bs;

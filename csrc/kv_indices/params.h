@@ -180,4 +180,113 @@ SGL_HD int32_t kv_splits_of(const KvSplitPlan& plan, int64_t len) {
 void build_kv_indices_cpu(const KvIndicesParams& p);
 const char* build_kv_indices_cuda(const KvIndicesParams& p, void* stream);
 
+// build_draft_decode_kv_indices: the KV ids of every EAGLE draft-decode step
+// (SGLang 0.5.23's generate_draft_decode_kv_indices, launched by its Triton
+// and FlashInfer multi-step draft backends). Step s < K = num_steps
+// (it = s + 1 draft tokens so far), request b < bs, branch t < topk:
+//
+//   L = seq_lens[b], row = req_to_token[req_pool_indices[b]]
+//   window: Lw = min(L, cap) (cap = window_size + sink_size), the first
+//           e = min(sink_size, L) tokens and the last Lw - e; no window: Lw = L
+//   off   = cum_b * topk + b * it * topk + t * (Lw + it),
+//           cum_b = Lw of the requests before b, summed
+//   kv_indices[s][off + i]      = row[src(i)]       i < Lw
+//   kv_indices[s][off + Lw + j] = row[chain_t + j]  j < it
+//   chain_t = L + t * K                              (page_size 1 or topk 1)
+//           = floor(L / P) * P + t * ceil((L % P + K) / P) * P + L % P
+//   kv_indptr[s][z] = positions[0] + ... + positions[z - 1] + z * it
+//                     for 1 <= z <= bs * topk (positions capped at cap)
+struct DraftKvIndicesParams {
+  const int32_t* req_to_token = nullptr;  // [pool_size, row_len], rows by stride
+  int64_t req_to_token_stride = 0;
+  int64_t pool_size = 0;
+  int64_t row_len = 0;
+  IndexArray req_pool_indices;  // [bs]
+  IndexArray seq_lens;          // [>= bs]
+  IndexArray positions;         // [>= bs * topk]
+  int64_t bs = 0, topk = 1, num_steps = 1, page_size = 1;
+  int64_t cap = 0;   // window_size + sink_size, 0 without a window
+  int64_t sink = 0;  // sink_size (with a window)
+
+  void* out = nullptr;  // kv_indices [>= num_steps, out_width], step rows by out_stride
+  bool out64 = false;
+  int64_t out_stride = 0, out_width = 0;
+  void* indptr = nullptr;  // kv_indptr [>= num_steps, >= bs * topk + 1]
+  bool indptr64 = false;
+  int64_t indptr_stride = 0;
+  int64_t indptr_max = 0;  // INT32_MAX or INT64_MAX
+};
+
+// Tokens of a request's prefix each branch reads (L already checked).
+SGL_HD int64_t draft_prefix_len(const DraftKvIndicesParams& p, int64_t len) {
+  return p.cap > 0 ? min_i64(len, p.cap) : len;
+}
+
+// The row position of prefix token i < draft_prefix_len(len).
+SGL_HD int64_t draft_prefix_pos(const DraftKvIndicesParams& p, int64_t len, int64_t i) {
+  if (p.cap == 0) return i;
+  const int64_t sink = min_i64(p.sink, len);
+  return i < sink ? i : len - draft_prefix_len(p, len) + i;
+}
+
+// The row position of branch t's first draft token.
+SGL_HD int64_t draft_chain_start(const DraftKvIndicesParams& p, int64_t len, int64_t t) {
+  if (p.page_size == 1 || p.topk == 1) return len + t * p.num_steps;
+  const int64_t last = len % p.page_size;
+  const int64_t pages = (last + p.num_steps + p.page_size - 1) / p.page_size;
+  return len - last + t * pages * p.page_size + last;
+}
+
+// Where branch t of request b starts in step s's row (cum: the prefix
+// lengths of the requests before b, summed).
+SGL_HD int64_t draft_offset(const DraftKvIndicesParams& p, int64_t cum, int64_t b, int64_t t,
+                            int64_t prefix, int64_t s) {
+  const int64_t it = s + 1;
+  return cum * p.topk + b * it * p.topk + t * (prefix + it);
+}
+
+SGL_HD void store_draft(const DraftKvIndicesParams& p, int64_t s, int64_t i, int32_t v) {
+  if (p.out64)
+    static_cast<int64_t*>(p.out)[s * p.out_stride + i] = v;
+  else
+    static_cast<int32_t*>(p.out)[s * p.out_stride + i] = v;
+}
+
+SGL_HD void store_draft_indptr(const DraftKvIndicesParams& p, int64_t s, int64_t z, int64_t v) {
+  if (p.indptr64)
+    static_cast<int64_t*>(p.indptr)[s * p.indptr_stride + z] = v;
+  else
+    static_cast<int32_t*>(p.indptr)[s * p.indptr_stride + z] = static_cast<int32_t>(v);
+}
+
+// Request j's term of the running sum cum: its prefix length, the length
+// clamped to its row first (a row past it fails its own check; the clamp
+// keeps every other row's offsets bounded).
+SGL_HD int64_t draft_cum_term(const DraftKvIndicesParams& p, int64_t len) {
+  return draft_prefix_len(p, len < 0 ? 0 : min_i64(len, p.row_len));
+}
+
+// What is wrong with request b (0: nothing), given cum; the last step's
+// branches end furthest (every offset grows with the step).
+enum DraftRowError : int { kDraftOk = 0, kDraftReq, kDraftLen, kDraftRow, kDraftOut };
+
+SGL_HD int draft_row_error(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
+  const int64_t req = p.req_pool_indices[b];
+  if (req < 0 || req >= p.pool_size) return kDraftReq;
+  const int64_t len = p.seq_lens[b];
+  if (!length_fits(len)) return kDraftLen;
+  // The prefix reads positions below len; the last branch's chain ends at
+  // chain_start + K - 1.
+  if (len > p.row_len || draft_chain_start(p, len, p.topk - 1) + p.num_steps > p.row_len)
+    return kDraftRow;
+  if (cum > p.out_width / p.topk) return kDraftOut;  // (cum * topk below never overflows)
+  const int64_t prefix = draft_prefix_len(p, len);
+  const int64_t end =
+      draft_offset(p, cum, b, p.topk - 1, prefix, p.num_steps - 1) + prefix + p.num_steps;
+  return end > p.out_width ? kDraftOut : kDraftOk;
+}
+
+void build_draft_decode_kv_indices_cpu(const DraftKvIndicesParams& p);
+const char* build_draft_decode_kv_indices_cuda(const DraftKvIndicesParams& p, void* stream);
+
 }  // namespace sgl_meta

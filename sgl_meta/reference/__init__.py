@@ -14,7 +14,12 @@ from .dsa_metadata import (
     fused_dsa_metadata,
     fused_dsa_target_verify_metadata,
 )
-from .kv_indices import build_kv_indices, create_flashinfer_kv_indices, create_flashmla_kv_indices
+from .kv_indices import (
+    build_draft_decode_kv_indices,
+    build_kv_indices,
+    create_flashinfer_kv_indices,
+    create_flashmla_kv_indices,
+)
 from .kv_read_table import build_kv_read_table, build_kv_read_table_packed, kv_read_page_table, kv_read_token_stream
 from .trtllm_mha_metadata import update_trtllm_mha_graph_metadata, update_trtllm_mha_graph_metadata_multi
 from .trtllm_mha_page_table import build_trtllm_mha_page_table
@@ -34,6 +39,7 @@ from .flash_attention_metadata import (
 
 __all__ = [
     "build_kv_indices",
+    "build_draft_decode_kv_indices",
     "build_kv_read_table",
     "build_kv_read_table_packed",
     "build_trtllm_mha_page_table",

@@ -127,3 +127,106 @@ def build_kv_indices(
 create_flashinfer_kv_indices = _op.adapt_reference(dropins.create_flashinfer_kv_indices, build_kv_indices)
 create_flashmla_kv_indices = dropins.flashmla_dropin(kv_read_page_table)
 create_flashmla_kv_indices.__doc__ = "Eager reference of :func:`sgl_meta.create_flashmla_kv_indices`."
+
+
+_DRAFT_OP = "build_draft_decode_kv_indices"
+
+
+def _draft_chain_start(lens: torch.Tensor, t: torch.Tensor, topk: int, num_steps: int, page_size: int):
+    if page_size == 1 or topk == 1:
+        return lens + t * num_steps
+    last = lens % page_size
+    pages = torch.div(last + num_steps + page_size - 1, page_size, rounding_mode="floor")
+    return lens - last + t * pages * page_size + last
+
+
+def _check_draft(req_to_token, req_pool_indices, seq_lens, positions, kv_indices, kv_indptr, bs, topk,
+                 num_steps, page_size, cap, indptr_max) -> None:
+    """The CPU kernel's checks of device values, in its order and words (host tensors only)."""
+    if not on_host(seq_lens):
+        return
+    pool, row_len = req_to_token.shape
+    width = kv_indices.shape[1]
+    cum = 0
+    for b, (req, n) in enumerate(zip(values(req_pool_indices, bs), values(seq_lens, bs))):
+        if not 0 <= req < pool:
+            raise RuntimeError(f"sgl_meta.{_DRAFT_OP}: req_pool_indices[{b}] = {req} is outside [0, "
+                               f"req_to_token.size(0) = {pool})")
+        if not 0 <= n <= INT32_MAX:
+            raise RuntimeError(f"sgl_meta.{_DRAFT_OP}: seq_lens[{b}] = {n} is negative or does not fit int32")
+        chain_end = int(_draft_chain_start(torch.tensor(n), torch.tensor(topk - 1), topk, num_steps, page_size))
+        if n > row_len or chain_end + num_steps > row_len:
+            raise RuntimeError(f"sgl_meta.{_DRAFT_OP}: request {b} (seq_lens = {n}) reads past its req_to_token "
+                               f"row of {row_len} positions (its prefix and every branch's {num_steps} draft slots)")
+        prefix = min(n, cap) if cap else n
+        end = cum * topk + b * num_steps * topk + (topk - 1) * (prefix + num_steps) + prefix + num_steps
+        if cum > width // topk or end > width:
+            raise RuntimeError(f"sgl_meta.{_DRAFT_OP}: request {b}'s ids of the last step end past "
+                               f"kv_indices.size(1) = {width}")
+        cum += prefix
+    total = 0
+    for z, v in enumerate(values(positions, bs * topk)):
+        if not 0 <= v <= INT32_MAX:
+            raise RuntimeError(f"sgl_meta.{_DRAFT_OP}: positions[{z}] = {v} is negative or does not fit int32")
+        total += min(v, cap) if cap else v
+    n = bs * topk
+    if total > indptr_max - n * num_steps:
+        raise RuntimeError(f"sgl_meta.{_DRAFT_OP}: kv_indptr's last value ({total} + {n} * {num_steps}) does not "
+                           f"fit kv_indptr ({'int64' if indptr_max > INT32_MAX else 'int32'})")
+
+
+def build_draft_decode_kv_indices(
+    *,
+    req_to_token: torch.Tensor,
+    req_pool_indices: torch.Tensor,
+    seq_lens: torch.Tensor,
+    positions: torch.Tensor,
+    kv_indices: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    topk: int,
+    num_steps: int,
+    page_size: int = 1,
+    window_size: int = 0,
+    sink_size: int = 0,
+) -> None:
+    """Eager reference of :func:`sgl_meta.build_draft_decode_kv_indices`: per step, each
+    element of the row finds its branch by ``searchsorted`` over the branches' ends."""
+    bs = req_pool_indices.numel()
+    cap = window_size + sink_size if window_size > 0 else 0
+    sink = sink_size if window_size > 0 else 0
+    indptr_max = INT32_MAX if kv_indptr.dtype == torch.int32 else 2**63 - 1
+    _check_draft(req_to_token, req_pool_indices, seq_lens, positions, kv_indices, kv_indptr, bs, topk, num_steps,
+                 page_size, cap, indptr_max)
+    if bs == 0:
+        return
+    device = req_to_token.device
+    lens = seq_lens[:bs].long()
+    prefix = torch.minimum(lens, torch.tensor(cap, device=device)) if cap else lens
+    req = req_pool_indices.long()
+    width = kv_indices.shape[1]
+    j = torch.arange(width, device=device)
+    branch = torch.arange(bs * topk, device=device)
+    b_of, t_of = branch // topk, branch % topk
+    for s in range(num_steps):
+        it = s + 1
+        seg = (prefix[b_of] + it)
+        ends = torch.cumsum(seg, 0)
+        z = torch.searchsorted(ends, j, right=True)
+        live = z < bs * topk
+        z = z.clamp(max=bs * topk - 1)
+        i = j - (ends[z] - seg[z])
+        b, t = b_of[z], t_of[z]
+        n, w = lens[b], prefix[b]
+        if cap:
+            e = torch.clamp(n, max=sink)
+            pre = torch.where(i < e, i, n - w + i)
+        else:
+            pre = i
+        pos = torch.where(i < w, pre, _draft_chain_start(n, t, topk, num_steps, page_size) + i - w)
+        pos = torch.where(live, pos, torch.zeros_like(pos)).clamp(0, req_to_token.shape[1] - 1)
+        ids = req_to_token[req[b], pos].to(kv_indices.dtype)
+        kv_indices[s].copy_(torch.where(live, ids, kv_indices[s]))
+        pv = positions[: bs * topk].long()
+        if cap:
+            pv = pv.clamp(max=cap)
+        kv_indptr[s, 1 : bs * topk + 1].copy_(torch.cumsum(pv, 0) + (branch + 1) * it)

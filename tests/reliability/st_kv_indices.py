@@ -25,9 +25,11 @@ from row_kit import Row, apply, at, both, hostile, set_
 from tensor_case import Case, strided
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import draft_kv_indices_cases  # noqa: E402
 import kv_indices_cases  # noqa: E402
 
 OP = "build_kv_indices"
+DRAFT = "build_draft_decode_kv_indices"
 NAME = "kv_indices"
 
 
@@ -76,9 +78,48 @@ def events(case: Case) -> list[str]:
     ]
 
 
+@st.composite
+def draft_cases(draw) -> Case:
+    """build_draft_decode_kv_indices: bs 0 / 1 / small / past a 256-request pass, top-k 1..8, 1..7 steps,
+    page sizes 1 / 4 / 64 (chains a page apart when topk > 1), with or without a window and sinks,
+    lengths 0 to a few hundred, int32 / int64 everywhere; every tensor a view into a poisoned buffer."""
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**63 - 1)))
+    window = draw(st.sampled_from([0, 0, 0, 1, 8, 100]))
+    bs = draw(st.one_of(st.integers(0, 9), st.sampled_from([17, 260])))
+    c = draft_kv_indices_cases.Case(
+        bs=bs, pool=bs + draw(st.integers(1, 5)), topk=draw(st.sampled_from([1, 1, 2, 3, 4, 8])),
+        num_steps=draw(st.integers(1, 7)), page_size=draw(st.sampled_from([1, 1, 4, 64])), window_size=window,
+        sink_size=draw(st.integers(0, 5)) if window else 0,
+        max_len=draw(st.integers(0, 40)) if bs > 17 else draw(st.integers(0, 400)),
+        index64=draw(st.booleans()), out64=draw(st.booleans()), indptr64=draw(st.booleans()),
+        zero_lens=draw(st.booleans()))
+    kw = draft_kv_indices_cases.make(c, gen, "cpu")
+    args = {}
+    for k, v in kw.items():
+        if isinstance(v, torch.Tensor):
+            if v.dim() == 2:
+                args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), row_pad=draw(st.integers(0, 2)),
+                                  tail=draw(st.integers(0, 3)))
+            else:
+                args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), tail=draw(st.integers(0, 3)))
+        else:
+            args[k] = v
+    return Case(args, draft_kv_indices_cases.OUTPUTS, note=DRAFT, extra=dict(dataclasses.asdict(c)))
+
+
+def draft_events(case: Case) -> list[str]:
+    e = case.extra
+    return [
+        "bs=" + ("0" if e["bs"] == 0 else "1" if e["bs"] == 1 else "<=17" if e["bs"] <= 17 else "260"),
+        f"topk={e['topk']}", f"page_size={e['page_size']}", f"window={bool(e['window_size'])}",
+    ]
+
+
 ENTRIES = [
     dict(name=OP, op=sgl_meta.build_kv_indices, ref=reference.build_kv_indices, cases=cases, events=events,
          weight=0.25),
+    dict(name=DRAFT, op=sgl_meta.build_draft_decode_kv_indices, ref=reference.build_draft_decode_kv_indices,
+         cases=draft_cases, events=draft_events, weight=0.25),
 ]
 
 
@@ -126,8 +167,21 @@ def _flashmla_base(gen, device):
                 kv_indices=torch.full((4, 5), -7, dtype=torch.int32, device=device), page_size=8)
 
 
+def _draft_base(gen, device):
+    """Two requests of 2 branches, 3 steps, pages of 4 (rows of 40, each branch's chain a page apart)."""
+    return dict(
+        req_to_token=torch.randint(-3, 300, (6, 40), generator=gen, dtype=torch.int32).to(device),
+        req_pool_indices=torch.tensor([5, 2], dtype=torch.int64, device=device),
+        seq_lens=torch.tensor([17, 9], dtype=torch.int32, device=device),
+        positions=torch.tensor([18, 18, 10, 10], dtype=torch.int32, device=device),
+        kv_indices=torch.full((3, 80), -7, dtype=torch.int64, device=device),
+        kv_indptr=torch.full((3, 5), -7, dtype=torch.int32, device=device),
+        topk=2, num_steps=3, page_size=4, window_size=0, sink_size=0,
+    )
+
+
 V2P = OP + "@v2p"
-BAD_INPUT_BASES = {OP: _base, FLASHINFER: _flashinfer_base, FLASHMLA: _flashmla_base}
+BAD_INPUT_BASES = {OP: _base, FLASHINFER: _flashinfer_base, FLASHMLA: _flashmla_base, DRAFT: _draft_base}
 
 
 def _r(op, id, edit, *names, **kw):
@@ -180,6 +234,33 @@ BAD_INPUT_ROWS = [
     _r(FLASHMLA, "page_size 0", set_(page_size=0), "page_size must be >= 1"),
     _r(FLASHMLA, "page_size float", set_(page_size=8.0), "page_size must be an int, got float", raises=(TypeError,)),
     _r(FLASHMLA, "kv_indices None", set_(kv_indices=None), "kv_indices must be a Tensor", raises=(TypeError,)),
+    _r(DRAFT, "req_to_token int64", apply("req_to_token", lambda t: t.long()),
+       "req_to_token must have dtype int32 (torch.int32)"),
+    _r(DRAFT, "seq_lens shorter than bs", apply("seq_lens", lambda t: t[:1]),
+       "seq_lens.size(0) must be >= req_pool_indices.numel() = 2, got 1"),
+    _r(DRAFT, "positions one per request", apply("positions", lambda t: t[:2]),
+       "positions.size(0) must be >= req_pool_indices.numel() * topk = 4, got 2"),
+    _r(DRAFT, "kv_indices 1-D", apply("kv_indices", lambda t: t[0]), "kv_indices must be 2-D"),
+    _r(DRAFT, "kv_indices fewer rows than steps", apply("kv_indices", lambda t: t[:2]),
+       "kv_indices.size(0) must be >= num_steps = 3, got 2"),
+    _r(DRAFT, "kv_indices column step 2", apply("kv_indices", lambda t: t[:, ::2]),
+       "kv_indices must have inner stride 1"),
+    _r(DRAFT, "kv_indptr narrower than the branches", apply("kv_indptr", lambda t: t[:, :4]),
+       "kv_indptr.size(1) must be >= req_pool_indices.numel() * topk + 1 = 5, got 4"),
+    _r(DRAFT, "kv_indptr float", apply("kv_indptr", lambda t: t.float()), "kv_indptr must have dtype"),
+    _r(DRAFT, "topk 0", set_(topk=0), "topk = 0 is outside [1, 1024]"),
+    _r(DRAFT, "num_steps 65", set_(num_steps=65), "num_steps = 65 is outside [1, 64]"),
+    _r(DRAFT, "page_size 0", set_(page_size=0), "page_size = 0 is outside"),
+    _r(DRAFT, "window_size negative", set_(window_size=-1), "window_size = -1 is outside"),
+    _r(DRAFT, "sink_size negative", set_(sink_size=-2), "sink_size = -2 is outside"),
+    _r(DRAFT, "kv_indptr inside kv_indices", lambda kw: kw.update(kv_indptr=kw["kv_indices"][:, :5]),
+       "kv_indices", "kv_indptr", "overlap"),
+    _r(DRAFT, "kv_indices aliases req_to_token",
+       lambda kw: kw.update(kv_indices=kw["req_to_token"][:3]), "kv_indices (written) and req_to_token (read) overlap"),
+    _r(DRAFT, "topk float", set_(topk=2.0), "topk must be an int, got float", raises=(TypeError,)),
+    _r(DRAFT, "positions None", set_(positions=None), "positions must be a Tensor", raises=(TypeError,)),
+    _r(DRAFT, "positions on cuda, rest on cpu", apply("positions", lambda t: t.to("cuda")),
+       "positions is on cuda", needs="cuda"),
 ]
 
 
@@ -200,4 +281,18 @@ HOSTILE_ROWS = [
     hostile(OP, "negative slots verbatim", apply("req_to_token", lambda t: t.fill_(-5)), raises=()),
     hostile(OP, "window past the row", at("kv_start_idx", 1, 2**30), raises=()),
     hostile(OP, "seq_lens past bs hostile", apply("seq_lens", lambda t: torch.cat([t, t.new_tensor([-(2**31)])])), raises=()),
+    hostile(DRAFT, "request index == pool size", at("req_pool_indices", 1, 6),
+            "req_pool_indices[1] = 6 is outside [0, req_to_token.size(0) = 6)"),
+    hostile(DRAFT, "seq_lens negative", at("seq_lens", 1, -1), "seq_lens[1] = -1 is negative or does not fit int32"),
+    hostile(DRAFT, "prefix past the row", at("seq_lens", 0, 41), "request 0 (seq_lens = 41) reads past"),
+    hostile(DRAFT, "last chain past the row", at("seq_lens", 0, 35), "request 0 (seq_lens = 35) reads past"),
+    hostile(DRAFT, "kv_indices row too short", apply("kv_indices", lambda t: t[:, :50]),
+            "request 1's ids of the last step end past kv_indices.size(1) = 50"),
+    hostile(DRAFT, "positions negative", at("positions", 3, -4), "positions[3] = -4 is negative"),
+    hostile(DRAFT, "kv_indptr past int32", at("positions", 0, 2**31 - 1), "kv_indptr's last value"),
+    # must succeed: negative slots copied as they are, a window shorter than the prefix, unread values
+    hostile(DRAFT, "negative slots verbatim", apply("req_to_token", lambda t: t.fill_(-5)), raises=()),
+    hostile(DRAFT, "window of 2 with a sink", set_(window_size=2, sink_size=1), raises=()),
+    hostile(DRAFT, "seq_lens past bs hostile", apply("seq_lens", lambda t: torch.cat([t, t.new_tensor([-(2**31)])])),
+            raises=()),
 ]
