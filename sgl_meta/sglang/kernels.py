@@ -17,7 +17,7 @@ import inspect
 import sys
 from typing import Optional
 
-from ..kv_indices import create_flashmla_kv_indices
+from ..kv_indices import build_draft_decode_kv_indices, create_flashmla_kv_indices
 
 
 class KernelStandIn:
@@ -30,9 +30,11 @@ class KernelStandIn:
     @classmethod
     def bind(cls, original) -> type:
         """A subclass that falls back to ``original`` (same name, module and signature)."""
+        # __wrapped__: what it stands in for, as HookRegistry's function wrappers
+        # carry it (the step bench's plugin switch finds the plugin's values by it).
         return type(cls.__name__, (cls,), {"original": original, "__module__": cls.__module__,
                                           "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
-                                          **cls.constants(original)})
+                                          "__wrapped__": original, **cls.constants(original)})
 
     @classmethod
     def constants(cls, original) -> dict:
@@ -56,7 +58,7 @@ class KernelStandIn:
             bound.apply_defaults()
             arguments = bound.arguments
         if cls.covers(grid, arguments):
-            cls.run(arguments)
+            cls.run(grid, arguments)
         elif cls.original is not None:
             cls.original[grid](*args, **kwargs)
         else:
@@ -74,7 +76,8 @@ class KernelStandIn:
         raise NotImplementedError
 
     @classmethod
-    def run(cls, args: dict) -> None:
+    def run(cls, grid, args: dict) -> None:
+        """Our op for a launch :meth:`covers` accepted."""
         raise NotImplementedError
 
 
@@ -132,6 +135,59 @@ class FlashmlaKvIndicesKernel(KernelStandIn):
             return False
 
     @classmethod
-    def run(cls, a: dict) -> None:
+    def run(cls, grid, a: dict) -> None:
         create_flashmla_kv_indices(a["req_to_token_ptr"], a["req_pool_indices_ptr"], a["page_kernel_lens_ptr"],
                                    a["kv_start_idx"], a["kv_indices_ptr"], page_size=a["PAGED_SIZE"])
+
+
+class DraftDecodeKvIndicesKernel(KernelStandIn):
+    """``generate_draft_decode_kv_indices`` (``sglang.kernels.ops.speculative.cache_locs``),
+    EAGLE multi-step draft decode's per-step ``kv_indices`` / ``kv_indptr``:
+    :func:`sgl_meta.build_draft_decode_kv_indices` for a launch as SGLang 0.5.23's Triton
+    and FlashInfer multi-step draft backends make it over a static pool (grid ``(steps
+    [x token blocks], requests, topk)``, the strides the tensors' own, the power-of-two
+    bounds at least the counts they bound, a token-granular source without ``v2p``);
+    other launches (the unified pool's translated sources) run SGLang's kernel."""
+
+    __signature__ = _params("req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr",
+                            "positions", "row_stride", "kv_indices_stride", "kv_indptr_stride", "bs_upper",
+                            "iter_upper", "num_tokens_upper", "page_size", window_size=0, sink_size=0, NUM_STEPS=0,
+                            ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False)
+
+    @staticmethod
+    def _steps(grid, a: dict) -> Optional[int]:
+        """The draft steps the launch writes (``NUM_STEPS``, or the grid's first axis without it)."""
+        g, num_steps = _grid(grid), a["NUM_STEPS"]
+        if g is None or len(g) != 3 or type(num_steps) is not int or num_steps < 0:
+            return None
+        if num_steps == 0:
+            return g[0]
+        return num_steps if g[0] >= num_steps and g[0] % num_steps == 0 else None
+
+    @classmethod
+    def covers(cls, grid, a: dict) -> bool:
+        steps = cls._steps(grid, a)
+        if not steps or a["ENTRY_PAGE_SIZE"] != 1 or a["TRANSLATE"] or a["v2p"] is not None:
+            return False
+        if not all(type(a[k]) is int for k in ("bs_upper", "iter_upper", "num_tokens_upper", "page_size",
+                                                "window_size", "sink_size")):
+            return False
+        _, seqs, topk = _grid(grid)
+        r2t, out, indptr = a["req_to_token"], a["kv_indices"], a["kv_indptr"]
+        try:
+            return (a["row_stride"] == r2t.stride(0) and out.dim() == 2 and indptr.dim() == 2
+                    and a["kv_indices_stride"] == out.stride(0) and a["kv_indptr_stride"] == indptr.stride(0)
+                    and out.shape[0] >= steps and indptr.shape[0] >= steps
+                    and a["req_pool_indices"].numel() >= seqs
+                    and a["bs_upper"] >= seqs and a["iter_upper"] >= steps and a["num_tokens_upper"] >= seqs * topk)
+        except (AttributeError, TypeError, IndexError, RuntimeError):  # not tensors of these shapes
+            return False
+
+    @classmethod
+    def run(cls, grid, a: dict) -> None:
+        _, seqs, topk = _grid(grid)
+        build_draft_decode_kv_indices(
+            req_to_token=a["req_to_token"], req_pool_indices=a["req_pool_indices"][:seqs],
+            seq_lens=a["paged_kernel_lens"], positions=a["positions"], kv_indices=a["kv_indices"],
+            kv_indptr=a["kv_indptr"], topk=topk, num_steps=cls._steps(grid, a), page_size=a["page_size"],
+            window_size=a["window_size"], sink_size=a["sink_size"])

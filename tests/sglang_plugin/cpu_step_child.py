@@ -19,7 +19,7 @@ from sgl_meta.bench.sglang_step.plugin_switch import Switch
 POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend")] + [
     ("triton", "draft_decode"), ("trtllm_mla", "draft_decode"), ("fa3_topk4", "target_verify"),
     ("fa3_topk4", "draft_decode")]
-HOOKED = {"flashinfer", "trtllm_mla", "fa3_topk4"}  # the plugin does not take Triton's draft decode
+HOOKED = {"flashinfer", "trtllm_mla", "fa3_topk4", "triton"}
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     from sglang.srt.speculative import eagle_info
 
     from sgl_meta import flash_attention_metadata
-    from sgl_meta.sglang import eagle_csr, flash_attention_spec, kv_indices, trtllm_mla
+    from sgl_meta.sglang import eagle_csr, flash_attention_spec, kernels, kv_indices, trtllm_mla
 
     attention_registry.get_device_capability = lambda *a, **k: (9, 0)  # FA3 is built for SM 8.x / 9.x
 
@@ -50,13 +50,18 @@ def main() -> None:
                 flash_attention_spec.multi_step_init_forward_metadata_out_graph)]
     changes = [(cls, name, cls.__dict__[name], _wrap_fn(cls.__dict__[name], hook, HookType.AROUND))
                for cls, name, hook in targets]
+    # The draft-decode kernel, a module attribute of both multi-step backends (the class REPLACE).
+    draft_kernel = tb.generate_draft_decode_kv_indices
+    bound = kernels.DraftDecodeKvIndicesKernel.bind(draft_kernel)
+    changes += [(module, "generate_draft_decode_kv_indices", draft_kernel, bound) for module in (tb, fb)]
     switch = Switch(changes)
     switch.state = "off"
     calls = []
     for module, name in ((kv_indices, "build_kv_indices"), (eagle_csr, "build_kv_indices"),
                          (flash_attention_metadata, "update_flash_attention_metadata"),
                          (flash_attention_metadata, "flash_attention_verify_expand"),
-                         (flash_attention_metadata, "flash_attention_draft_decode_topk")):
+                         (flash_attention_metadata, "flash_attention_draft_decode_topk"),
+                         (kernels, "build_draft_decode_kv_indices")):
         real = getattr(module, name)
         setattr(module, name, lambda *a, _real=real, **k: (calls.append(switch.state), _real(*a, **k))[1])
     report = {}
