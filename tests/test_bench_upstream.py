@@ -21,7 +21,7 @@ import sgl_meta
 from sgl_meta import reference
 from sgl_meta.bench import main
 from sgl_meta.bench.report import write_json
-from sgl_meta.bench.upstream import loader, rows_dsa, rows_kv, rows_mha
+from sgl_meta.bench.upstream import loader, rows_dsa, rows_kv, rows_kv_indices, rows_mha
 from sgl_meta.bench.upstream.fixtures import Context, RowSpec
 from sgl_meta.bench.upstream.measure import check_row
 from sgl_meta.bench.upstream.run import ROW_SPECS, problems, why_skipped
@@ -360,6 +360,29 @@ def test_row_plumbing_on_cpu(spec, small_shapes):
         row.outputs["gather"][name][first] += 1
         found = check_row(row, "eager")
         assert len(found) == 1 and "ours differs from the bare gather" in found[0]
+
+
+DRAFT_ROWS = [s for s in ROW_SPECS if s.upstream == (rows_kv_indices.DRAFT,)]
+
+
+@pytest.mark.parametrize("spec", DRAFT_ROWS, ids=[s.name for s in DRAFT_ROWS])
+def test_draft_rows_plumbing_on_cpu(spec, monkeypatch):
+    """The draft-decode rows on small rows, upstream's launch stood in by the plugin's stand-in
+    (SGLang's argument order, our op behind it): every call wired, the regions what upstream writes."""
+    from sgl_meta.sglang.kernels import DraftDecodeKvIndicesKernel
+
+    monkeypatch.setattr(rows_kv_indices, "PAGES", 8)
+    up = type("Up", (), {rows_kv_indices.DRAFT: DraftDecodeKvIndicesKernel, "has": lambda self, n: True})()
+    row = spec.build(Context(device=torch.device("cpu"), seed=5), up)
+    assert {"upstream", "ours", "ref"} <= set(row.calls)
+    row.repoison()
+    for calls in row.calls.values():
+        for c in calls:
+            c()
+    assert check_row(row, "eager") == []
+    row.outputs["upstream"]["kv_indptr"][-1, -1] += 1  # the last branch's end, inside the region
+    found = check_row(row, "eager")
+    assert len(found) == 1 and "kv_indptr" in found[0]
 
 
 def test_unwritten_upstream_region_is_reported(small_shapes):

@@ -27,7 +27,7 @@ import torch
 
 import sgl_meta
 
-from . import loader, rows_dsa, rows_kv, rows_mha
+from . import loader, rows_dsa, rows_kv, rows_kv_indices, rows_mha
 from .fixtures import Context
 from .measure import first_call_seconds
 
@@ -158,6 +158,16 @@ def _kv_calls(ctx: Context, fns, impl: str, b: int) -> list:
     )]
 
 
+def _draft_calls(ctx: Context, fns, impl: str, b: int) -> list:
+    """The Triton backend's draft-decode launch over ``b`` requests (rows of 16 pages: the
+    compile, not the walk, is what is timed); SGLang's kernel compiles per power-of-two bucket."""
+    f = ctx.fixture("draft_kv_indices_cold", lambda c: rows_kv_indices.DraftFixture(
+        c, bs=max(c.max_bs, 1), topk=1, out64=True, pages=16))
+    if impl == "upstream":
+        return [functools.partial(rows_kv_indices.draft_upstream, fns, f, f.out[impl], b, "triton")]
+    return [functools.partial(rows_kv_indices.draft_ours, fns.build_draft_decode_kv_indices, f, f.out[impl], b)]
+
+
 COLD = (
     ColdSpec("TRT-LLM MHA update, EAGLE step (2 draft decodes, verify, draft extend; SWA)", (loader.TRITON,),
              ("trtllm_mha_graph_metadata",), (rows_mha.UPDATE,), (rows_mha.UPDATE,), _mha_update_calls),
@@ -168,6 +178,8 @@ COLD = (
     ColdSpec("DSA generators (decode + verify)", (loader.TRITON,), ("dsa_metadata",),
              (rows_dsa.GEN[0], rows_dsa.GEN[1]), (rows_dsa.GEN[0], rows_dsa.GEN[1]), _dsa_generate_calls),
     ColdSpec("KV read table (v2p)", (loader.TRITON,), ("kv_read_table",), (rows_kv.TABLE,), (rows_kv.TABLE,), _kv_calls),
+    ColdSpec("EAGLE draft decode kv indices (Triton backend's launch, 3 steps)", (loader.TRITON,),
+             ("speculative_cache_locs",), ("build_draft_decode_kv_indices",), (rows_kv_indices.DRAFT,), _draft_calls),
 )
 
 

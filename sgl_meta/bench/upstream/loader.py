@@ -7,7 +7,9 @@ from the package itself, file by file, never from a copy in this repository:
   metadata generators, the unified pool's read tables) are plain modules that
   import only ``torch``/``triton``: each file is executed on its own with
   ``importlib`` (``spec_from_file_location``), so ``sglang/__init__.py``, which
-  pulls in the whole server, never runs;
+  pulls in the whole server, never runs; the speculative-decoding kernels'
+  file also imports the server's platform checks and ``next_power_of_2``
+  (``sglang.srt.utils``), given by a stand-in while it loads;
 * the DSA copy is CUDA compiled at first use through SGLang's JIT loader
   (``sglang.kernels.jit.utils.load_jit``: a generated ``build.ninja`` run by the
   ``ninja`` binary with ``nvcc`` and ``c++``, linked against ``apache-tvm-ffi``,
@@ -31,6 +33,7 @@ no triton, no tvm-ffi, no msgspec, no nvcc, no ninja, no C++ compiler).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.machinery
 import importlib.metadata
 import importlib.util
@@ -84,6 +87,11 @@ KERNEL_FILES = {
         TRITON,
         ("create_flashinfer_kv_indices_triton", "create_flashmla_kv_indices_triton"),
     ),
+    "speculative_cache_locs": (
+        "sglang/kernels/ops/speculative/cache_locs.py",
+        TRITON,
+        ("generate_draft_decode_kv_indices",),
+    ),
     "attention_metadata_splits": (
         "sglang/kernels/ops/attention/metadata.py",
         TRITON,
@@ -95,6 +103,8 @@ KERNEL_FILES = {
         ("fused_metadata_copy_cuda", "fused_metadata_copy_multi_cuda"),
     ),
 }
+# Kernel files that import platform helpers from the server's ``sglang.srt.utils``.
+_SERVER_UTILS = {"speculative_cache_locs"}
 # What the JIT path reads besides the kernel module.
 JIT_SUPPORT_FILES = (
     "sglang/kernels/jit/__init__.py",
@@ -352,7 +362,11 @@ def load(probe_result: Probe, families=FAMILIES, tag: Optional[str] = None) -> K
         try:
             if fam == JIT:
                 prepare_jit(site)
-            mod = _exec_file(site / rel, f"_sgl_meta_upstream.{tag}.{key}")
+            if key in _SERVER_UTILS:
+                with _server_utils(site):
+                    mod = _exec_file(site / rel, f"_sgl_meta_upstream.{tag}.{key}")
+            else:
+                mod = _exec_file(site / rel, f"_sgl_meta_upstream.{tag}.{key}")
         except Exception as e:  # report and carry on with what loaded
             k.errors.setdefault(fam, []).append(f"loading {rel} failed: {type(e).__name__}: {e}")
             continue
@@ -432,6 +446,42 @@ def _server_helpers() -> types.ModuleType:
     mod.get_cuda_version = lambda: tuple(int(x) for x in torch.version.cuda.split(".")) if torch.version.cuda else (0, 0)
     setattr(mod, _STUB_MARK, True)
     return mod
+
+
+@contextlib.contextmanager
+def _server_utils(site: Path):
+    """``sglang.srt.utils`` while a kernel file imports it: the platform checks
+    and ``next_power_of_2`` (the server's module needs the whole server). Where
+    a real sglang is imported already, its own module serves; the stand-ins
+    leave ``sys.modules`` as they found it."""
+    import torch
+
+    if "sglang.srt.utils" in sys.modules and not getattr(sys.modules["sglang.srt.utils"], _STUB_MARK, False):
+        yield
+        return
+    cuda = torch.cuda.is_available() and torch.version.cuda is not None
+    utils = types.ModuleType("sglang.srt.utils", "Stand-in for the platform helpers a kernel file imports.")
+    for name in ("is_cpu", "is_hip", "is_musa", "is_npu", "is_xpu"):
+        setattr(utils, name, lambda: False)
+    utils.is_cuda = lambda: cuda
+    utils.next_power_of_2 = lambda n: 1 << (n - 1).bit_length() if n > 0 else 1
+    setattr(utils, _STUB_MARK, True)
+    added = []
+    for name in ("sglang", "sglang.srt"):
+        if name not in sys.modules:
+            _stub_package(name, site / Path(*name.split(".")))
+            added.append(name)
+    saved = sys.modules.get("sglang.srt.utils")
+    sys.modules["sglang.srt.utils"] = utils
+    try:
+        yield
+    finally:
+        if saved is None:
+            del sys.modules["sglang.srt.utils"]
+        else:
+            sys.modules["sglang.srt.utils"] = saved
+        for name in added:
+            sys.modules.pop(name, None)
 
 
 def import_tvm_ffi() -> dict:

@@ -10,12 +10,18 @@ Static pool (``req_to_token`` holds physical slots: shuffled whole pages of 64,
 * Triton decode (``TritonAttnBackend._apply_cuda_graph_metadata``): the same,
   then ``get_num_kv_splits_triton[(1,)]``.
 * TRT-LLM MLA / FlashMLA: ``create_flashmla_kv_indices_triton[(bs, blocks)]``.
+* EAGLE multi-step draft decode (3 steps): ``generate_draft_decode_kv_indices``
+  as ``TritonMultiStepDraftBackend.common_template`` launches it
+  (``[(steps, bs, topk)]``, int64 ids: one program per step and branch walking
+  the prefix) and as ``FlashInferMultiStepDraftBackend.common_template`` does
+  (int32 ids, ``NUM_STEPS`` with 8 token blocks per step and branch).
 
 Upstream defines ``kv_indptr[1:bs+1]`` (index 0 stays the buffer's zero, which
 ours writes), the ``sum(len)`` ids, the split counts, and each block-table
-row's ``ceil(len / 64)`` columns. Cold start: the Triton kernels here compile
-once per constexpr set (``ENTRY_PAGE_SIZE``, ``MAX_NUM_SEQ`` = 256 below 256
-rows), not per bucket, so these rows add no cold-start variant.
+row's ``ceil(len / 64)`` columns, every step's ``kv_indptr[s, 1:]`` and its
+live ids. Cold start: the Triton kernels here compile once per constexpr set
+(``ENTRY_PAGE_SIZE``, ``MAX_NUM_SEQ`` = 256 below 256 rows; the draft kernel
+once per power-of-two batch, step and branch-count bucket and window).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ STREAM_BS = 64
 CORES, HEADS, KV_HEADS, MAX_SPLITS = 132, 32, 8, 8
 FLASHINFER, FLASHMLA, SPLITS = ("create_flashinfer_kv_indices_triton", "create_flashmla_kv_indices_triton",
                                 "get_num_kv_splits_triton")
+DRAFT = "generate_draft_decode_kv_indices"
+DRAFT_STEPS, DRAFT_BLOCKS = 3, 8
 
 
 class Fixture:
@@ -106,9 +114,74 @@ def build_flashmla(ctx, up, *, bs: int, name: str):
                     regions=regions)
 
 
+def _pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length() if n > 1 else 1
+
+
+class DraftFixture:
+    """Requests of one draft-decode row: rows of ``pages`` pages of 64 (default 2048), each
+    length leaving room for every branch's chain (a page apart), positions the next token's."""
+
+    def __init__(self, ctx, bs: int, topk: int, out64: bool, pages: int = 0):
+        dev = ctx.device
+        gen = generator(dev, ctx.seed * 7919 + 73 + bs * 10 + topk)
+        pages = pages or PAGES
+        self.bs, self.topk = bs, topk
+        self.req_to_token, self.req_pool_indices = request_pool(bs, pages, PAGE_SIZE, dev, gen)
+        room = topk * (PAGE_SIZE + DRAFT_STEPS) + PAGE_SIZE
+        self.lens = uniform_lengths(bs, 1, pages * PAGE_SIZE - room, dev, gen)
+        if bs == 1:
+            self.lens.fill_(pages * PAGE_SIZE - room)
+        self.positions = (self.lens.long() + 1).repeat_interleave(topk).to(torch.int32)
+        total = int(self.lens.long().sum())  # once, at setup
+        self.used = [total * topk + bs * topk * (s + 1) for s in range(DRAFT_STEPS)]
+        dtype = torch.int64 if out64 else torch.int32
+        self.out = OutputSets({"kv_indices": ((DRAFT_STEPS, self.used[-1]), dtype),
+                               "kv_indptr": ((DRAFT_STEPS, bs * topk + 1), torch.int32)}, dev, gen)
+        self.out.poison["kv_indptr"][:, 0] = 0  # SGLang's buffer starts zeroed; neither side writes [s, 0]
+        self.out.repoison(["kv_indptr"])
+
+
+def draft_upstream(up, f: DraftFixture, out: dict, bs: int, launch: str) -> None:
+    """SGLang's launch over the first ``bs`` requests, as the Triton or the FlashInfer backend makes it."""
+    topk = f.topk
+    grid = (DRAFT_STEPS * (DRAFT_BLOCKS if launch == "flashinfer" else 1), bs, topk)
+    getattr(up, DRAFT)[grid](
+        f.req_pool_indices, f.req_to_token, f.lens, out["kv_indices"], out["kv_indptr"], f.positions,
+        f.req_to_token.stride(0), out["kv_indices"].shape[1], out["kv_indptr"].shape[1], _pow2(bs),
+        _pow2(DRAFT_STEPS), _pow2(bs * topk), PAGE_SIZE, 0, 0, ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False,
+        NUM_STEPS=DRAFT_STEPS if launch == "flashinfer" else 0)
+
+
+def draft_ours(fn, f: DraftFixture, out: dict, bs: int) -> None:
+    fn(req_to_token=f.req_to_token, req_pool_indices=f.req_pool_indices[:bs], seq_lens=f.lens, positions=f.positions,
+       kv_indices=out["kv_indices"], kv_indptr=out["kv_indptr"], topk=f.topk, num_steps=DRAFT_STEPS,
+       page_size=PAGE_SIZE)
+
+
+def build_draft(ctx, up, *, bs: int, topk: int, launch: str, name: str):
+    f = ctx.fixture(f"draft_kv_indices_{bs}_{topk}_{launch}",
+                    functools.partial(DraftFixture, bs=bs, topk=topk, out64=launch == "triton"))
+
+    calls = {"upstream": [functools.partial(draft_upstream, up, f, f.out["upstream"], bs, launch)]}
+    for impl, fn in (("ours", sgl_meta.build_draft_decode_kv_indices),
+                     ("ref", reference.build_draft_decode_kv_indices)):
+        calls[impl] = [functools.partial(draft_ours, fn, f, f.out[impl], bs)]
+    used = torch.tensor(f.used, device=ctx.device)
+    regions = {"kv_indices": prefix_mask(used, (DRAFT_STEPS, f.used[-1])),
+               "kv_indptr": (slice(None), slice(1, bs * topk + 1))}
+    params = dict(bs=bs, topk=topk, steps=DRAFT_STEPS, page_size=PAGE_SIZE, lengths="uniform",
+                  launch=launch, tokens=int(f.used[-1]))
+    return make_row(f.out, ["kv_indices", "kv_indptr"], name=name, group="kv indices", params=params, calls=calls,
+                    regions=regions)
+
+
 _FI = f"FlashInfer decode kv_indptr + kv_indices bs{STREAM_BS} (upstream: cumsum, copy, Triton gather)"
 _TR = f"Triton decode kv_indptr + kv_indices + num_kv_splits bs{STREAM_BS} (upstream: 4 launches)"
 _MLA = "FlashMLA / TRT-LLM MLA block table bs256 x 2048 pages of 64"
+_D1 = "EAGLE draft decode kv_indices + kv_indptr, 3 steps, bs1 x 128k (upstream: the Triton backend's launch)"
+_D64 = "EAGLE draft decode kv_indices + kv_indptr, 3 steps, bs64 (upstream: the Triton backend's launch)"
+_D4 = "EAGLE draft decode kv_indices + kv_indptr, 3 steps x top-k 4, bs16 (upstream: FlashInfer's, 8 token blocks)"
 ROWS = (
     RowSpec(name=_FI, group="kv indices", families=(TRITON,), ours=("build_kv_indices",), upstream=(FLASHINFER,),
             build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_FI)),
@@ -116,4 +189,11 @@ ROWS = (
             upstream=(FLASHINFER, SPLITS), build=lambda ctx, up: build_stream(ctx, up, splits=True, name=_TR)),
     RowSpec(name=_MLA, group="kv indices", families=(TRITON,), ours=("create_flashmla_kv_indices",),
             upstream=(FLASHMLA,), build=lambda ctx, up: build_flashmla(ctx, up, bs=256, name=_MLA)),
+    RowSpec(name=_D1, group="kv indices", families=(TRITON,), ours=("build_draft_decode_kv_indices",),
+            upstream=(DRAFT,), build=lambda ctx, up: build_draft(ctx, up, bs=1, topk=1, launch="triton", name=_D1)),
+    RowSpec(name=_D64, group="kv indices", families=(TRITON,), ours=("build_draft_decode_kv_indices",),
+            upstream=(DRAFT,), build=lambda ctx, up: build_draft(ctx, up, bs=64, topk=1, launch="triton", name=_D64)),
+    RowSpec(name=_D4, group="kv indices", families=(TRITON,), ours=("build_draft_decode_kv_indices",),
+            upstream=(DRAFT,),
+            build=lambda ctx, up: build_draft(ctx, up, bs=16, topk=4, launch="flashinfer", name=_D4)),
 )
