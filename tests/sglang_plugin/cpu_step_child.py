@@ -2,7 +2,7 @@
 of the ``--sglang`` bench on CPU tensors, plugin off and on through the bench's own
 step loop, with the hooks of the backends measured applied by hand (the plugin
 stays inactive without a GPU): FlashInfer (planner left out) in decode, target
-verify and draft extend, and the Triton and TRT-LLM MLA multi-step draft decodes
+verify, draft extend and its multi-step draft decode, and the Triton and TRT-LLM MLA multi-step draft decodes
 (the scheduler's page size published), and FA3's top-k 4 target verify and draft decode. A JSON report on stdout's last line: per
 point the buffer differences, how many snapshots were compared, and how many of
 our launches each side made."""
@@ -16,7 +16,7 @@ from sgl_meta.bench.sglang_step.cli import compare
 from sgl_meta.bench.sglang_step.measure import Plan, run
 from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
-POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend")] + [
+POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend", "draft_decode")] + [
     ("triton", "draft_decode"), ("trtllm_mla", "draft_decode"), ("fa3_topk4", "target_verify"),
     ("fa3_topk4", "draft_decode")]
 HOOKED = {"flashinfer", "trtllm_mla", "fa3_topk4", "triton"}
@@ -68,7 +68,9 @@ def main() -> None:
     for backend, mode in POINTS:
         for bs, ctx in ((1, 2048), (3, 1024)):
             off = backends.build(backend, mode, bs, ctx, "cpu", seed=7)
+            switch.on()  # (FlashInfer's draft backend keeps the module's kernel when built)
             on = backends.build(backend, mode, bs, ctx, "cpu", seed=7)
+            switch.off()
             calls.clear()
             result = run(off, on, switch, Plan(check_steps=3, warmup=0, steps=1, profile_steps=1, builds=1))
             snaps = result["off"]["snapshots"]

@@ -177,6 +177,8 @@ def _backend(backend_name: str, mode: str, runner, topk: int = 1):
         from sglang.srt.layers.attention.flashattention_backend import FlashAttentionMultiStepBackend as Multi
     elif backend_name == "triton":
         from sglang.srt.layers.attention.triton_backend import TritonMultiStepDraftBackend as Multi
+    elif backend_name == "flashinfer":
+        from sglang.srt.layers.attention.flashinfer_backend import FlashInferMultiStepDraftBackend as Multi
     else:
         from sglang.srt.layers.attention.dsa_backend import DeepseekSparseAttnMultiStepBackend as Multi
     return Multi(runner, topk=topk, speculative_num_steps=SPEC_STEPS)
@@ -417,7 +419,13 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
         batch.spec_info.custom_mask = _verify_mask(batch, device)
     if topk > 1 and mode == "target_verify":
         batch.spec_info.custom_mask = _tree_mask(batch, device, seed)
-    if backend_name == "flashinfer" and device == "cpu":
+    if backend_name == "flashinfer" and device == "cpu" and backend is not inner[0]:
+        # The multi-step draft backend's kv indices (one row per step) allocate on "cuda" too.
+        backend.cuda_graph_kv_indices = torch.zeros((len(inner) + 1, bs * topk * context), dtype=torch.int32)
+        for i, b in enumerate(inner):
+            b.init_cuda_graph_state(max_bs=bs * topk, max_num_tokens=tokens,
+                                    kv_indices_buf=backend.cuda_graph_kv_indices[i])
+    elif backend_name == "flashinfer" and device == "cpu":
         _host_only_flashinfer(backend, bs, tokens)
     elif backend_name in MLA and device == "cpu":
         # FlashInfer MLA's graph state allocates its kv index buffers on "cuda" unless given them.

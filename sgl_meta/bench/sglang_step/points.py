@@ -7,8 +7,6 @@ BACKENDS = ("trtllm_mha", "fa3", "fa3_topk4", "triton", "dsa", "trtllm_mla", "fl
 NOT_MEASURED = {
     ("fa3_topk4", "decode"): "FA3 top-k 4 decode: no speculative input, fa3's row",
     ("fa3_topk4", "draft_extend"): "FA3 top-k 4 draft extend: top-k does not enter it, fa3's row",
-    ("flashinfer", "draft_decode"): "FlashInfer draft decode: the plugin does not hook it (SGLang's "
-                                    "generate_draft_decode_kv_indices on both sides)",
 }
 """Points left out of the grid, and why."""
 
