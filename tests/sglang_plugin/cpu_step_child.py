@@ -2,7 +2,8 @@
 of the ``--sglang`` bench on CPU tensors, plugin off and on through the bench's own
 step loop, with the hooks of the backends measured applied by hand (the plugin
 stays inactive without a GPU): FlashInfer (planner left out) in decode, target
-verify, draft extend and its multi-step draft decode, and the Triton and TRT-LLM MLA multi-step draft decodes
+verify, draft extend and its multi-step draft decode, FlashMLA in every mode (its
+planner left out), and the Triton and TRT-LLM MLA multi-step draft decodes
 (the scheduler's page size published), and FA3's top-k 4 target verify and draft decode. A JSON report on stdout's last line: per
 point the buffer differences, how many snapshots were compared, and how many of
 our launches each side made."""
@@ -11,15 +12,16 @@ from __future__ import annotations
 
 import json
 
-from sgl_meta.bench.sglang_step import backends, stubs
+from sgl_meta.bench.sglang_step import backends, points, stubs
 from sgl_meta.bench.sglang_step.cli import compare
 from sgl_meta.bench.sglang_step.measure import Plan, run
 from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend", "draft_decode")] + [
-    ("triton", "draft_decode"), ("trtllm_mla", "draft_decode"), ("fa3_topk4", "target_verify"),
+    ("triton", "draft_decode"), ("trtllm_mla", "draft_decode")] + [("flashmla", m) for m in points.MODES] + [
+    ("fa3_topk4", "target_verify"),
     ("fa3_topk4", "draft_decode")]
-HOOKED = {"flashinfer", "trtllm_mla", "fa3_topk4", "triton"}
+HOOKED = {"flashinfer", "trtllm_mla", "fa3_topk4", "triton", "flashmla"}
 
 
 def main() -> None:
@@ -27,6 +29,7 @@ def main() -> None:
     from sglang.srt.layers.attention import attention_registry
     from sglang.srt.layers.attention import flashattention_backend as fab
     from sglang.srt.layers.attention import flashinfer_backend as fb
+    from sglang.srt.layers.attention import flashmla_backend as fmb
     from sglang.srt.layers.attention import triton_backend as tb
     from sglang.srt.layers.attention import trtllm_mla_backend as tmb
     from sglang.srt.plugins.hook_registry import HookType, _wrap_fn
@@ -54,6 +57,9 @@ def main() -> None:
     draft_kernel = tb.generate_draft_decode_kv_indices
     bound = kernels.DraftDecodeKvIndicesKernel.bind(draft_kernel)
     changes += [(module, "generate_draft_decode_kv_indices", draft_kernel, bound) for module in (tb, fb)]
+    table_kernel = fmb.create_flashmla_kv_indices_triton  # FlashMLA's block table (the hooked class REPLACE)
+    changes.append((fmb, "create_flashmla_kv_indices_triton", table_kernel,
+                    kernels.FlashmlaKvIndicesKernel.bind(table_kernel)))
     switch = Switch(changes)
     switch.state = "off"
     calls = []
@@ -61,7 +67,7 @@ def main() -> None:
                          (flash_attention_metadata, "update_flash_attention_metadata"),
                          (flash_attention_metadata, "flash_attention_verify_expand"),
                          (flash_attention_metadata, "flash_attention_draft_decode_topk"),
-                         (kernels, "build_draft_decode_kv_indices")):
+                         (kernels, "build_draft_decode_kv_indices"), (kernels, "create_flashmla_kv_indices")):
         real = getattr(module, name)
         setattr(module, name, lambda *a, _real=real, **k: (calls.append(switch.state), _real(*a, **k))[1])
     report = {}

@@ -35,7 +35,7 @@ HEADROOM = 256
 """Tokens a run may grow each request by (steps, draft tokens): at most 2 per replay step plus 8."""
 DENSE = ("trtllm_mha", "fa3", "triton", "flashinfer")
 """Backends built through the kit's dense-attention runner."""
-MLA = ("trtllm_mla",)
+MLA = ("trtllm_mla", "flashmla")
 """Backends built through the kit's MLA runner."""
 TOPK = {"fa3_topk4": ("fa3", 4)}
 """Grid labels of a backend built with EAGLE top-k > 1 (Llama's auto top-k is 4): (backend, top-k)."""
@@ -48,6 +48,8 @@ LEFT_OUT = [
     "not installed; the replay path never calls it)",
     "FlashInfer: its planner (the wrappers' begin_forward / plan, SGLang's fast_decode_plan / fast_prefill_plan: "
     "host work and copies of the index arrays into the wrappers' buffers), both sides; what it receives is compared",
+    "FlashMLA: its planner (flash_mla's get_mla_metadata), both sides; a stand-in returns its two tensors (zeros), "
+    "which SGLang's code then copies into the graph's buffers on both sides",
 ]
 """What the measured path leaves out of both sides (the module docstring says why)."""
 
@@ -145,6 +147,31 @@ def leave_out_mla_prebuild() -> None:
     trtllm_mla_backend._jit_fixup_module = lambda *_args, **_kwargs: None
 
 
+FLASHMLA_SM_PARTS = 16
+"""Rows of the planner stand-in's schedule (FlashMLA's get_mla_metadata sizes it from the SM count)."""
+
+
+def leave_out_flashmla_planner() -> None:
+    """FlashMLA's planner out of both sides: a stand-in with its outputs' shapes and dtype."""
+    from sglang.srt.layers.attention import flashmla_backend
+
+    def get_mla_metadata(cache_seqlens, *_args, **_kwargs):
+        zeros = lambda *shape: torch.zeros(shape, dtype=torch.int32, device=cache_seqlens.device)  # noqa: E731
+        return zeros(FLASHMLA_SM_PARTS, 8), zeros(cache_seqlens.numel() + 1)
+
+    flashmla_backend.get_mla_metadata = get_mla_metadata
+
+
+def _host_only_flashmla(backend, bs: int) -> None:
+    """Without a GPU: FlashMLA's graph state, which it allocates on "cuda", on the host."""
+    backend.cuda_graph_kv_indices = torch.full((bs, (backend.max_context_len + PAGE_SIZE) // PAGE_SIZE), 1,
+                                               dtype=torch.int32)
+    backend.cuda_graph_mla_metadata = torch.empty((FLASHMLA_SM_PARTS, 8), dtype=torch.int32)
+    backend.cuda_graph_num_splits = torch.empty(bs + 1, dtype=torch.int32)
+    backend.cuda_graph_mla_metadata_view = backend.cuda_graph_num_splits_view = None
+    backend.cuda_graph_draft_extend_seq_lens_k = torch.ones(bs, dtype=torch.int32)
+
+
 def _host_only_mla() -> None:
     """Without a GPU (the plugin's tests build the backend on CPU tensors): the
     names SGLang imports only on CUDA machines come from the stubs, and the
@@ -162,6 +189,12 @@ def _host_only_mla() -> None:
 def _backend(backend_name: str, mode: str, runner, topk: int = 1):
     from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
 
+    if backend_name == "flashmla":
+        from sglang.srt.layers.attention import flashmla_backend as fm
+
+        if mode == "draft_decode":
+            return fm.FlashMLAMultiStepDraftBackend(runner, topk=1, speculative_num_steps=SPEC_STEPS)
+        return fm.FlashMLABackend(runner, skip_prefill=str(runner.device) == "cpu")
     if backend_name in MLA:
         from sglang.srt.layers.attention import trtllm_mla_backend as mla
 
@@ -349,6 +382,17 @@ def _mla_buffers(backend, bs: int) -> dict:
     return out
 
 
+def _flashmla_buffers(backend, bs: int) -> dict:
+    """FlashMLA: the block table its decode kernel reads (whole rows: both sides start from the
+    same fill and write the same live pages) and the draft-extend lengths (the planner's
+    outputs are the stand-in's)."""
+    m = backend.forward_metadata
+    out = {"block_kv_indices": (m.block_kv_indices[:bs], None)}
+    if m.seq_lens_k is not None:
+        out["seq_lens_k"] = (m.seq_lens_k[:bs], None)
+    return out
+
+
 def _dsa_buffers(backend, bs: int) -> dict:
     """DSA: the graph's metadata for ``bs``, rows up to each row's own length."""
     m = backend.decode_cuda_graph_metadata[bs]
@@ -398,6 +442,8 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     backend_name, topk = TOPK.get(label, (backend_name, 1))
     if backend_name == "dsa":
         leave_out_planners()
+    if backend_name == "flashmla":
+        leave_out_flashmla_planner()
     if backend_name in MLA:
         leave_out_mla_prebuild()
         if device == "cpu":
@@ -427,6 +473,9 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
                                     kv_indices_buf=backend.cuda_graph_kv_indices[i])
     elif backend_name == "flashinfer" and device == "cpu":
         _host_only_flashinfer(backend, bs, tokens)
+    elif backend_name == "flashmla" and device == "cpu":
+        for b in inner:
+            _host_only_flashmla(b, bs)
     elif backend_name in MLA and device == "cpu":
         # FlashInfer MLA's graph state allocates its kv index buffers on "cuda" unless given them.
         kv = torch.zeros((len(inner) + 1, bs * context), dtype=torch.int32)
@@ -437,7 +486,8 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     else:
         backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=tokens)
     read = {"trtllm_mha": _mha_buffers, "fa3": _mha_buffers, "triton": _triton_buffers,
-            "trtllm_mla": _mla_buffers, "flashinfer": _flashinfer_buffers}.get(backend_name, _dsa_buffers)
+            "trtllm_mla": _mla_buffers, "flashinfer": _flashinfer_buffers,
+            "flashmla": _flashmla_buffers}.get(backend_name, _dsa_buffers)
     if topk > 1 and backend_name == "fa3":
         rows_per_req = topk if mode == "draft_decode" else SPEC_DRAFT_TOKENS
         read = lambda b, n: _fa3_topk_buffers(b, n, rows_per_req)  # noqa: E731
