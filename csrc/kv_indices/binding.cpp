@@ -96,14 +96,13 @@ void build_draft_decode_kv_indices(T req_to_token, T req_pool_indices, T seq_len
   check.in_range(page_size, 1, INT32_MAX, "page_size", "tokens per KV page");
   check.in_range(window_size, 0, INT32_MAX, "window_size", "the draft's recent window, 0 for none");
   check.in_range(sink_size, 0, INT32_MAX, "sink_size", "prefix tokens kept with a window");
-  const T& dev = req_to_token;
-  check.tensor(req_to_token, "req_to_token", {KvDT::kInt32, 2}, dev);
-  check.tensor(req_pool_indices, "req_pool_indices", {KvDT::kIndex, 1}, dev);
-  const int64_t bs = req_pool_indices.size(0);
+  DraftKvIndicesParams p;
+  p.src = checked_source(check, req_to_token, req_pool_indices, seq_lens, page_size, std::optional<T>{},
+                         std::optional<T>{}, 0);
+  const int64_t bs = p.src.bs;
   check.require(bs <= INT32_MAX / topk, "req_pool_indices.numel() * topk = ", bs, " * ", topk,
                 " does not fit int32");
-  const char* bs_why = "req_pool_indices.numel()";
-  check.tensor(seq_lens, "seq_lens", {KvDT::kIndex, 1, bs, 0, bs_why}, dev);
+  const T& dev = req_to_token;
   check.tensor(positions, "positions", {KvDT::kIndex, 1, bs * topk, 0, "req_pool_indices.numel() * topk"},
                dev);
   check.tensor(kv_indices, "kv_indices", {KvDT::kIndex, 2, num_steps, 0, "num_steps"}, dev);
@@ -113,26 +112,16 @@ void build_draft_decode_kv_indices(T req_to_token, T req_pool_indices, T seq_len
                dev);
   if (bs == 0) return;  // documented no-op
 
-  const std::vector<ArgChecker::WrittenOf<T>> inputs = {
-      ArgChecker::whole("req_to_token", &req_to_token),
-      ArgChecker::whole("req_pool_indices", &req_pool_indices),
-      ArgChecker::whole("seq_lens", &seq_lens), ArgChecker::whole("positions", &positions)};
+  std::vector<ArgChecker::WrittenOf<T>> inputs =
+      read_inputs(req_to_token, req_pool_indices, seq_lens, std::optional<T>{}, std::optional<T>{});
+  inputs.push_back(ArgChecker::whole("positions", &positions));
   check.template disjoint<T>({{"kv_indices", &kv_indices, num_steps, kv_indices.size(1)},
                               {"kv_indptr", &kv_indptr, num_steps, bs * topk + 1}},
                              inputs);
 
-  DraftKvIndicesParams p;
-  p.req_to_token = req_to_token.template const_data_ptr<int32_t>();
-  p.req_to_token_stride = req_to_token.stride(0);
-  p.pool_size = req_to_token.size(0);
-  p.row_len = req_to_token.size(1);
-  p.req_pool_indices = index_array_of(req_pool_indices);
-  p.seq_lens = index_array_of(seq_lens);
   p.positions = index_array_of(positions);
-  p.bs = bs;
   p.topk = topk;
   p.num_steps = num_steps;
-  p.page_size = page_size;
   p.cap = window_size > 0 ? window_size + sink_size : 0;
   p.sink = window_size > 0 ? sink_size : 0;
   p.out = kv_indices.data_ptr();

@@ -125,13 +125,13 @@ template <typename... Args>
 void check_draft_row(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
   switch (draft_row_error(p, b, cum)) {
     case kDraftReq:
-      fail_draft("req_pool_indices[", b, "] = ", p.req_pool_indices[b],
-                 " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
+      fail_draft("req_pool_indices[", b, "] = ", p.src.req_pool_indices[b],
+                 " is outside [0, req_to_token.size(0) = ", p.src.pool_size, ")");
     case kDraftLen:
-      fail_draft("seq_lens[", b, "] = ", p.seq_lens[b], " is negative or does not fit int32");
+      fail_draft("seq_lens[", b, "] = ", p.src.seq_lens[b], " is negative or does not fit int32");
     case kDraftRow:
-      fail_draft("request ", b, " (seq_lens = ", p.seq_lens[b],
-                 ") reads past its req_to_token row of ", p.row_len,
+      fail_draft("request ", b, " (seq_lens = ", p.src.seq_lens[b],
+                 ") reads past its req_to_token row of ", p.src.row_len,
                  " positions (its prefix and every branch's ", p.num_steps, " draft slots)");
     case kDraftOut:
       fail_draft("request ", b, "'s ids of the last step end past kv_indices.size(1) = ",
@@ -144,7 +144,7 @@ void check_draft_row(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
 // positions[0..z) capped as the window caps them, summed; the check of every
 // term and of the largest value written.
 int64_t checked_positions(const DraftKvIndicesParams& p) {
-  const int64_t n = p.bs * p.topk;
+  const int64_t n = p.src.bs * p.topk;
   int64_t sum = 0;
   for (int64_t z = 0; z < n; ++z) {
     const int64_t v = p.positions[z];
@@ -161,16 +161,16 @@ int64_t checked_positions(const DraftKvIndicesParams& p) {
 
 void build_draft_decode_kv_indices_cpu(const DraftKvIndicesParams& p) {
   int64_t cum = 0;
-  for (int64_t b = 0; b < p.bs; ++b) {  // checks: nothing is written before they pass
+  for (int64_t b = 0; b < p.src.bs; ++b) {  // checks: nothing is written before they pass
     check_draft_row(p, b, cum);
-    cum += draft_cum_term(p, p.seq_lens[b]);
+    cum += draft_cum_term(p, p.src.seq_lens[b]);
   }
   checked_positions(p);
   cum = 0;
-  for (int64_t b = 0; b < p.bs; ++b) {
-    const int64_t len = p.seq_lens[b];
+  for (int64_t b = 0; b < p.src.bs; ++b) {
+    const int64_t len = p.src.seq_lens[b];
     const int64_t prefix = draft_prefix_len(p, len);
-    const int32_t* row = p.req_to_token + p.req_pool_indices[b] * p.req_to_token_stride;
+    const int32_t* row = p.src.req_to_token + p.src.req_pool_indices[b] * p.src.req_to_token_stride;
     for (int64_t s = 0; s < p.num_steps; ++s) {
       for (int64_t t = 0; t < p.topk; ++t) {
         const int64_t off = draft_offset(p, cum, b, t, prefix, s);
@@ -181,7 +181,7 @@ void build_draft_decode_kv_indices_cpu(const DraftKvIndicesParams& p) {
     }
     cum += prefix;
   }
-  const int64_t n = p.bs * p.topk;
+  const int64_t n = p.src.bs * p.topk;
   int64_t sum = 0;
   for (int64_t z = 1; z <= n; ++z) {
     const int64_t v = p.positions[z - 1];

@@ -202,14 +202,14 @@ SGL_FAILURE_PATH void fail_draft_row(const DraftKvIndicesParams& p, uint32_t b, 
   const bool req_pool_indices_in_range = err != kDraftReq;
   SGL_DEVICE_CHECK(req_pool_indices_in_range,
                    OP ": req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) = %lld)", b,
-                   (long long)p.req_pool_indices[b], (long long)p.pool_size);
+                   (long long)p.src.req_pool_indices[b], (long long)p.src.pool_size);
   const bool seq_lens_in_int32_range = err != kDraftLen;
   SGL_DEVICE_CHECK(seq_lens_in_int32_range, OP ": seq_lens[%u] = %lld is negative or does not fit int32",
-                   b, (long long)p.seq_lens[b]);
+                   b, (long long)p.src.seq_lens[b]);
   const bool reads_inside_req_to_token_row = err != kDraftRow;
   SGL_DEVICE_CHECK(reads_inside_req_to_token_row,
                    OP ": request %u (seq_lens = %lld) reads past its req_to_token row of %lld positions",
-                   b, (long long)p.seq_lens[b], (long long)p.row_len);
+                   b, (long long)p.src.seq_lens[b], (long long)p.src.row_len);
   const bool ids_fit_kv_indices_row = false;
   SGL_DEVICE_CHECK(ids_fit_kv_indices_row,
                    OP ": request %u's ids of the last step end past kv_indices.size(1) = %lld", b,
@@ -232,7 +232,7 @@ SGL_FAILURE_PATH void fail_draft_indptr(int64_t z, int64_t v, bool position) {
 __device__ void draft_indptr_block(const DraftKvIndicesParams& p) {
   using Scan = cub::BlockScan<int64_t, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
-  const int64_t n = p.bs * p.topk;
+  const int64_t n = p.src.bs * p.topk;
   int64_t carry = 0;
   for (int64_t tile = 0; tile < n; tile += kThreads) {
     const int64_t z = tile + threadIdx.x;
@@ -255,16 +255,16 @@ __device__ void draft_indptr_block(const DraftKvIndicesParams& p) {
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     draft_kv_indices_kernel(const __grid_constant__ DraftKvIndicesParams p) {
   const uint32_t b = blockIdx.x;
-  if (b == p.bs) {
+  if (b == p.src.bs) {
     if (blockIdx.y == 0) draft_indptr_block(p);
     return;
   }
-  const int64_t len = p.seq_lens[b];
+  const int64_t len = p.src.seq_lens[b];
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads;
   if (blockIdx.y != 0 && first >= draft_cum_term(p, len)) return;  // (block-uniform)
   __shared__ int64_t scratch[kWarps];
   int64_t sum = 0;
-  for (int64_t r = threadIdx.x; r < b; r += kThreads) sum += draft_cum_term(p, p.seq_lens[r]);
+  for (int64_t r = threadIdx.x; r < b; r += kThreads) sum += draft_cum_term(p, p.src.seq_lens[r]);
   const int64_t cum = block_reduce(sum, Add(), scratch);
   const int err = draft_row_error(p, b, cum);
   if (err != kDraftOk) {
@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     return;
   }
   const int64_t prefix = draft_prefix_len(p, len);
-  const int32_t* row = p.req_to_token + p.req_pool_indices[b] * p.req_to_token_stride;
+  const int32_t* row = p.src.req_to_token + p.src.req_pool_indices[b] * p.src.req_to_token_stride;
   const int64_t step = static_cast<int64_t>(gridDim.y) * kThreads;
   for (int64_t i = first + threadIdx.x; i < prefix; i += step) {
     const int32_t v = row[draft_prefix_pos(p, len, i)];
@@ -293,14 +293,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 }  // namespace
 
 const char* build_draft_decode_kv_indices_cuda(const DraftKvIndicesParams& p, void* stream) {
-  if (p.bs == 0) return nullptr;
-  if (p.bs >= INT32_MAX) return "grid too large (req_pool_indices.numel() > 2^31 - 2)";
-  const int64_t cap = p.cap > 0 ? min_i64(p.cap, p.row_len) : p.row_len;
+  if (p.src.bs == 0) return nullptr;
+  if (p.src.bs >= INT32_MAX) return "grid too large (req_pool_indices.numel() > 2^31 - 2)";
+  const int64_t cap = p.cap > 0 ? min_i64(p.cap, p.src.row_len) : p.src.row_len;
   const int64_t needed = cap > 0 ? (cap - 1) / kThreads + 1 : 1;
   const int64_t wave = int64_t{current_device_sm_count(132)} * kBlocksPerSm;
-  const int64_t spread = wave / p.bs > 1 ? wave / p.bs : 1;
+  const int64_t spread = wave / p.src.bs > 1 ? wave / p.src.bs : 1;
   const int64_t per_row = min_i64(min_i64(needed, spread), kMaxGridY);
-  const dim3 grid(static_cast<unsigned>(p.bs + 1), static_cast<unsigned>(per_row));
+  const dim3 grid(static_cast<unsigned>(p.src.bs + 1), static_cast<unsigned>(per_row));
   draft_kv_indices_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);

@@ -197,14 +197,10 @@ const char* build_kv_indices_cuda(const KvIndicesParams& p, void* stream);
 //   kv_indptr[s][z] = positions[0] + ... + positions[z - 1] + z * it
 //                     for 1 <= z <= bs * topk (positions capped at cap)
 struct DraftKvIndicesParams {
-  const int32_t* req_to_token = nullptr;  // [pool_size, row_len], rows by stride
-  int64_t req_to_token_stride = 0;
-  int64_t pool_size = 0;
-  int64_t row_len = 0;
-  IndexArray req_pool_indices;  // [bs]
-  IndexArray seq_lens;          // [>= bs]
-  IndexArray positions;         // [>= bs * topk]
-  int64_t bs = 0, topk = 1, num_steps = 1, page_size = 1;
+  // Rows, lengths, bs, page_size (no v2p, no window starts, seq_len_delta 0).
+  KvReadSource src;
+  IndexArray positions;  // [>= bs * topk]
+  int64_t topk = 1, num_steps = 1;
   int64_t cap = 0;   // window_size + sink_size, 0 without a window
   int64_t sink = 0;  // sink_size (with a window)
 
@@ -231,10 +227,10 @@ SGL_HD int64_t draft_prefix_pos(const DraftKvIndicesParams& p, int64_t len, int6
 
 // The row position of branch t's first draft token.
 SGL_HD int64_t draft_chain_start(const DraftKvIndicesParams& p, int64_t len, int64_t t) {
-  if (p.page_size == 1 || p.topk == 1) return len + t * p.num_steps;
-  const int64_t last = len % p.page_size;
-  const int64_t pages = (last + p.num_steps + p.page_size - 1) / p.page_size;
-  return len - last + t * pages * p.page_size + last;
+  if (p.src.page_size == 1 || p.topk == 1) return len + t * p.num_steps;
+  const int64_t last = len % p.src.page_size;
+  const int64_t pages = (last + p.num_steps + p.src.page_size - 1) / p.src.page_size;
+  return len - last + t * pages * p.src.page_size + last;
 }
 
 // Where branch t of request b starts in step s's row (cum: the prefix
@@ -263,7 +259,7 @@ SGL_HD void store_draft_indptr(const DraftKvIndicesParams& p, int64_t s, int64_t
 // clamped to its row first (a row past it fails its own check; the clamp
 // keeps every other row's offsets bounded).
 SGL_HD int64_t draft_cum_term(const DraftKvIndicesParams& p, int64_t len) {
-  return draft_prefix_len(p, len < 0 ? 0 : min_i64(len, p.row_len));
+  return draft_prefix_len(p, len < 0 ? 0 : min_i64(len, p.src.row_len));
 }
 
 // What is wrong with request b (0: nothing), given cum; the last step's
@@ -271,13 +267,13 @@ SGL_HD int64_t draft_cum_term(const DraftKvIndicesParams& p, int64_t len) {
 enum DraftRowError : int { kDraftOk = 0, kDraftReq, kDraftLen, kDraftRow, kDraftOut };
 
 SGL_HD int draft_row_error(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
-  const int64_t req = p.req_pool_indices[b];
-  if (req < 0 || req >= p.pool_size) return kDraftReq;
-  const int64_t len = p.seq_lens[b];
+  const int64_t req = p.src.req_pool_indices[b];
+  if (req < 0 || req >= p.src.pool_size) return kDraftReq;
+  const int64_t len = p.src.seq_lens[b];
   if (!length_fits(len)) return kDraftLen;
   // The prefix reads positions below len; the last branch's chain ends at
   // chain_start + K - 1.
-  if (len > p.row_len || draft_chain_start(p, len, p.topk - 1) + p.num_steps > p.row_len)
+  if (len > p.src.row_len || draft_chain_start(p, len, p.topk - 1) + p.num_steps > p.src.row_len)
     return kDraftRow;
   if (cum > p.out_width / p.topk) return kDraftOut;  // (cum * topk below never overflows)
   const int64_t prefix = draft_prefix_len(p, len);
