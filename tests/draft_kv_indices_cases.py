@@ -28,9 +28,16 @@ class Case:
     zero_lens: bool = True  # some requests with no committed tokens
 
 
+def chain_room(topk: int, num_steps: int, page_size: int) -> int:
+    """Positions past a request's length that its branches' chains may reach: with pages,
+    branch t starts t * ceil((L % P + K) / P) pages past the prefix's last whole page."""
+    pages = -(-(page_size - 1 + num_steps) // page_size)
+    return topk * (pages * page_size + num_steps)
+
+
 def row_len(case: Case) -> int:
-    """A row that holds the longest prefix and every branch's chain (pages apart when topk > 1)."""
-    return case.max_len + case.topk * (case.page_size + case.num_steps) + case.page_size
+    """A row that holds the longest prefix and every branch's chain."""
+    return case.max_len + chain_room(case.topk, case.num_steps, case.page_size)
 
 
 def make(case: Case, gen: torch.Generator, device) -> dict:

@@ -8,6 +8,8 @@ from typing import Optional
 
 import torch
 
+from helpers import map_tensors, on_device
+
 POISON = -7
 
 
@@ -164,26 +166,8 @@ def draft_topk_call(gen: torch.Generator, bs: int = 3, topk: int = 4, num_steps:
     return on_device(out, device)
 
 
-def map_tensors(kw: dict, fn) -> dict:
-    """``kw`` with ``fn`` applied to every tensor value and every tensor of a list value."""
-    return {k: fn(v) if isinstance(v, torch.Tensor)
-            else [fn(t) for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
-            else v for k, v in kw.items()}
-
-
 def clone_call(kw: dict) -> dict:
     return map_tensors(kw, torch.Tensor.clone)
-
-
-def on_device(kw: dict, device) -> dict:
-    return map_tensors(kw, lambda t: t.to(device))
-
-
-def on_cuda(kw: dict) -> dict:
-    """A call's tensors on the test GPU (helpers.TEST_CUDA)."""
-    from helpers import TEST_CUDA
-
-    return on_device(kw, TEST_CUDA)
 
 
 OUTPUTS = ("cache_seqlens_int32", "cu_seqlens_k", "cu_seqlens_q", "page_table", "swa_page_table",

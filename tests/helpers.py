@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 
@@ -63,6 +66,22 @@ def assert_same(got: dict, want: dict, context: str = "") -> None:
 TEST_CUDA = os.environ.get("SGLMETA_TEST_CUDA", "cuda")
 
 
+def map_tensors(kw: dict, fn) -> dict:
+    """``kw`` with ``fn`` applied to every tensor value and every tensor of a list value."""
+    return {k: fn(v) if isinstance(v, torch.Tensor)
+            else [fn(t) for t in v] if isinstance(v, list) and v and isinstance(v[0], torch.Tensor)
+            else v for k, v in kw.items()}
+
+
+def on_device(kw: dict, device) -> dict:
+    return map_tensors(kw, lambda t: t.to(device))
+
+
+def on_cuda(kw: dict) -> dict:
+    """A call's tensors on the test GPU (TEST_CUDA)."""
+    return on_device(kw, TEST_CUDA)
+
+
 def capture_cuda_graph(call, device=None) -> "torch.cuda.CUDAGraph":
     """Warm `call` up on a side stream (as capture requires), then capture it,
     with `device` current (default TEST_CUDA); the caller's current device is
@@ -92,3 +111,14 @@ def triton_interpreter():
             del os.environ["TRITON_INTERPRET"]
         else:
             os.environ["TRITON_INTERPRET"] = previous
+
+
+def interpreter_child(script, *args: str, timeout: int = 900) -> str:
+    """Run ``script`` (tests/<name>.py) with ``args`` in a fresh interpreter with
+    TRITON_INTERPRET=1, from the repository root; its stdout, or fail with its output."""
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, str(here / script), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=str(here.parent))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout

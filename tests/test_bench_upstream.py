@@ -371,7 +371,7 @@ def test_draft_rows_plumbing_on_cpu(spec, monkeypatch):
     (SGLang's argument order, our op behind it): every call wired, the regions what upstream writes."""
     from sgl_meta.sglang.kernels import DraftDecodeKvIndicesKernel
 
-    monkeypatch.setattr(rows_kv_indices, "PAGES", 8)
+    monkeypatch.setattr(rows_kv_indices, "PAGES", 12)
     up = type("Up", (), {rows_kv_indices.DRAFT: DraftDecodeKvIndicesKernel, "has": lambda self, n: True})()
     row = spec.build(Context(device=torch.device("cpu"), seed=5), up)
     assert {"upstream", "ours", "ref"} <= set(row.calls)

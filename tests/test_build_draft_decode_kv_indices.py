@@ -5,7 +5,6 @@ FlashInfer multi-step draft backends launch it."""
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import os
 import subprocess
@@ -19,7 +18,7 @@ import torch
 import sgl_meta
 from sgl_meta import reference
 from draft_kv_indices_cases import OUTPUTS, SENTINEL, Case, clone_outputs, formula, make
-from helpers import TEST_CUDA, assert_same, capture_cuda_graph
+from helpers import TEST_CUDA, assert_same, capture_cuda_graph, interpreter_child, on_cuda, on_device
 
 HERE = Path(__file__).resolve().parent
 
@@ -178,10 +177,7 @@ def test_equals_sglang_triton_kernel_in_the_interpreter():
     if not (site / "sglang/kernels/ops/speculative/cache_locs.py").is_file():
         pytest.skip("this sglang has no kernels/ops/speculative/cache_locs.py (0.5.23's layout)")
     seed = int(os.environ.get("SGLMETA_TEST_SEED", "0")) or 12345
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, str(HERE / "draft_kv_indices_upstream_child.py"), str(seed), "30",
-                           str(site)], capture_output=True, text=True, timeout=900, env=env, cwd=str(HERE.parent))
-    assert proc.returncode == 0 and "ok 30" in proc.stdout, proc.stdout + proc.stderr
+    assert "ok 30" in interpreter_child("draft_kv_indices_upstream_child.py", str(seed), "30", str(site))
 
 
 # ---- GPU ----------------------------------------------------------------------------
@@ -192,8 +188,7 @@ def test_equals_sglang_triton_kernel_in_the_interpreter():
 def test_cuda_vs_cpu(name, gen):
     kw = make(CASES[name], gen, "cpu")
     cpu = run(sgl_meta.build_draft_decode_kv_indices, kw)
-    cuda_kw = {k: (v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
-    assert_outputs_equal(run(sgl_meta.build_draft_decode_kv_indices, cuda_kw), cpu, f"CUDA vs CPU, {name}")
+    assert_outputs_equal(run(sgl_meta.build_draft_decode_kv_indices, on_cuda(kw)), cpu, f"CUDA vs CPU, {name}")
 
 
 @pytest.mark.gpu
@@ -202,8 +197,7 @@ def test_cuda_long_context(gen):
     case = Case(bs=1, max_len=131072, pool=2, topk=2, page_size=64, num_steps=3)
     kw = make(case, gen, "cpu")
     cpu = run(sgl_meta.build_draft_decode_kv_indices, kw)
-    cuda_kw = {k: (v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
-    assert_outputs_equal(run(sgl_meta.build_draft_decode_kv_indices, cuda_kw), cpu, "CUDA vs CPU, 128k")
+    assert_outputs_equal(run(sgl_meta.build_draft_decode_kv_indices, on_cuda(kw)), cpu, "CUDA vs CPU, 128k")
 
 
 @pytest.mark.gpu
@@ -218,7 +212,7 @@ def test_cuda_graph_replays_with_new_lengths(name, gen):
             live[k].copy_(fresh[k])
         for k in OUTPUTS:
             live[k].fill_(SENTINEL)
-        want = formula({k: (v.cpu() if isinstance(v, torch.Tensor) else v) for k, v in live.items()})
+        want = formula(on_device(live, "cpu"))
         graph.replay()
         torch.cuda.synchronize()
         assert_outputs_equal(live, want, f"graph replay, {name}")

@@ -12,8 +12,8 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from flash_attention_metadata_cases import POISON, clone_call, draft_topk_call, on_cuda
-from helpers import capture_cuda_graph
+from flash_attention_metadata_cases import POISON, clone_call, draft_topk_call
+from helpers import capture_cuda_graph, on_cuda
 
 OUTPUTS = ("cache_seqlens", "page_table", "expand_cache_seqlens", "expand_page_table")
 

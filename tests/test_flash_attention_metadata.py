@@ -12,10 +12,9 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from flash_attention_metadata_cases import (OUTPUTS, POISON, FaCase, clone_call, decode_call, draft_extend_call,
-                                            on_cuda, swa_spec_call)
+from flash_attention_metadata_cases import OUTPUTS, POISON, FaCase, clone_call, decode_call, draft_extend_call, swa_spec_call
 from flash_attention_metadata_upstream import upstream
-from helpers import assert_same, capture_cuda_graph
+from helpers import assert_same, capture_cuda_graph, on_cuda
 
 UP = upstream()
 needs_upstream = pytest.mark.skipif(UP is None, reason="sglang 0.5.23 / triton not installed")

@@ -12,8 +12,8 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from flash_attention_metadata_cases import POISON, clone_call, on_cuda, verify_expand_call
-from helpers import TEST_CUDA, capture_cuda_graph
+from flash_attention_metadata_cases import POISON, clone_call, verify_expand_call
+from helpers import TEST_CUDA, capture_cuda_graph, on_cuda
 
 OUTPUTS = ("page_table", "cache_seqlens", "cu_seqlens_k")
 

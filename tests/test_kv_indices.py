@@ -5,7 +5,6 @@ contract in plain Python, and (in a TRITON_INTERPRET=1 child) vs SGLang
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import os
 import subprocess
@@ -18,7 +17,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from helpers import TEST_CUDA, assert_same, capture_cuda_graph
+from helpers import TEST_CUDA, assert_same, capture_cuda_graph, interpreter_child, on_cuda
 from kv_indices_cases import OUTPUTS, Case, clone_outputs, formula, make
 
 HERE = Path(__file__).resolve().parent
@@ -265,10 +264,7 @@ def test_equals_sglang_triton_kernels_in_the_interpreter():
     if site is None or importlib.util.find_spec("triton") is None:
         pytest.skip("needs the installed sglang 0.5.23 and triton")
     seed = int(os.environ.get("SGLMETA_TEST_SEED", "0")) or 12345
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, str(HERE / "kv_indices_upstream_child.py"), str(seed), "25", str(site)],
-                          capture_output=True, text=True, timeout=900, env=env, cwd=str(HERE.parent))
-    assert proc.returncode == 0 and "ok 25" in proc.stdout, proc.stdout + proc.stderr
+    assert "ok 25" in interpreter_child("kv_indices_upstream_child.py", str(seed), "25", str(site))
 
 
 # ---- GPU ----------------------------------------------------------------------------
@@ -279,8 +275,7 @@ def test_equals_sglang_triton_kernels_in_the_interpreter():
 def test_cuda_vs_cpu(name, gen):
     kw = make(CASES[name], gen, "cpu")
     cpu = run(sgl_meta.build_kv_indices, kw)
-    cuda_kw = {k: (v.to(TEST_CUDA) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
-    assert_outputs_equal(run(sgl_meta.build_kv_indices, cuda_kw), cpu, f"CUDA vs CPU, {name}")
+    assert_outputs_equal(run(sgl_meta.build_kv_indices, on_cuda(kw)), cpu, f"CUDA vs CPU, {name}")
 
 
 @pytest.mark.gpu

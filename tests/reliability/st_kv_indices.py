@@ -33,6 +33,20 @@ DRAFT = "build_draft_decode_kv_indices"
 NAME = "kv_indices"
 
 
+def _views(draw, kw: dict, gen) -> dict:
+    """Every tensor of a call as a view into a larger poisoned buffer (rows padded for 2-D)."""
+    args = {}
+    for k, v in kw.items():
+        if not isinstance(v, torch.Tensor):
+            args[k] = v
+        elif v.dim() == 2:
+            args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), row_pad=draw(st.integers(0, 2)),
+                              tail=draw(st.integers(0, 3)))
+        else:
+            args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), tail=draw(st.integers(0, 3)))
+    return args
+
+
 @st.composite
 def cases(draw) -> Case:
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**63 - 1)))
@@ -53,16 +67,7 @@ def cases(draw) -> Case:
         kw["kv_indices"] = torch.cat([kw["kv_indices"], kw["kv_indices"].new_full((extra_len,), -3)])
         if not write:
             kw["kv_indptr"][bs] += extra_len
-    args = {}
-    for k, v in kw.items():
-        if isinstance(v, torch.Tensor):
-            if v.dim() == 2:
-                args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), row_pad=draw(st.integers(0, 2)),
-                                  tail=draw(st.integers(0, 3)))
-            else:
-                args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), tail=draw(st.integers(0, 3)))
-        else:
-            args[k] = v
+    args = _views(draw, kw, gen)
     outputs = tuple(k for k in kv_indices_cases.OUTPUTS if kw.get(k) is not None)
     extra = dict(dataclasses.asdict(c))
     return Case(args, outputs, note=OP, extra=extra)
@@ -94,16 +99,7 @@ def draft_cases(draw) -> Case:
         index64=draw(st.booleans()), out64=draw(st.booleans()), indptr64=draw(st.booleans()),
         zero_lens=draw(st.booleans()))
     kw = draft_kv_indices_cases.make(c, gen, "cpu")
-    args = {}
-    for k, v in kw.items():
-        if isinstance(v, torch.Tensor):
-            if v.dim() == 2:
-                args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), row_pad=draw(st.integers(0, 2)),
-                                  tail=draw(st.integers(0, 3)))
-            else:
-                args[k] = strided(v, gen, lead=draw(st.integers(0, 3)), tail=draw(st.integers(0, 3)))
-        else:
-            args[k] = v
+    args = _views(draw, kw, gen)
     return Case(args, draft_kv_indices_cases.OUTPUTS, note=DRAFT, extra=dict(dataclasses.asdict(c)))
 
 

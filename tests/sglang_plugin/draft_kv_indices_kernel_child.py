@@ -17,14 +17,12 @@ assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
 
 import torch  # noqa: E402
 
+from stand_in_kit import NotCalled  # noqa: E402
+
 from sgl_meta.sglang.kernels import DraftDecodeKvIndicesKernel  # noqa: E402
 from sglang.kernels.ops.speculative.cache_locs import generate_draft_decode_kv_indices  # noqa: E402
 from sglang.srt.utils import next_power_of_2  # noqa: E402
 
-
-class NotCalled:
-    def __getitem__(self, grid):
-        raise AssertionError(f"SGLang's kernel ran for the launch {grid}: ours should cover it")
 
 
 def main() -> None:
@@ -42,7 +40,7 @@ def main() -> None:
         window, sink = ((0, 0), (0, 0), (32, 4))[rand(0, 2)]
         max_bs = seqs + rand(0, 3)  # the graph buffers' capacity
         ctx = rand(1, 400)
-        pool, row = 9, ctx + topk * (ps + steps) + ps
+        pool, row = 9, ctx + topk * (-(-(ps - 1 + steps) // ps) * ps + steps)  # each chain's pages
         r2t = torch.randint(-5, 2**20, (pool, row), generator=gen, dtype=torch.int64).to(torch.int32)
         req = torch.randperm(pool, generator=gen)[:max_bs]
         lens = torch.randint(0, ctx + 1, (seqs,), generator=gen)

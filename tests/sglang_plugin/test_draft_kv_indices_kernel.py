@@ -15,18 +15,10 @@ import pytest
 import torch
 
 from sgl_meta.sglang.kernels import DraftDecodeKvIndicesKernel
+from stand_in_kit import Recorder
 
 HERE = Path(__file__).resolve().parent
 
-
-class Recorder:
-    """Stands for SGLang's kernel: records each launch."""
-
-    def __init__(self):
-        self.launches = []
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.launches.append((grid, args, kwargs))
 
 
 def _launch(gen, seqs=3, topk=2, steps=3, ps=16):

@@ -128,7 +128,7 @@ class DraftFixture:
         pages = pages or PAGES
         self.bs, self.topk = bs, topk
         self.req_to_token, self.req_pool_indices = request_pool(bs, pages, PAGE_SIZE, dev, gen)
-        room = topk * (PAGE_SIZE + DRAFT_STEPS) + PAGE_SIZE
+        room = topk * (-(-(PAGE_SIZE - 1 + DRAFT_STEPS) // PAGE_SIZE) * PAGE_SIZE + DRAFT_STEPS)  # chains' pages
         self.lens = uniform_lengths(bs, 1, pages * PAGE_SIZE - room, dev, gen)
         if bs == 1:
             self.lens.fill_(pages * PAGE_SIZE - room)
