@@ -500,7 +500,8 @@ def test_cli_trace_and_upstream_on_cpu(tmp_path):
 
 def test_cli_argument_errors(tmp_path):
     for args in (["--preset", "none"], ["--markdown", str(tmp_path / "x.md")], ["--replays", "5"],
-                 ["--upstream", "--replays", "0"], ["--layouts", "2"], ["--upstream", "--layouts", "0"]):
+                 ["--upstream", "--replays", "0"], ["--layouts", "2"], ["--upstream", "--layouts", "0"],
+                 ["--rows", "DSA"]):
         with pytest.raises(SystemExit) as e:
             main(["--device", "cpu", *args])
         assert e.value.code == 2
@@ -525,16 +526,18 @@ def test_upstream_comparison_on_gpu(tmp_path):
     assert any("upstream" in c for c in up["cold_start"])
 
 
-def test_whole_mode_emulated_on_cpu(tmp_path, monkeypatch, small_shapes, capsys):
-    """run_upstream end to end on CPU: upstream stood in by the references, CUDA
-    graphs by eager replays, events by wall clocks, so the orchestration (cold
-    start, rows, checks, table) runs here as it will on the GPU."""
+@pytest.fixture
+def emulated(tmp_path, monkeypatch, small_shapes):
+    """run_upstream on CPU: upstream stood in by the references (the draft kernel by the
+    plugin's stand-in), CUDA graphs by eager replays, events by wall clocks; the site dir."""
     from sgl_meta.bench import graphs as graph_capture
     from sgl_meta.bench.timing import WallTimer
     from sgl_meta.bench.upstream import _triton_warmup, measure, run
+    from sgl_meta.sglang.kernels import DraftDecodeKvIndicesKernel
 
     site = fake_site(tmp_path)
     fake = FakeUpstream(_real_upstream())
+    setattr(fake, rows_kv_indices.DRAFT, DraftDecodeKvIndicesKernel)
 
     def probe(loc, gpu=None):
         return loader.Probe(location=loc, gpu=True, tools={}, missing={loader.TRITON: [], loader.JIT: []})
@@ -549,7 +552,16 @@ def test_whole_mode_emulated_on_cpu(tmp_path, monkeypatch, small_shapes, capsys)
     monkeypatch.setattr(run, "DeviceTimer", lambda device, flush: WallTimer())
     monkeypatch.setattr(measure, "HOST_ROUNDS", 2)
     monkeypatch.setattr(measure, "HOST_PER_ROUND", 4)
+    monkeypatch.setattr(rows_kv_indices, "PAGES", 12)
+    return site
 
+
+def test_whole_mode_emulated_on_cpu(emulated, monkeypatch, capsys):
+    """run_upstream end to end, emulated on CPU, so the orchestration (cold start, rows,
+    checks, table) runs here as it will on the GPU."""
+    from sgl_meta.bench.upstream import run
+
+    site = emulated
     # One row of each group (CPU time).
     specs = [s for s in ROW_SPECS if s.name in (
         "update bs1", "page-table builder bs1", "DSA copy verify bs64 x 4", "DSA generate decode bs1, K=5",
@@ -578,6 +590,8 @@ def test_whole_mode_emulated_on_cpu(tmp_path, monkeypatch, small_shapes, capsys)
     assert cold["DSA copy (decode, verify, multi K=3)"]["calls_per_bucket"] == 3
     assert cold["DSA generators (decode + verify)"]["calls_per_bucket"] == 2
     assert cold["KV read table (v2p)"]["calls_per_bucket"] == 1
+    draft = cold["EAGLE draft decode kv indices (Triton backend's launch, 3 steps)"]
+    assert draft["calls_per_bucket"] == 1 and draft["upstream"]["cold_s"] > 0 and draft["ours"]["cold_s"] > 0
     md = markdown({"environment": {}, "upstream": up})
     assert "| update bs1 |" in md and "| TRT-LLM MHA update, EAGLE step" in md
     print_upstream(up)  # the rich table renders
@@ -639,3 +653,15 @@ def test_paired_difference_interval_covers_the_spread_between_builds():
     assert d["ci95"][0] < 0.0 < d["ci95"][1] and d["ci95"][1] - d["ci95"][0] > 0.1
     one = paired_difference(builds[0])
     assert one["ci95"][0] > 0.25
+
+
+def test_rows_picks_rows_and_cold_start_by_name(emulated, monkeypatch):
+    from sgl_meta.bench.upstream import run
+
+    up = run.run_upstream(str(emulated), torch.device("cpu"), buckets=[1, 2], replays=3, layouts=1,
+                          select="eagle DRAFT decode", log=lambda msg: None)
+    draft = [s.name for s in ROW_SPECS if s.upstream == (rows_kv_indices.DRAFT,)]
+    assert [r["case"] for r in up["rows"]] == draft and up["ok"], problems(up)
+    assert {r["case"] for r in up["skipped_rows"]} == {s.name for s in ROW_SPECS} - set(draft)
+    assert all(r["reason"] == "not selected (--rows eagle DRAFT decode)" for r in up["skipped_rows"])
+    assert [c["name"] for c in up["cold_start"]] == ["EAGLE draft decode kv indices (Triton backend's launch, 3 steps)"]

@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "<date>-<gpu>-bench.{json,md} for the trace replay, <date>-<gpu>-upstream.{json,md} with --upstream")
     p.add_argument("--replays", type=int, default=None, metavar="N",
                    help="with --upstream: timed graph replays per row and implementation (default 300)")
+    p.add_argument("--rows", default=None, metavar="TEXT",
+                   help="with --upstream: only the rows (and cold-start entries) whose name contains TEXT "
+                   "(case-insensitive); the others are listed as not selected")
     p.add_argument("--layouts", type=int, default=None, metavar="N",
                    help="with --upstream: builds of each row at other addresses, the replays split between them "
                         "(default 8)")
@@ -133,6 +136,8 @@ def main(argv=None) -> int:
         parser.error("--markdown writes the --upstream table; add --upstream")
     if args.replays is not None and (args.replays < 1 or not args.upstream):
         parser.error("--replays N (N >= 1) sets the --upstream rows' replays; add --upstream")
+    if args.rows is not None and not args.upstream:
+        parser.error("--rows TEXT picks --upstream rows; add --upstream")
     if args.layouts is not None and (args.layouts < 1 or not args.upstream):
         parser.error("--layouts N (N >= 1) sets the --upstream rows' builds; add --upstream")
     if args.plot:
@@ -251,7 +256,7 @@ def run_upstream_section(doc: dict, args, device, max_bs: int) -> bool:
 
     buckets = args.buckets or capture_batch_sizes(max_bs, spec=True)
     up = run_upstream(args.upstream, device, seed=args.seed, buckets=buckets, cold_start=args.cold_start,
-                      flush_l2=args.flush_l2, replays=args.replays, layouts=args.layouts)
+                      flush_l2=args.flush_l2, replays=args.replays, layouts=args.layouts, select=args.rows)
     doc["upstream"] = up
     print_upstream(up)
     bad = problems(up)

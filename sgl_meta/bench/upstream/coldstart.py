@@ -183,14 +183,15 @@ COLD = (
 )
 
 
-def run_cold_start(probe: loader.Probe, ctx: Context, buckets: list, kernels: loader.Kernels, root: Path, log) -> list:
-    """One result per family; ``kernels`` adopts the warm fresh instances."""
+def run_cold_start(probe: loader.Probe, ctx: Context, buckets: list, kernels: loader.Kernels, root: Path, log,
+                   picked=lambda name: True) -> list:
+    """One result per family (those ``picked`` by name); ``kernels`` adopts the warm fresh instances."""
     results = []
     if probe.runnable(loader.TRITON):
         from ._triton_warmup import warm_up
 
         warm_up(ctx.device)
-    for spec in COLD:
+    for spec in [s for s in COLD if picked(s.name)]:
         res = {"name": spec.name, "buckets": len(buckets), "max_bucket": max(buckets)}
         results.append(res)
         missing = [m for fam in spec.families for m in probe.missing.get(fam, [])]

@@ -78,11 +78,14 @@ def run_upstream(
     flush_l2: bool = True,
     replays: Optional[int] = None,
     layouts: Optional[int] = None,
+    select: Optional[str] = None,
     log=_log,
 ) -> dict:
     """Run the comparison; returns the ``upstream`` section of the bench JSON.
     ``replays``: timed graph replays per row and implementation (None: DEVICE_REPLAYS),
-    split between ``layouts`` builds of each row (None: LAYOUTS)."""
+    split between ``layouts`` builds of each row (None: LAYOUTS). ``select``: only
+    the rows and cold-start entries whose name contains it (case-insensitive)."""
+    picked = (lambda name: True) if select is None else (lambda name: select.lower() in name.lower())
     replays = replays or DEVICE_REPLAYS
     layouts = layouts or LAYOUTS
     t_start = time.perf_counter()
@@ -102,6 +105,7 @@ def run_upstream(
         "buckets": buckets,
         "replays": replays,
         "layouts": layouts,
+        "select": select,
         "cold_start": [],
         "rows": [],
         "skipped_rows": [],
@@ -135,8 +139,8 @@ def run_upstream(
     ctx = Context(device=device, seed=seed, max_bs=max([ROW_SIZE] + list(buckets or [])))
     with tempfile.TemporaryDirectory(prefix="sgl_meta_upstream_") as root:
         if cold_start and buckets and kernels is not None:
-            doc["cold_start"] = run_cold_start(probe, ctx, buckets, kernels, root=root, log=log)
-        if cold_start and not vllm_reason:
+            doc["cold_start"] = run_cold_start(probe, ctx, buckets, kernels, root=root, log=log, picked=picked)
+        if cold_start and not vllm_reason and picked("vllm"):
             doc["cold_start"].append(rows_vllm.cold_start(ctx, root, log, first_call_seconds, fresh_caches))
         timer = DeviceTimer(device, flush_l2)
         pool = torch.cuda.graph_pool_handle()
@@ -145,7 +149,7 @@ def run_upstream(
             if spec_.group != group:
                 ctx.drop()  # one family's buffers at a time
                 group = spec_.group
-            reason = why_skipped(spec_, probe, kernels)
+            reason = why_skipped(spec_, probe, kernels) if picked(spec_.name) else f"not selected (--rows {select})"
             if reason:
                 doc["skipped_rows"].append({"case": spec_.name, "reason": reason})
                 continue
