@@ -110,6 +110,8 @@ void build_draft_decode_kv_indices(T req_to_token, T req_pool_indices, T seq_len
                {KvDT::kIndex, 2, num_steps, bs * topk + 1, "num_steps",
                 "req_pool_indices.numel() * topk + 1"},
                dev);
+  check.rows_disjoint(kv_indices, "kv_indices", num_steps, kv_indices.size(1));
+  check.rows_disjoint(kv_indptr, "kv_indptr", num_steps, bs * topk + 1);
   if (bs == 0) return;  // documented no-op
 
   std::vector<ArgChecker::WrittenOf<T>> inputs =

@@ -49,6 +49,10 @@ class KernelStandIn:
         # The host time of a launch adds to the op's, so the positional call
         # SGLang makes skips inspect's binding.
         names = cls._names
+        if cls.original is not None and any(k not in names for k in kwargs):
+            # Launch options (num_warps, num_stages, ...) or arguments of another version: SGLang's kernel.
+            cls.original[grid](*args, **kwargs)
+            return
         if len(args) + len(kwargs) <= len(names) and all(k in names[len(args):] for k in kwargs):
             arguments = {**cls._defaults, **dict(zip(names, args)), **kwargs}
             if len(arguments) != len(names):  # a required argument missing: inspect's error
@@ -172,6 +176,8 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
         if not all(type(a[k]) is int for k in ("bs_upper", "iter_upper", "num_tokens_upper", "page_size",
                                                 "window_size", "sink_size")):
             return False
+        if a["window_size"] > 0 and a["sink_size"] < 0:  # (a window of 0 or less is none, sinks unread)
+            return False
         _, seqs, topk = _grid(grid)
         r2t, out, indptr = a["req_to_token"], a["kv_indices"], a["kv_indptr"]
         try:
@@ -190,4 +196,4 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
             req_to_token=a["req_to_token"], req_pool_indices=a["req_pool_indices"][:seqs],
             seq_lens=a["paged_kernel_lens"], positions=a["positions"], kv_indices=a["kv_indices"],
             kv_indptr=a["kv_indptr"], topk=topk, num_steps=cls._steps(grid, a), page_size=a["page_size"],
-            window_size=a["window_size"], sink_size=a["sink_size"])
+            window_size=max(a["window_size"], 0), sink_size=a["sink_size"] if a["window_size"] > 0 else 0)

@@ -104,6 +104,24 @@ def test_uncovered_launches_run_sglangs_kernel(change, gen):
     assert torch.equal(args[3], before)
 
 
+def test_launch_options_run_sglangs_kernel(gen):
+    grid, args = _launch(gen)
+    sglang = Recorder()
+    DraftDecodeKvIndicesKernel.bind(sglang)[grid](*args, num_warps=4)
+    assert len(sglang.launches) == 1 and sglang.launches[0][2] == {"num_warps": 4}
+
+
+def test_a_window_of_zero_or_less_is_none(gen):
+    """SGLang's kernel reads window_size > 0 as a window: -1 (and its sinks) is no window."""
+    grid, args = _launch(gen)
+    none = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    DraftDecodeKvIndicesKernel.bind(Recorder())[grid](*none)
+    args[13], args[14] = -1, 5
+    sglang = Recorder()
+    DraftDecodeKvIndicesKernel.bind(sglang)[grid](*args)
+    assert sglang.launches == [] and torch.equal(args[3], none[3]) and torch.equal(args[4], none[4])
+
+
 def test_covered_launch_with_a_hostile_length_names_the_op(gen):
     grid, args = _launch(gen)
     args[2][1] = 500  # past the req_to_token row (SGLang's kernel would read the next row)
