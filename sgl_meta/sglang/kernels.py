@@ -192,8 +192,9 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
     @classmethod
     def run(cls, grid, a: dict) -> None:
         _, seqs, topk = _grid(grid)
+        req = a["req_pool_indices"]
         build_draft_decode_kv_indices(
-            req_to_token=a["req_to_token"], req_pool_indices=a["req_pool_indices"][:seqs],
+            req_to_token=a["req_to_token"], req_pool_indices=req if req.numel() == seqs else req[:seqs],
             seq_lens=a["paged_kernel_lens"], positions=a["positions"], kv_indices=a["kv_indices"],
             kv_indptr=a["kv_indptr"], topk=topk, num_steps=cls._steps(grid, a), page_size=a["page_size"],
             window_size=max(a["window_size"], 0), sink_size=a["sink_size"] if a["window_size"] > 0 else 0)
