@@ -252,8 +252,9 @@ __device__ void draft_indptr_block(const DraftKvIndicesParams& p) {
   }
 }
 
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-    draft_kv_indices_kernel(const __grid_constant__ DraftKvIndicesParams p) {
+// No minimum of resident blocks: under build_kv_indices' 32-register cap the
+// int64 offsets of every step and branch spill to local memory.
+__global__ void __launch_bounds__(kThreads) draft_kv_indices_kernel(const __grid_constant__ DraftKvIndicesParams p) {
   const uint32_t b = blockIdx.x;
   if (b == p.src.bs) {
     if (blockIdx.y == 0) draft_indptr_block(p);
@@ -280,10 +281,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       for (int64_t t = 0; t < p.topk; ++t) store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + i, v);
   }
   if (blockIdx.y != 0) return;
-  // The draft chains: entry (t, s, j) for j <= s.
-  const int64_t k2 = p.num_steps * p.num_steps;
-  for (int64_t k = threadIdx.x; k < p.topk * k2; k += kThreads) {
-    const int64_t t = k / k2, s = k % k2 / p.num_steps, j = k % p.num_steps;
+  // The draft chains: entry (t, s, j) for j <= s (32-bit: topk * K * K <= 2**22).
+  const int steps = static_cast<int>(p.num_steps), k2 = steps * steps;
+  for (int k = threadIdx.x; k < static_cast<int>(p.topk) * k2; k += kThreads) {
+    const int t = k / k2, s = k % k2 / steps, j = k % steps;
     if (j > s) continue;
     store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + prefix + j,
                 row[draft_chain_start(p, len, t) + j]);
