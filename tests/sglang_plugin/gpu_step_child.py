@@ -1,5 +1,5 @@
 """Run in a fresh interpreter by test_gpu_load_plugins.py: SGLang's CUDA-graph
-metadata path for TRT-LLM MHA, DSA, FA3, TRT-LLM MLA and FlashInfer in every forward mode, with SGLang's own
+metadata path for TRT-LLM MHA, DSA, FA3, Triton, TRT-LLM MLA, FlashMLA and FlashInfer in every forward mode, with SGLang's own
 kernels and, in turn, with the hooks SGLang's own ``load_plugins()`` applied; a
 JSON report on stdout's last line (hooks applied, per point errors and buffer
 differences).
@@ -18,8 +18,9 @@ from sgl_meta.bench.sglang_step.measure import Plan
 from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 SIZES = ((1, 8192), (8, 4096))
-# SGLMETA_STEP_BACKENDS=a,b: a subset (the whole run takes about four minutes on an H200).
-BACKENDS = tuple(os.environ.get("SGLMETA_STEP_BACKENDS", "trtllm_mha,dsa,fa3,fa3_topk4,trtllm_mla,flashinfer").split(","))
+# SGLMETA_STEP_BACKENDS=a,b: a subset (the whole run takes about five minutes on an H200).
+BACKENDS = tuple(os.environ.get("SGLMETA_STEP_BACKENDS",
+                                "trtllm_mha,dsa,fa3,fa3_topk4,triton,trtllm_mla,flashmla,flashinfer").split(","))
 
 
 def main() -> None:

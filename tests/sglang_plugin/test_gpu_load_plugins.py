@@ -1,7 +1,7 @@
 """On the GPU: SGLang's own ``load_plugins()`` applies sgl-meta's hooks, and the
 CUDA-graph decode and speculative metadata of the real backends the step child
-builds (TRT-LLM MHA, DSA, FA3, TRT-LLM MLA, FlashInfer; through SGLang's attention
-test kit) equal SGLang's own path.
+builds (TRT-LLM MHA, DSA, FA3, Triton, TRT-LLM MLA, FlashMLA, FlashInfer; through
+SGLang's attention test kit) equal SGLang's own path.
 
 One fresh interpreter (HookRegistry's patches are process-global and cannot be
 undone): plugin off first, then ``load_plugins()``, then the same points again.
