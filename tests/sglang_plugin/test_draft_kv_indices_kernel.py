@@ -134,3 +134,12 @@ def test_bound_class_keeps_the_name_and_wraps_sglangs_kernel():
     bound = DraftDecodeKvIndicesKernel.bind(sglang)
     assert issubclass(bound, DraftDecodeKvIndicesKernel) and bound.__wrapped__ is sglang
     assert (bound.__module__, bound.__qualname__) == ("sgl_meta.sglang.kernels", "DraftDecodeKvIndicesKernel")
+
+
+def test_signature_is_sglangs_kernels():
+    """The check the plugin makes before it replaces the kernel (hooks.Hook.resolve)."""
+    cache_locs = pytest.importorskip("sglang.kernels.ops.speculative.cache_locs", reason="SGLang is not installed")
+    from sgl_meta.sglang.hooks import signature_mismatch
+
+    kernel = cache_locs.generate_draft_decode_kv_indices
+    assert signature_mismatch(getattr(kernel, "fn", kernel), DraftDecodeKvIndicesKernel) is None
