@@ -155,6 +155,12 @@ def test_bad_arguments_name_the_argument(change, message, gen):
         sgl_meta.build_draft_decode_kv_indices(**kw)
 
 
+@pytest.mark.parametrize("case", [Case(topk=2, page_size=4), Case(window_size=8, sink_size=2, out64=True)])
+def test_opcheck(case, gen, device):
+    """The schema, fake and both dispatch paths agree (torch.library.opcheck)."""
+    torch.library.opcheck(torch.ops.sgl_meta.build_draft_decode_kv_indices.default, (), make(case, gen, device))
+
+
 def test_torch_compile_traces_it(gen):
     kw = make(Case(topk=2, page_size=4), gen, "cpu")
     want = run(reference.build_draft_decode_kv_indices, kw)
