@@ -1,5 +1,5 @@
-// build_kv_indices, build_draft_decode_kv_indices: CPU kernels. Same results as the CUDA kernel; every hostile
-// device value (a request index outside req_to_token, a negative window
+// build_kv_indices, build_draft_decode_kv_indices: CPU kernels. Same results
+// as the CUDA kernels; every hostile device value (a request index outside req_to_token, a negative window
 // start, a length outside [0, 2**31 - 1], a running sum past kv_indptr's
 // dtype, a CSR row outside its slot or outside kv_indices, a virtual page past
 // v2p, an id past token_mapping or outside kv_indices' dtype) raises
@@ -14,11 +14,12 @@ namespace sgl_meta {
 namespace {
 
 constexpr const char* kOp = "build_kv_indices";
+constexpr const char* kDraftOp = "build_draft_decode_kv_indices";
 
 template <typename... Args>
-[[noreturn]] void fail(const Args&... args) {
+[[noreturn]] void fail(const char* op, const Args&... args) {
   std::ostringstream msg;
-  msg << "sgl_meta." << kOp << ": ";
+  msg << "sgl_meta." << op << ": ";
   ((msg << args), ...);
   throw std::runtime_error(msg.str());
 }
@@ -34,29 +35,29 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
   const KvReadSource& s = p.src;
   const int64_t req = s.req_pool_indices[b];
   if (req < 0 || req >= s.pool_size)
-    fail("req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ", s.pool_size,
+    fail(kOp, "req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ", s.pool_size,
          ")");
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
-  if (start < 0) fail("kv_start_idx[", b, "] = ", start, " is negative");
+  if (start < 0) fail(kOp, "kv_start_idx[", b, "] = ", start, " is negative");
   const int64_t seq = s.seq_lens[b];
-  if (!length_fits(seq)) fail("seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+  if (!length_fits(seq)) fail(kOp, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
   const int64_t n = kv_indices_live(p, seq, start);
   int64_t lo = sum;
   if (p.write_indptr) {
     if (sum + seq > p.indptr_max)
-      fail("the running sum of seq_lens[0..", b, "] = ", sum + seq, " does not fit kv_indptr (",
+      fail(kOp, "the running sum of seq_lens[0..", b, "] = ", sum + seq, " does not fit kv_indptr (",
            p.indptr64 ? "int64" : "int32", ")");
     if (n > 0 && lo > p.out_size - n)
-      fail("row ", b, " holds ", n, " tokens at ", lo, " but kv_indices has ", p.out_size,
+      fail(kOp, "row ", b, " holds ", n, " tokens at ", lo, " but kv_indices has ", p.out_size,
            " elements");
   } else {
     lo = indptr_at(p, b);
     const int64_t hi = indptr_at(p, b + 1);
     if (lo < 0 || hi < lo)
-      fail("kv_indptr must be non-negative and non-decreasing, got kv_indptr[", b, "] = ", lo,
+      fail(kOp, "kv_indptr must be non-negative and non-decreasing, got kv_indptr[", b, "] = ", lo,
            ", kv_indptr[", b + 1, "] = ", hi);
     if (n > 0 && (n > hi - lo || lo > p.out_size - n))
-      fail("row ", b, " holds ", n, " tokens but kv_indptr gives it [", lo, ", ", hi,
+      fail(kOp, "row ", b, " holds ", n, " tokens but kv_indptr gives it [", lo, ", ", hi,
            ") in kv_indices of ", p.out_size, " elements");
   }
   return {s.req_to_token + req * s.req_to_token_stride, start, n, lo};
@@ -67,13 +68,13 @@ int64_t checked_id(const KvIndicesParams& p, const Row& r, int64_t b, int64_t i)
   int64_t bad = 0;
   const int64_t id = kv_index_id(p, r.in, r.start + i, &err, &bad);
   if (err == kIdV2p)
-    fail("row ", b, ", token ", i, " reads virtual page ", bad, ", outside v2p (v2p.numel() = ",
+    fail(kOp, "row ", b, ", token ", i, " reads virtual page ", bad, ", outside v2p (v2p.numel() = ",
          p.src.v2p_size, ")");
   if (err == kIdMapping)
-    fail("row ", b, ", token ", i, ": id ", bad, " is outside token_mapping (token_mapping.numel() = ",
+    fail(kOp, "row ", b, ", token ", i, ": id ", bad, " is outside token_mapping (token_mapping.numel() = ",
          p.token_mapping_size, ")");
   if (err == kIdFits)
-    fail("row ", b, ", token ", i, ": its id does not fit kv_indices (", p.out64 ? "int64" : "int32",
+    fail(kOp, "row ", b, ", token ", i, ": its id does not fit kv_indices (", p.out64 ? "int64" : "int32",
          ")");
   return id;
 }
@@ -112,49 +113,38 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
 
 namespace {
 
-constexpr const char* kDraftOp = "build_draft_decode_kv_indices";
-
-template <typename... Args>
-[[noreturn]] void fail_draft(const Args&... args) {
-  std::ostringstream msg;
-  msg << "sgl_meta." << kDraftOp << ": ";
-  ((msg << args), ...);
-  throw std::runtime_error(msg.str());
-}
-
 void check_draft_row(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
   switch (draft_row_error(p, b, cum)) {
     case kDraftReq:
-      fail_draft("req_pool_indices[", b, "] = ", p.src.req_pool_indices[b],
+      fail(kDraftOp, "req_pool_indices[", b, "] = ", p.src.req_pool_indices[b],
                  " is outside [0, req_to_token.size(0) = ", p.src.pool_size, ")");
     case kDraftLen:
-      fail_draft("seq_lens[", b, "] = ", p.src.seq_lens[b], " is negative or does not fit int32");
+      fail(kDraftOp, "seq_lens[", b, "] = ", p.src.seq_lens[b], " is negative or does not fit int32");
     case kDraftRow:
-      fail_draft("request ", b, " (seq_lens = ", p.src.seq_lens[b],
+      fail(kDraftOp, "request ", b, " (seq_lens = ", p.src.seq_lens[b],
                  ") reads past its req_to_token row of ", p.src.row_len,
                  " positions (its prefix and every branch's ", p.num_steps, " draft slots)");
     case kDraftOut:
-      fail_draft("request ", b, "'s ids of the last step end past kv_indices.size(1) = ",
+      fail(kDraftOp, "request ", b, "'s ids of the last step end past kv_indices.size(1) = ",
                  p.out_width);
     default:
       return;
   }
 }
 
-// positions[0..z) capped as the window caps them, summed; the check of every
-// term and of the largest value written.
-int64_t checked_positions(const DraftKvIndicesParams& p) {
+// Every position, and the largest kv_indptr value written (the last step's
+// end: the capped positions summed, plus bs * topk * num_steps).
+void check_positions(const DraftKvIndicesParams& p) {
   const int64_t n = p.src.bs * p.topk;
   int64_t sum = 0;
   for (int64_t z = 0; z < n; ++z) {
     const int64_t v = p.positions[z];
-    if (!length_fits(v)) fail_draft("positions[", z, "] = ", v, " is negative or does not fit int32");
+    if (!length_fits(v)) fail(kDraftOp, "positions[", z, "] = ", v, " is negative or does not fit int32");
     sum += p.cap > 0 ? min_i64(v, p.cap) : v;
   }
   if (sum > p.indptr_max - n * p.num_steps)
-    fail_draft("kv_indptr's last value (", sum, " + ", n, " * ", p.num_steps,
+    fail(kDraftOp, "kv_indptr's last value (", sum, " + ", n, " * ", p.num_steps,
                ") does not fit kv_indptr (", p.indptr64 ? "int64" : "int32", ")");
-  return sum;
 }
 
 }  // namespace
@@ -165,7 +155,7 @@ void build_draft_decode_kv_indices_cpu(const DraftKvIndicesParams& p) {
     check_draft_row(p, b, cum);
     cum += draft_cum_term(p, p.src.seq_lens[b]);
   }
-  checked_positions(p);
+  check_positions(p);
   cum = 0;
   for (int64_t b = 0; b < p.src.bs; ++b) {
     const int64_t len = p.src.seq_lens[b];
