@@ -7,18 +7,13 @@ not cover runs SGLang's kernel with the same arguments."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from sgl_meta.sglang.kernels import DraftDecodeKvIndicesKernel
+from helpers import interpreter_child
 from stand_in_kit import Recorder
-
-HERE = Path(__file__).resolve().parent
-
 
 
 def _launch(gen, seqs=3, topk=2, steps=3, ps=16):
@@ -37,10 +32,8 @@ def test_launches_as_sglang_makes_them_equal_sglangs_kernel():
     pytest.importorskip("sglang.kernels.ops.speculative.cache_locs", reason="SGLang is not installed")
     pytest.importorskip("triton", reason="triton is not installed")
     seed = int(os.environ.get("SGLMETA_TEST_SEED", "0"))
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, str(HERE / "draft_kv_indices_kernel_child.py"), str(seed), "24"],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok 24"), proc.stderr[-3000:]
+    out = interpreter_child("sglang_plugin/draft_kv_indices_kernel_child.py", str(seed), "24", timeout=600)
+    assert out.strip().endswith("ok 24"), out
 
 
 def test_covered_launch_runs_ours(gen):

@@ -8,18 +8,13 @@ its signature and every call site in the installed SGLang.)"""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from sgl_meta.sglang.kernels import FlashmlaKvIndicesKernel
+from helpers import interpreter_child
 from stand_in_kit import Recorder
-
-HERE = Path(__file__).resolve().parent
-
 
 
 def _launch_args(gen, bs=3, width=10, ps=64):
@@ -33,10 +28,8 @@ def _launch_args(gen, bs=3, width=10, ps=64):
 def test_launches_as_sglang_makes_them_equal_sglangs_kernel():
     pytest.importorskip("sglang.kernels.ops.attention.kv_indices", reason="SGLang is not installed")
     seed = int(os.environ.get("SGLMETA_TEST_SEED", "0"))
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, str(HERE / "flashmla_kernel_child.py"), str(seed), "24"],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok 24"), proc.stderr[-3000:]
+    out = interpreter_child("sglang_plugin/flashmla_kernel_child.py", str(seed), "24", timeout=600)
+    assert out.strip().endswith("ok 24"), out
 
 
 def test_covered_launch_runs_ours(gen):
