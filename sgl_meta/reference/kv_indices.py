@@ -132,11 +132,12 @@ create_flashmla_kv_indices.__doc__ = "Eager reference of :func:`sgl_meta.create_
 _DRAFT_OP = "build_draft_decode_kv_indices"
 
 
-def _draft_chain_start(lens: torch.Tensor, t: torch.Tensor, topk: int, num_steps: int, page_size: int):
+def _draft_chain_start(lens, t, topk: int, num_steps: int, page_size: int):
+    """Branch t's first draft position (ints or tensors of non-negative lengths)."""
     if page_size == 1 or topk == 1:
         return lens + t * num_steps
     last = lens % page_size
-    pages = torch.div(last + num_steps + page_size - 1, page_size, rounding_mode="floor")
+    pages = (last + num_steps + page_size - 1) // page_size
     return lens - last + t * pages * page_size + last
 
 
@@ -154,7 +155,7 @@ def _check_draft(req_to_token, req_pool_indices, seq_lens, positions, kv_indices
                                f"req_to_token.size(0) = {pool})")
         if not 0 <= n <= INT32_MAX:
             raise RuntimeError(f"sgl_meta.{_DRAFT_OP}: seq_lens[{b}] = {n} is negative or does not fit int32")
-        chain_end = int(_draft_chain_start(torch.tensor(n), torch.tensor(topk - 1), topk, num_steps, page_size))
+        chain_end = _draft_chain_start(n, topk - 1, topk, num_steps, page_size)
         if n > row_len or chain_end + num_steps > row_len:
             raise RuntimeError(f"sgl_meta.{_DRAFT_OP}: request {b} (seq_lens = {n}) reads past its req_to_token "
                                f"row of {row_len} positions (its prefix and every branch's {num_steps} draft slots)")
@@ -207,6 +208,8 @@ def build_draft_decode_kv_indices(
     j = torch.arange(width, device=device)
     branch = torch.arange(bs * topk, device=device)
     b_of, t_of = branch // topk, branch % topk
+    pv = positions[: bs * topk].long()
+    pv_sum = torch.cumsum(pv.clamp(max=cap) if cap else pv, 0)
     for s in range(num_steps):
         it = s + 1
         seg = (prefix[b_of] + it)
@@ -226,7 +229,4 @@ def build_draft_decode_kv_indices(
         pos = torch.where(live, pos, torch.zeros_like(pos)).clamp(0, req_to_token.shape[1] - 1)
         ids = req_to_token[req[b], pos].to(kv_indices.dtype)
         kv_indices[s].copy_(torch.where(live, ids, kv_indices[s]))
-        pv = positions[: bs * topk].long()
-        if cap:
-            pv = pv.clamp(max=cap)
-        kv_indptr[s, 1 : bs * topk + 1].copy_(torch.cumsum(pv, 0) + (branch + 1) * it)
+        kv_indptr[s, 1 : bs * topk + 1].copy_(pv_sum + (branch + 1) * it)

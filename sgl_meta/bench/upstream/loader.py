@@ -448,6 +448,11 @@ def _server_helpers() -> types.ModuleType:
     return mod
 
 
+def next_power_of_2(n: int) -> int:
+    """The server's ``next_power_of_2``: the bounds SGLang's callers pass its Triton kernels."""
+    return 1 << (n - 1).bit_length() if n > 0 else 1
+
+
 @contextlib.contextmanager
 def _server_utils(site: Path):
     """``sglang.srt.utils`` while a kernel file imports it: the platform checks
@@ -464,7 +469,7 @@ def _server_utils(site: Path):
     for name in ("is_cpu", "is_hip", "is_musa", "is_npu", "is_xpu"):
         setattr(utils, name, lambda: False)
     utils.is_cuda = lambda: cuda
-    utils.next_power_of_2 = lambda n: 1 << (n - 1).bit_length() if n > 0 else 1
+    utils.next_power_of_2 = next_power_of_2
     setattr(utils, _STUB_MARK, True)
     added = []
     for name in ("sglang", "sglang.srt"):

@@ -34,7 +34,7 @@ import sgl_meta
 from sgl_meta import reference
 
 from .fixtures import OutputSets, RowSpec, generator, live_cols, make_row, prefix_mask, request_pool, uniform_lengths
-from .loader import TRITON
+from .loader import TRITON, next_power_of_2
 
 PAGE_SIZE = 64
 PAGES = 2048
@@ -114,10 +114,6 @@ def build_flashmla(ctx, up, *, bs: int, name: str):
                     regions=regions)
 
 
-def _pow2(n: int) -> int:
-    return 1 << (n - 1).bit_length() if n > 1 else 1
-
-
 class DraftFixture:
     """Requests of one draft-decode row: rows of ``pages`` pages of 64 (default 2048), each
     length leaving room for every branch's chain (a page apart), positions the next token's."""
@@ -148,9 +144,9 @@ def draft_upstream(up, f: DraftFixture, out: dict, bs: int, launch: str) -> None
     grid = (DRAFT_STEPS * (DRAFT_BLOCKS if launch == "flashinfer" else 1), bs, topk)
     getattr(up, DRAFT)[grid](
         f.req_pool_indices, f.req_to_token, f.lens, out["kv_indices"], out["kv_indptr"], f.positions,
-        f.req_to_token.stride(0), out["kv_indices"].shape[1], out["kv_indptr"].shape[1], _pow2(bs),
-        _pow2(DRAFT_STEPS), _pow2(bs * topk), PAGE_SIZE, 0, 0, ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False,
-        NUM_STEPS=DRAFT_STEPS if launch == "flashinfer" else 0)
+        f.req_to_token.stride(0), out["kv_indices"].shape[1], out["kv_indptr"].shape[1], next_power_of_2(bs),
+        next_power_of_2(DRAFT_STEPS), next_power_of_2(bs * topk), PAGE_SIZE, 0, 0, ENTRY_PAGE_SIZE=1, v2p=None,
+        TRANSLATE=False, NUM_STEPS=DRAFT_STEPS if launch == "flashinfer" else 0)
 
 
 def draft_ours(fn, f: DraftFixture, out: dict, bs: int) -> None:
