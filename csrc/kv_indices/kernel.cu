@@ -16,13 +16,14 @@
 // one block that reduces the batch's largest and smallest lengths and writes
 // every row's split counts.
 //
-// build_draft_decode_kv_indices: grid (bs + 1, blocks per request), sized from
-// the row width (and the window) only. Block (b, y) reads prefix tokens
-// y * 256 + t, ... of request b once each and stores each into every step's
-// and branch's copy; block (b, 0) also writes the draft-chain ids, and checks
-// the request. Each block forms its request's offset from the prefix lengths
-// before it (a block-wide sum, as above). The extra block (bs, 0) scans
-// positions and writes every step's kv_indptr.
+// build_draft_decode_kv_indices: grid (G + 1), G one wave, sized from bs and
+// the row width (and the window) only. The batch's prefixes, laid end to end,
+// split into G equal ranges: a block reads each prefix token of its range once
+// and stores it into every step's and branch's copy, so a 128k request among
+// short ones takes its share of the GPU instead of a fixed number of blocks.
+// Every block scans the prefix lengths itself (offsets, row checks; no
+// grid-wide dependency), then writes the draft chains of its requests. The
+// extra block G scans positions and writes every step's kv_indptr.
 #include <climits>
 
 #include <cub/block/block_scan.cuh>
@@ -252,57 +253,142 @@ __device__ void draft_indptr_block(const DraftKvIndicesParams& p) {
   }
 }
 
-// No minimum of resident blocks: under build_kv_indices' 32-register cap the
-// int64 offsets of every step and branch spill to local memory.
-__global__ void __launch_bounds__(kThreads) draft_kv_indices_kernel(const __grid_constant__ DraftKvIndicesParams p) {
-  const uint32_t b = blockIdx.x;
-  if (b == p.src.bs) {
-    if (blockIdx.y == 0) draft_indptr_block(p);
+// Rows whose cumulative offsets, row pointers and read shifts a block holds
+// at once; larger batches go through in chunks of this many rows.
+constexpr int kDraftChunk = 1024;
+constexpr int kDraftVec = 4;  // prefix tokens per thread per pass, loaded before any store
+constexpr int64_t kDraftTile = int64_t{kThreads} * kDraftVec;
+// Four resident blocks per SM: 64 registers, no spills (the int64 offsets of
+// every step and branch); the grid is one wave of them.
+constexpr int kDraftBlocksPerSm = 4;
+
+struct DraftChunk {
+  int64_t cum[kDraftChunk + 1];      // prefix tokens of the requests before each (absolute)
+  const int32_t* row[kDraftChunk];   // req_to_token row, nullptr for a request that fails its check
+  int32_t shift[kDraftChunk];        // len - prefix: where the window's recent tokens start
+};
+
+// Rows [c0, c0 + n) into the chunk: a scan of their prefix lengths from
+// carry, each row's check; returns the running sum past the chunk.
+__device__ int64_t load_draft_chunk(const DraftKvIndicesParams& p, DraftChunk& c, int64_t c0, int n,
+                                    int64_t carry) {
+  using Scan = cub::BlockScan<int64_t, kThreads>;
+  __shared__ typename Scan::TempStorage tmp;
+  for (int pass = 0; pass < n; pass += kThreads) {
+    const int local = pass + static_cast<int>(threadIdx.x);
+    const int64_t r = c0 + local;
+    const int64_t len = local < n ? p.src.seq_lens[r] : 0;
+    const int64_t term = local < n ? draft_cum_term(p, len) : 0;
+    int64_t excl, total;
+    Scan(tmp).ExclusiveSum(term, excl, total);
+    __syncthreads();  // tmp is reused by the next pass
+    if (local < n) {
+      const int64_t cum = carry + excl;
+      const bool ok = draft_row_error(p, r, cum) == kDraftOk;
+      c.cum[local] = cum;
+      c.row[local] = ok ? p.src.req_to_token + p.src.req_pool_indices[r] * p.src.req_to_token_stride : nullptr;
+      c.shift[local] = ok ? static_cast<int32_t>(len - draft_prefix_len(p, len)) : 0;
+    }
+    carry += total;
+  }
+  if (threadIdx.x == 0) c.cum[n] = carry;
+  __syncthreads();
+  return carry;
+}
+
+// The chunk row holding flattened prefix token g (the last row whose start
+// is <= g: empty rows before it share its start), searched from row r up.
+__device__ int draft_row_of(const DraftChunk& c, int n, int r, int64_t g) {
+  if (g < c.cum[r + 1]) return r;
+  int lo = r + 1, hi = n - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (c.cum[mid] <= g) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Grid (G + 1): blocks 0 .. G - 1 split the batch's prefix tokens (all
+// requests' prefixes laid end to end) into G equal ranges, so a long request
+// takes as many blocks as its share of the tokens, whatever the other
+// lengths; block x also writes the chains of (and checks) requests x, x + G,
+// ... Block G scans positions into kv_indptr.
+__global__ void __launch_bounds__(kThreads, kDraftBlocksPerSm)
+    draft_kv_indices_kernel(const __grid_constant__ DraftKvIndicesParams p) {
+  const int64_t blocks = gridDim.x - 1, x = blockIdx.x;
+  if (x == blocks) {
+    draft_indptr_block(p);
     return;
   }
-  const int64_t len = p.src.seq_lens[b];
-  const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads;
-  if (blockIdx.y != 0 && first >= draft_cum_term(p, len)) return;  // (block-uniform)
-  __shared__ int64_t scratch[kWarps];
-  int64_t sum = 0;
-  for (int64_t r = threadIdx.x; r < b; r += kThreads) sum += draft_cum_term(p, p.src.seq_lens[r]);
-  const int64_t cum = block_reduce(sum, Add(), scratch);
-  const int err = draft_row_error(p, b, cum);
-  if (err != kDraftOk) {
-    if (blockIdx.y == 0 && threadIdx.x == 0) fail_draft_row(p, b, err);
-    return;
-  }
-  const int64_t prefix = draft_prefix_len(p, len);
-  const int32_t* row = p.src.req_to_token + p.src.req_pool_indices[b] * p.src.req_to_token_stride;
-  const int64_t step = static_cast<int64_t>(gridDim.y) * kThreads;
-  for (int64_t i = first + threadIdx.x; i < prefix; i += step) {
-    const int32_t v = row[draft_prefix_pos(p, len, i)];
-    for (int64_t s = 0; s < p.num_steps; ++s)
-      for (int64_t t = 0; t < p.topk; ++t) store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + i, v);
-  }
-  if (blockIdx.y != 0) return;
-  // The draft chains: entry (t, s, j) for j <= s (32-bit: topk * K * K <= 2**22).
+  __shared__ DraftChunk c;
   const int steps = static_cast<int>(p.num_steps), k2 = steps * steps;
-  for (int k = threadIdx.x; k < static_cast<int>(p.topk) * k2; k += kThreads) {
-    const int t = k / k2, s = k % k2 / steps, j = k % steps;
-    if (j > s) continue;
-    store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + prefix + j,
-                row[draft_chain_start(p, len, t) + j]);
+  int64_t carry = 0;
+  for (int64_t c0 = 0; c0 < p.src.bs; c0 += kDraftChunk) {
+    const int n = static_cast<int>(min_i64(kDraftChunk, p.src.bs - c0));
+    const int64_t start = carry;
+    carry = load_draft_chunk(p, c, c0, n, carry);
+    const int64_t share = max_i64((carry - start + blocks - 1) / blocks, kThreads);
+    const int64_t lo = start + x * share, hi = min_i64(lo + share, carry);
+    int r = 0;
+    for (int64_t base = lo; base < hi; base += kDraftTile) {
+      int rows[kDraftVec];
+      int32_t v[kDraftVec];
+#pragma unroll
+      for (int k = 0; k < kDraftVec; ++k) {
+        const int64_t g = base + k * kThreads + threadIdx.x;
+        rows[k] = -1;
+        if (g < hi) {
+          r = draft_row_of(c, n, r, g);
+          const int32_t* row = c.row[r];
+          if (row != nullptr) {
+            const int64_t i = g - c.cum[r];
+            rows[k] = r;
+            v[k] = row[i < p.sink ? i : i + c.shift[r]];
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kDraftVec; ++k) {
+        if (rows[k] < 0) continue;
+        const int64_t b = c0 + rows[k], cum = c.cum[rows[k]], prefix = c.cum[rows[k] + 1] - cum;
+        const int64_t i = base + k * kThreads + threadIdx.x - cum;
+        for (int64_t s = 0; s < p.num_steps; ++s)
+          for (int64_t t = 0; t < p.topk; ++t) store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + i, v[k]);
+      }
+    }
+    // This block's requests: the draft chains, entry (t, s, j) for j <= s
+    // (32-bit: topk * K * K <= 2**22), or the failed check.
+    for (int64_t b = c0 + ((x - c0) % blocks + blocks) % blocks; b < c0 + n; b += blocks) {
+      const int local = static_cast<int>(b - c0);
+      const int32_t* row = c.row[local];
+      const int64_t cum = c.cum[local], prefix = c.cum[local + 1] - cum;
+      if (row == nullptr) {
+        if (threadIdx.x == 0) fail_draft_row(p, static_cast<uint32_t>(b), draft_row_error(p, b, cum));
+        continue;
+      }
+      const int64_t len = p.src.seq_lens[b];
+      for (int k = threadIdx.x; k < static_cast<int>(p.topk) * k2; k += kThreads) {
+        const int t = k / k2, s = k % k2 / steps, j = k % steps;
+        if (j > s) continue;
+        store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + prefix + j, row[draft_chain_start(p, len, t) + j]);
+      }
+    }
+    __syncthreads();  // the next chunk overwrites c
   }
 }
 
 }  // namespace
 
 const char* build_draft_decode_kv_indices_cuda(const DraftKvIndicesParams& p, void* stream) {
-  if (p.src.bs == 0) return nullptr;
-  if (p.src.bs >= INT32_MAX) return "grid too large (req_pool_indices.numel() > 2^31 - 2)";
+  const int64_t bs = p.src.bs;
+  if (bs == 0) return nullptr;
+  // One wave, or fewer blocks where the largest possible batch of prefixes
+  // (bs rows of at most the window or the row) fills fewer tiles.
+  const int64_t wave = int64_t{current_device_sm_count(132)} * kDraftBlocksPerSm;
   const int64_t cap = p.cap > 0 ? min_i64(p.cap, p.src.row_len) : p.src.row_len;
-  const int64_t needed = cap > 0 ? (cap - 1) / kThreads + 1 : 1;
-  const int64_t wave = int64_t{current_device_sm_count(132)} * kBlocksPerSm;
-  const int64_t spread = wave / p.src.bs > 1 ? wave / p.src.bs : 1;
-  const int64_t per_row = min_i64(min_i64(needed, spread), kMaxGridY);
-  const dim3 grid(static_cast<unsigned>(p.src.bs + 1), static_cast<unsigned>(per_row));
-  draft_kv_indices_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  int64_t blocks = wave;
+  if (cap < wave * kDraftTile / bs) blocks = max_i64((bs * cap + kDraftTile - 1) / kDraftTile, 1);
+  draft_kv_indices_kernel<<<static_cast<unsigned>(blocks + 1), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }
