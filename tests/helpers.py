@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 
@@ -120,5 +121,20 @@ def interpreter_child(script, *args: str, timeout: int = 900) -> str:
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run([sys.executable, str(here / script), *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=str(here.parent))
+    if proc.returncode != 0:
+        skip_on_interpreter_defect(proc.stderr)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
+
+
+def skip_on_interpreter_defect(stderr: str) -> None:
+    """Skip the calling test where a child running upstream Triton kernels interpreted
+    failed on Triton 3.6's interpreter under NumPy 2.4 and later: it turns a program-id
+    value into a Python int with int(ndarray) (range() bounds in a kernel), which those
+    NumPy versions refuse for one-element arrays; Triton 3.8's interpreter does not."""
+    if "only 0-dimensional arrays can be converted to Python scalars" in stderr and "triton/runtime/interpreter" in stderr:
+        import numpy
+        import triton
+
+        pytest.skip(f"triton {triton.__version__}'s interpreter cannot run the upstream kernels under numpy "
+                    f"{numpy.__version__} (int() of a one-element array)")

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 import types
-from pathlib import Path
 
 import pytest
 import torch
 
 from sgl_meta import reference
 from sgl_meta.sglang import kv_indices as hooks
+from helpers import interpreter_child
 
 
 class Table(types.SimpleNamespace):
@@ -254,13 +252,9 @@ def test_pack_read_stream_equals_sglangs_own_method_in_the_interpreter():
     int64 streams, 1-D and 2-D grids."""
     if importlib.util.find_spec("sglang") is None or importlib.util.find_spec("triton") is None:
         pytest.skip("needs the installed sglang 0.5.23 and triton")
-    here = Path(__file__).resolve().parent
     seed = int(os.environ.get("SGLMETA_TEST_SEED", "0")) or 12345
-    env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join([str(here.parent.parent), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(here / "pack_read_stream_child.py"), str(seed), "24"],
-                          capture_output=True, text=True, timeout=900, env=env, cwd=str(here))
-    assert proc.returncode == 0 and "ok 24" in proc.stdout, proc.stdout + proc.stderr[-4000:]
+    out = interpreter_child("sglang_plugin/pack_read_stream_child.py", str(seed), "24")
+    assert "ok 24" in out, out
 
 
 # ---- FlashInfer decode: call_begin_forward over a prebuilt kv_indptr / kv_indices pair ----
