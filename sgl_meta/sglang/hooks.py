@@ -456,5 +456,12 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.sglang.kernels:FlashmlaKvIndicesKernel",
         (CudaKernel("kv_read_page_table"),),
     ),
+    # Triton and FlashInfer multi-step draft backends: every EAGLE draft-decode step's kv_indices + kv_indptr,
+    # the raw kernel the backends index by grid (one program per step, request and branch walks a whole prefix).
+    Hook(
+        "sglang.kernels.ops.speculative.cache_locs.generate_draft_decode_kv_indices",
+        "sgl_meta.sglang.kernels:DraftDecodeKvIndicesKernel",
+        (CudaKernel("build_draft_decode_kv_indices"),),
+    ),
 )
 """Every hook the plugin knows, in the order they are considered."""

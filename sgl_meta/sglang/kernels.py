@@ -147,30 +147,26 @@ class FlashmlaKvIndicesKernel(KernelStandIn):
 class DraftDecodeKvIndicesKernel(KernelStandIn):
     """``generate_draft_decode_kv_indices`` (``sglang.kernels.ops.speculative.cache_locs``),
     EAGLE multi-step draft decode's per-step ``kv_indices`` / ``kv_indptr``:
-    :func:`sgl_meta.build_draft_decode_kv_indices` for a launch as SGLang 0.5.23's Triton
-    and FlashInfer multi-step draft backends make it over a static pool (grid ``(steps
-    [x token blocks], requests, topk)``, the strides the tensors' own, the power-of-two
-    bounds at least the counts they bound, a token-granular source without ``v2p``);
-    other launches (the unified pool's translated sources) run SGLang's kernel."""
+    :func:`sgl_meta.build_draft_decode_kv_indices` for the launch SGLang 0.5.23's Triton
+    multi-step draft backend makes, and its FlashInfer one with a single token block, over
+    a static pool (grid ``(steps, requests, topk)``, ``NUM_STEPS`` 0: one program walks a
+    request's whole prefix per step and branch; the strides the tensors' own, the
+    power-of-two bounds at least the counts they bound, a token-granular source without
+    ``v2p``). Other launches run SGLang's kernel: the unified pool's translated sources,
+    and FlashInfer's token-block launch (``NUM_STEPS`` > 0), which spreads long prefixes
+    over 512-token programs and which ours does not beat everywhere yet (docs/sglang.md)."""
 
     __signature__ = _params("req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr",
                             "positions", "row_stride", "kv_indices_stride", "kv_indptr_stride", "bs_upper",
                             "iter_upper", "num_tokens_upper", "page_size", window_size=0, sink_size=0, NUM_STEPS=0,
                             ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False)
 
-    @staticmethod
-    def _steps(grid, a: dict) -> Optional[int]:
-        """The draft steps the launch writes (``NUM_STEPS``, or the grid's first axis without it)."""
-        g, num_steps = _grid(grid), a["NUM_STEPS"]
-        if g is None or len(g) != 3 or type(num_steps) is not int or num_steps < 0:
-            return None
-        if num_steps == 0:
-            return g[0]
-        return num_steps if g[0] >= num_steps and g[0] % num_steps == 0 else None
-
     @classmethod
     def covers(cls, grid, a: dict) -> bool:
-        steps = cls._steps(grid, a)
+        g = _grid(grid)
+        if g is None or len(g) != 3 or type(a["NUM_STEPS"]) is not int or a["NUM_STEPS"] != 0:
+            return False
+        steps = g[0]
         if not steps or a["ENTRY_PAGE_SIZE"] != 1 or a["TRANSLATE"] or a["v2p"] is not None:
             return False
         if not all(type(a[k]) is int for k in ("bs_upper", "iter_upper", "num_tokens_upper", "page_size",
@@ -178,7 +174,7 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
             return False
         if a["window_size"] > 0 and a["sink_size"] < 0:  # (a window of 0 or less is none, sinks unread)
             return False
-        _, seqs, topk = _grid(grid)
+        _, seqs, topk = g
         r2t, out, indptr = a["req_to_token"], a["kv_indices"], a["kv_indptr"]
         try:
             return (a["row_stride"] == r2t.stride(0) and out.dim() == 2 and indptr.dim() == 2
@@ -191,10 +187,10 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
 
     @classmethod
     def run(cls, grid, a: dict) -> None:
-        _, seqs, topk = _grid(grid)
+        steps, seqs, topk = _grid(grid)
         req = a["req_pool_indices"]
         build_draft_decode_kv_indices(
             req_to_token=a["req_to_token"], req_pool_indices=req if req.numel() == seqs else req[:seqs],
             seq_lens=a["paged_kernel_lens"], positions=a["positions"], kv_indices=a["kv_indices"],
-            kv_indptr=a["kv_indptr"], topk=topk, num_steps=cls._steps(grid, a), page_size=a["page_size"],
+            kv_indptr=a["kv_indptr"], topk=topk, num_steps=steps, page_size=a["page_size"],
             window_size=max(a["window_size"], 0), sink_size=a["sink_size"] if a["window_size"] > 0 else 0)

@@ -1,7 +1,7 @@
 """Run in a child process with TRITON_INTERPRET=1 (test_draft_kv_indices_kernel.py):
 SGLang 0.5.23's own ``generate_draft_decode_kv_indices`` (interpreted) against the
-plugin's stand-in, launched as its Triton backend (``NUM_STEPS = 0``) and its
-FlashInfer backend (token blocks) launch it, on poisoned buffers of their dtypes
+plugin's stand-in, launched as its Triton backend and its FlashInfer backend with
+one token block launch it (``NUM_STEPS = 0``), on poisoned buffers of their dtypes
 (int64 and int32 ids). The stand-in is bound to a kernel that fails if called:
 each launch must be one ours covers. Prints "ok <cases>" or raises.
 
@@ -52,7 +52,6 @@ def main() -> None:
             buffers[who] = (torch.full((steps, width), -7, dtype=dtype), torch.full((steps, max_bs * topk + 1), -7,
                                                                                   dtype=torch.int32))
             buffers[who][1][:, 0] = 0
-        blocks = 1 if caller == "triton" else rand(1, 3)
         for kernel, (kv_indices, kv_indptr) in ((generate_draft_decode_kv_indices, buffers["sglang"]),
                                                 (ours, buffers["ours"])):
             args = (req, r2t, lens, kv_indices, kv_indptr, positions, r2t.stride(0), kv_indices.shape[1],
@@ -60,9 +59,8 @@ def main() -> None:
                     ps, window, sink)
             if caller == "triton":  # TritonMultiStepDraftBackend.common_template
                 kernel[(steps, seqs, topk)](*args, ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False)
-            else:  # FlashInferMultiStepDraftBackend.common_template
-                kernel[(steps * blocks, seqs, topk)](*args, ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False,
-                                                     NUM_STEPS=steps if blocks > 1 else 0)
+            else:  # FlashInferMultiStepDraftBackend.common_template, one token block
+                kernel[(steps, seqs, topk)](*args, ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False, NUM_STEPS=0)
         for i, name in enumerate(("kv_indices", "kv_indptr")):
             mine, theirs = buffers["ours"][i], buffers["sglang"][i]
             if not torch.equal(mine, theirs):
