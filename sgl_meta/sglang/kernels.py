@@ -46,16 +46,18 @@ class KernelStandIn:
 
     @classmethod
     def _launch(cls, grid, *args, **kwargs) -> None:
-        # The host time of a launch adds to the op's, so the positional call
-        # SGLang makes skips inspect's binding.
-        names = cls._names
-        if cls.original is not None and any(k not in names for k in kwargs):
+        # The host time of a launch adds to the op's: the call SGLang makes
+        # (positional, then keywords of later parameters) binds with set and
+        # dict operations, not inspect's binding.
+        if cls.original is not None and not kwargs.keys() <= cls._name_set:
             # Launch options (num_warps, num_stages, ...) or arguments of another version: SGLang's kernel.
             cls.original[grid](*args, **kwargs)
             return
-        if len(args) + len(kwargs) <= len(names) and all(k in names[len(args):] for k in kwargs):
-            arguments = {**cls._defaults, **dict(zip(names, args)), **kwargs}
-            if len(arguments) != len(names):  # a required argument missing: inspect's error
+        if len(args) < len(cls._names) and kwargs.keys() <= cls._after[len(args)]:
+            arguments = dict(cls._defaults)
+            arguments.update(zip(cls._names, args))
+            arguments.update(kwargs)
+            if len(arguments) != len(cls._names):  # a required argument missing: inspect's error
                 cls.__signature__.bind(*args, **kwargs)
         else:
             bound = cls.__signature__.bind(*args, **kwargs)
@@ -73,6 +75,8 @@ class KernelStandIn:
         super().__init_subclass__(**kwargs)
         params = cls.__signature__.parameters.values()
         cls._names = tuple(p.name for p in params)
+        cls._name_set = frozenset(cls._names)
+        cls._after = tuple(frozenset(cls._names[n:]) for n in range(len(cls._names)))  # keywords after n positionals
         cls._defaults = {p.name: p.default for p in params if p.default is not p.empty}
 
     @classmethod
@@ -87,6 +91,9 @@ class KernelStandIn:
 
 def _grid(grid) -> Optional[tuple]:
     """A launch grid as a tuple of 1 to 3 ints, or None (a callable grid: meta-parameter dependent)."""
+    if type(grid) is tuple and len(grid) == 3 and type(grid[0]) is int and type(grid[1]) is int \
+            and type(grid[2]) is int:
+        return grid
     if type(grid) is int:
         return (grid,)
     if type(grid) not in (tuple, list) or not 1 <= len(grid) <= 3 or not all(type(g) is int for g in grid):
@@ -169,8 +176,8 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
         steps = g[0]
         if not steps or a["ENTRY_PAGE_SIZE"] != 1 or a["TRANSLATE"] or a["v2p"] is not None:
             return False
-        if not all(type(a[k]) is int for k in ("bs_upper", "iter_upper", "num_tokens_upper", "page_size",
-                                                "window_size", "sink_size")):
+        if not (type(a["bs_upper"]) is int and type(a["iter_upper"]) is int and type(a["num_tokens_upper"]) is int
+                and type(a["page_size"]) is int and type(a["window_size"]) is int and type(a["sink_size"]) is int):
             return False
         if a["window_size"] > 0 and a["sink_size"] < 0:  # (a window of 0 or less is none, sinks unread)
             return False
