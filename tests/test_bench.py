@@ -424,6 +424,16 @@ def test_sglang_step_bench_options_without_sglang(monkeypatch, capsys, argv, cod
     assert ("--mode" in out.out) if code == 0 else ("invalid choice: 'foo'" in out.err)
 
 
+def test_sglang_step_spin_outlasts_the_host_time_of_slow_eager_calls():
+    """The spin before a timed eager call: ~1 ms at least, three times the side's median untimed host time
+    beyond that (a first call's compile among the untimed steps does not lengthen it)."""
+    from sgl_meta.bench.sglang_step.measure import OUT_SLEEP_CYCLES, spin_cycles
+    from sgl_meta.bench.timing import SLEEP_CYCLES
+
+    assert spin_cycles([]) == spin_cycles([50.0, 120.0]) == OUT_SLEEP_CYCLES
+    assert spin_cycles([2e6, 1100.0, 1150.0, 1120.0]) == int(3 * 1135.0 * SLEEP_CYCLES / 200)
+
+
 def test_sglang_step_on_minus_off_and_slower_rows():
     """The step bench's verdict: per step, plugin on minus off; a row is slower
     only where the whole 95% interval lies above 0. A constant +0.5 us on every

@@ -36,6 +36,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..timing import SLEEP_CYCLES, DeviceTimer, paired_difference, stats
@@ -87,8 +88,17 @@ def snapshot(buffers: dict) -> dict:
 
 # The eager call is timed on the GPU behind a spin long enough that the host has
 # queued all of it before the GPU reaches it (DSA's eager path takes ~100-200 us
-# of host time): the events then time the GPU work, not the host's gaps.
+# of host time): the events then time the GPU work, not the host's gaps. At
+# least ~1 ms; a side whose untimed steps took longer on the host spins three
+# times their median (FlashInfer's multi-step draft decode: ~1.1 ms).
 OUT_SLEEP_CYCLES = 5 * SLEEP_CYCLES
+_CYCLES_PER_US = SLEEP_CYCLES / 200  # SLEEP_CYCLES: ~0.2 ms
+
+
+def spin_cycles(untimed_host_us: list) -> int:
+    """The spin before a timed eager call of a side whose untimed steps took ``untimed_host_us`` on the host."""
+    typical = float(np.median(untimed_host_us)) if untimed_host_us else 0.0
+    return max(OUT_SLEEP_CYCLES, int(3 * typical * _CYCLES_PER_US))
 
 
 class _Side:
@@ -100,6 +110,7 @@ class _Side:
         self.graph = None
         self.in_graph_launches, self.in_graph_kernels = None, None
         self.host, self.dev, self.replay, self.snapshots = [], [], [], []
+        self.untimed_host = []  # us, the untimed steps' eager calls
 
     def out_graph(self):
         self.setup.backend.init_forward_metadata_out_graph(self.setup.batch)
@@ -123,7 +134,9 @@ class _Side:
         """One untimed replay step: the batch grows, the eager call, the graph."""
         self.select()
         batches.advance(self.setup.batch)
+        t0 = time.perf_counter_ns()
         self.out_graph()
+        self.untimed_host.append((time.perf_counter_ns() - t0) / 1e3)
         if self.graph is not None:
             self.graph.replay()
         elif not cuda:
@@ -138,7 +151,7 @@ class _Side:
             self.host.append((time.perf_counter_ns() - t0) / 1e3)
             self.setup.backend.init_forward_metadata_in_graph(self.setup.batch)
             return
-        torch.cuda._sleep(OUT_SLEEP_CYCLES)
+        torch.cuda._sleep(spin_cycles(self.untimed_host))
         ev[0].record()
         t0 = time.perf_counter_ns()
         self.out_graph()
