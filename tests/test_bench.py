@@ -499,7 +499,7 @@ def test_sglang_step_runs_of_parts_merge_into_the_one_table(tmp_path, capsys):
 
     from sgl_meta.bench.sglang_step import table
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "2026-12-03-h200-sglang-step.json"
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "2026-12-04-h200-sglang-step.json"
     doc = json.loads(path.read_text())
     first = {**doc, "rows": [r for r in doc["rows"] if r["backend"] in ("dsa", "fa3")]}
     second = {**doc, "rows": [r for r in doc["rows"] if r["backend"] not in ("dsa", "fa3")]}

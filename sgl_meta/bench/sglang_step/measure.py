@@ -51,6 +51,7 @@ class Plan:
     steps: int = 100  # timed steps per point and side, over all builds
     profile_steps: int = 3
     builds: int = 4
+    spin: str = "3x host"  # the rule of spin_cycles (table.py names each)
 
     def per_build(self) -> "Plan":
         return dataclasses.replace(self, steps=-(-self.steps // self.builds), builds=1)

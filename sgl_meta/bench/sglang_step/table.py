@@ -53,6 +53,12 @@ def slower(rows) -> list:
     return out
 
 
+# The spin before each timed eager call, by the plan's rule (runs before the rule was
+# recorded spun ~1 ms, which a host time past it leaks into the device column).
+_SPINS = {"1 ms": "~1 ms, longer than the host takes to issue most calls",
+          "3x host": "~1 ms, or three times the side's median host time where that is longer"}
+
+
 def markdown(doc: dict) -> str:
     env = doc["environment"]
     lines = [
@@ -74,8 +80,8 @@ def markdown(doc: dict) -> str:
               "Plugin off and on measured step by step in turn, each side on its own backend built alike; each "
               "point built several times behind a spacer of random size (its buffers at other addresses), the "
               "steps split between the builds. "
-              "Out-of-graph device us: CUDA events around the eager call, queued behind a spin kernel (~1 ms, or "
-              "three times the side's median host time where that is longer), so the GPU time without host gaps. On - off: per step, "
+              "Out-of-graph device us: CUDA events around the eager call, queued behind a spin kernel ("
+              + _SPINS[doc["plan"].get("spin", "1 ms")] + "), so the GPU time without host gaps. On - off: per step, "
               "the plugin-on sample minus the plugin-off one of the same step; median [95% bootstrap interval, "
               "builds resampled, then steps]. "
               "Launches: "
