@@ -207,6 +207,19 @@ def test_cuda_long_context(gen):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", [Case(bs=2500, pool=2600, max_len=60, topk=2, page_size=16),
+                                  Case(bs=1100, pool=1200, max_len=900, topk=3, window_size=40, sink_size=3),
+                                  Case(bs=700, pool=800, max_len=2000, num_steps=5, index64=True, out64=True)],
+                         ids=["three_chunks", "two_chunks_window", "more_requests_than_blocks"])
+def test_cuda_batches_past_one_chunk(case, gen):
+    """More requests than a block holds at once (1024: the lengths scanned in chunks) or than the grid has
+    blocks (each block then writes the chains of several)."""
+    kw = make(case, gen, "cpu")
+    cpu = run(sgl_meta.build_draft_decode_kv_indices, kw)
+    assert_outputs_equal(run(sgl_meta.build_draft_decode_kv_indices, on_cuda(kw)), cpu, f"CUDA vs CPU, bs {case.bs}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", ["one_branch", "topk4_pages_of_64", "window"])
 def test_cuda_graph_replays_with_new_lengths(name, gen):
     case = CASES[name]
@@ -222,6 +235,31 @@ def test_cuda_graph_replays_with_new_lengths(name, gen):
         graph.replay()
         torch.cuda.synchronize()
         assert_outputs_equal(live, want, f"graph replay, {name}")
+
+
+@pytest.mark.gpu
+def test_hostile_request_in_a_later_chunk_trips_device_assert():
+    """Request 1500 of 1600 (the second chunk of lengths) outside req_to_token: the block holding it names it."""
+    script = textwrap.dedent(
+        """
+        import torch, sgl_meta
+        bs = 1600
+        r2t = torch.arange(bs * 64, dtype=torch.int32, device="cuda").view(bs, 64)
+        req = torch.arange(bs, device="cuda")
+        req[1500] = bs
+        lens = torch.full((bs,), 20, device="cuda")
+        pos = lens + 1
+        out = torch.zeros(2, bs * 30, dtype=torch.int32, device="cuda")
+        ptr = torch.zeros(2, bs + 1, dtype=torch.int32, device="cuda")
+        sgl_meta.build_draft_decode_kv_indices(req_to_token=r2t, req_pool_indices=req, seq_lens=lens, positions=pos,
+                                               kv_indices=out, kv_indptr=ptr, topk=1, num_steps=2)
+        torch.cuda.synchronize()
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "req_pool_indices[1500] = 1600 is outside" in out, out
 
 
 @pytest.mark.gpu
