@@ -434,6 +434,21 @@ def test_sglang_step_spin_outlasts_the_host_time_of_slow_eager_calls():
     assert spin_cycles([2e6, 1100.0, 1150.0, 1120.0]) == int(3 * 1135.0 * SLEEP_CYCLES / 200)
 
 
+def test_sglang_step_table_names_the_spin_its_run_used():
+    """A run's plan records the spin rule; runs from before it was recorded spun ~1 ms."""
+    import json
+
+    from sgl_meta.bench.sglang_step import table
+    from sgl_meta.bench.sglang_step.measure import Plan
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "2026-12-04-h200-sglang-step.json"
+    doc = json.loads(path.read_text())
+    old = {**doc, "plan": {k: v for k, v in doc["plan"].items() if k != "spin"}}
+    new = {**doc, "plan": {**doc["plan"], "spin": Plan().spin}}
+    assert "spin kernel (~1 ms, longer than the host takes to issue most calls)" in table.markdown(old)
+    assert "three times the side's median host time" in table.markdown(new)
+
+
 def test_sglang_step_on_minus_off_and_slower_rows():
     """The step bench's verdict: per step, plugin on minus off; a row is slower
     only where the whole 95% interval lies above 0. A constant +0.5 us on every
