@@ -84,12 +84,13 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(c!)? num_kv_splits=None, Tensor(d!)? uneven_batch=None, int num_group=1, "
       "int num_head=1, int num_kv_head=1, int max_kv_splits=1, int device_core_count=1) -> ()");
   // EAGLE multi-step draft decode's KV ids and row starts, every step in one
-  // launch (docs/operators/kv_indices.md).
+  // launch, with the Triton backend's split counts (docs/operators/kv_indices.md).
   m.def(
       "build_draft_decode_kv_indices("
       "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor positions, "
       "Tensor(a!) kv_indices, Tensor(b!) kv_indptr, int topk, int num_steps, int page_size=1, "
-      "int window_size=0, int sink_size=0) -> ()");
+      "int window_size=0, int sink_size=0, Tensor(c!)? num_kv_splits=None, int num_head=1, "
+      "int num_kv_head=1, int max_kv_splits=1, int device_core_count=1) -> ()");
   // DSA metadata generation (docs/operators/dsa_metadata.md): the replay metadata computed from the raw
   // batch straight into K destination sets (lists as in the multi copy).
   m.def(

@@ -147,7 +147,11 @@ build_draft_decode_kv_indices = _op.define(
               (pos_j = positions[j], capped at cap with a window)
 
     The ids are ``req_to_token``'s entries as they are (negative ones
-    included). Nothing else is written: ``kv_indptr[s, 0]`` (SGLang's buffer
+    included). With ``num_kv_splits``, the Triton backend's split counts for
+    the last step in the same launch (what its multi-step draft backend then
+    launches ``get_num_kv_splits_triton`` for): ``num_kv_splits[b * topk + t]``
+    as :func:`build_kv_indices` writes them with ``num_group = topk`` from
+    ``seq_lens``. Nothing else is written: ``kv_indptr[s, 0]`` (SGLang's buffer
     holds 0 there), ids past each step's last branch. ``bs == 0`` is a no-op.
 
     Args:
@@ -163,6 +167,9 @@ build_draft_decode_kv_indices = _op.define(
             ``topk > 1``.
         window_size, sink_size: the draft's sliding window (``0``: none) and
             the prefix tokens it keeps (ignored without a window).
+        num_kv_splits: ``[>= bs * topk]`` int32 split counts, or None.
+        num_head, num_kv_head, max_kv_splits, device_core_count: the Triton
+            backend's values (``>= 1``; ``num_kv_head <= num_head``).
 
     Differences from upstream, on purpose: a request never reads past its
     ``req_to_token`` row (its prefix and every chain must lie inside it) and

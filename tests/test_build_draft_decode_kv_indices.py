@@ -81,6 +81,28 @@ def test_random_cases(seed, gen, device):
             assert_outputs_equal(got, formula(kw), f"op vs the contract, {case}")
 
 
+@pytest.mark.parametrize("bs, topk, max_len, heads", [(1, 1, 3000, (32, 8)), (17, 4, 500, (64, 64)),
+                                                      (130, 2, 40, (16, 2)), (3, 8, 0, (8, 1))])
+def test_split_counts_as_build_kv_indices_writes_them(bs, topk, max_len, heads, gen, device):
+    """num_kv_splits: what build_kv_indices (checked against SGLang's get_num_kv_splits_triton) writes with
+    num_group = topk from the same lengths, in the same launch as the ids; the rest of the buffer untouched."""
+    kw = make(Case(bs=bs, pool=bs + 3, topk=topk, max_len=max_len, page_size=16), gen, device)
+    scalars = dict(num_head=heads[0], num_kv_head=heads[1], max_kv_splits=16, device_core_count=132)
+    kw.update(num_kv_splits=torch.full((bs * topk + 3,), SENTINEL, dtype=torch.int32, device=device), **scalars)
+    got = run(sgl_meta.build_draft_decode_kv_indices, {**kw})
+    want = torch.full_like(kw["num_kv_splits"], SENTINEL)
+    sgl_meta.build_kv_indices(req_to_token=kw["req_to_token"], req_pool_indices=kw["req_pool_indices"],
+                              seq_lens=kw["seq_lens"], kv_indptr=torch.zeros(bs + 1, dtype=torch.int64, device=device),
+                              kv_indices=torch.zeros(bs * kw["req_to_token"].shape[1], dtype=torch.int32,
+                                                     device=device),
+                              write_indptr=True, num_kv_splits=want, num_group=topk, **scalars)
+    assert torch.equal(kw["num_kv_splits"], want), (kw["num_kv_splits"], want)
+    ref = {**kw, "num_kv_splits": torch.full_like(want, SENTINEL)}
+    run(reference.build_draft_decode_kv_indices, ref)
+    assert torch.equal(ref["num_kv_splits"], want)
+    assert_outputs_equal(got, formula(kw), "ids with split counts")
+
+
 def test_empty_batch_writes_nothing(gen, device):
     kw = make(Case(bs=0), gen, device)
     got = run(sgl_meta.build_draft_decode_kv_indices, kw)
@@ -195,6 +217,20 @@ def test_cuda_vs_cpu(name, gen):
     kw = make(CASES[name], gen, "cpu")
     cpu = run(sgl_meta.build_draft_decode_kv_indices, kw)
     assert_outputs_equal(run(sgl_meta.build_draft_decode_kv_indices, on_cuda(kw)), cpu, f"CUDA vs CPU, {name}")
+
+
+@pytest.mark.gpu
+def test_cuda_split_counts_vs_cpu(gen):
+    kw = make(Case(bs=70, pool=80, topk=4, max_len=3000, page_size=64), gen, "cpu")
+    kw.update(num_kv_splits=torch.full((70 * 4 + 2,), SENTINEL, dtype=torch.int32), num_head=32, num_kv_head=8,
+              max_kv_splits=16, device_core_count=132)
+    cpu = run(sgl_meta.build_draft_decode_kv_indices, {**kw, "num_kv_splits": kw["num_kv_splits"].clone()})
+    cuda = on_cuda({**kw, "num_kv_splits": kw["num_kv_splits"].clone()})
+    got = run(sgl_meta.build_draft_decode_kv_indices, cuda)
+    assert_outputs_equal(got, cpu, "CUDA vs CPU with split counts")
+    want = kw["num_kv_splits"].clone()
+    sgl_meta.build_draft_decode_kv_indices(**{**kw, "num_kv_splits": want})
+    assert torch.equal(cuda["num_kv_splits"].cpu(), want)
 
 
 @pytest.mark.gpu

@@ -9,6 +9,31 @@
 #include "common/op_binding.h"
 
 namespace sgl_meta {
+namespace {
+
+// The Triton decode kernel's split-count arguments, both ops.
+void check_split_scalars(const ArgChecker& check, int64_t num_head, int64_t num_kv_head,
+                         int64_t max_kv_splits, int64_t device_core_count) {
+  check.in_range(num_head, 1, INT32_MAX, "num_head", "query heads");
+  check.in_range(num_kv_head, 1, num_head, "num_kv_head", "KV heads, at most num_head");
+  check.in_range(max_kv_splits, 1, INT32_MAX, "max_kv_splits", "the largest split count");
+  check.in_range(device_core_count, 1, INT32_MAX, "device_core_count", "the GPU's SM count");
+}
+
+KvSplits split_params(int32_t* num_kv_splits, int32_t* uneven_batch, int64_t num_group, int64_t num_head,
+                      int64_t num_kv_head, int64_t max_kv_splits, int64_t device_core_count) {
+  KvSplits k;
+  k.num_kv_splits = num_kv_splits;
+  k.uneven_batch = uneven_batch;
+  k.num_group = num_group;
+  k.num_head = num_head;
+  k.num_kv_head = num_kv_head;
+  k.max_kv_splits = max_kv_splits;
+  k.device_core_count = device_core_count;
+  return k;
+}
+
+}  // namespace
 
 template <typename T>
 void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indptr, T kv_indices,
@@ -25,10 +50,7 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   check.require(!(v2p && token_mapping), "token_mapping and v2p cannot be given together");
   check.require(!uneven_batch || num_kv_splits, "uneven_batch needs num_kv_splits");
   check.in_range(num_group, 1, INT32_MAX, "num_group", "split counts written per request");
-  check.in_range(num_head, 1, INT32_MAX, "num_head", "query heads");
-  check.in_range(num_kv_head, 1, num_head, "num_kv_head", "KV heads, at most num_head");
-  check.in_range(max_kv_splits, 1, INT32_MAX, "max_kv_splits", "the largest split count");
-  check.in_range(device_core_count, 1, INT32_MAX, "device_core_count", "the GPU's SM count");
+  check_split_scalars(check, num_head, num_kv_head, max_kv_splits, device_core_count);
   KvIndicesParams p;
   p.src = checked_source(check, req_to_token, req_pool_indices, seq_lens, page_size, v2p,
                          kv_start_idx, 0);
@@ -76,26 +98,25 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
     p.token_mapping = index_array_of(*token_mapping);
     p.token_mapping_size = token_mapping->size(0);
   }
-  if (num_kv_splits) p.num_kv_splits = num_kv_splits->template mutable_data_ptr<int32_t>();
-  if (uneven_batch) p.uneven_batch = uneven_batch->template mutable_data_ptr<int32_t>();
-  p.num_group = num_group;
-  p.num_head = num_head;
-  p.num_kv_head = num_kv_head;
-  p.max_kv_splits = max_kv_splits;
-  p.device_core_count = device_core_count;
+  p.splits = split_params(num_kv_splits ? num_kv_splits->template mutable_data_ptr<int32_t>() : nullptr,
+                          uneven_batch ? uneven_batch->template mutable_data_ptr<int32_t>() : nullptr,
+                          num_group, num_head, num_kv_head, max_kv_splits, device_core_count);
   run_on_device(check, req_to_token, p, &build_kv_indices_cpu, SGL_CUDA_ONLY(&build_kv_indices_cuda));
 }
 
 template <typename T>
 void build_draft_decode_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T positions,
                                    T kv_indices, T kv_indptr, int64_t topk, int64_t num_steps,
-                                   int64_t page_size, int64_t window_size, int64_t sink_size) {
+                                   int64_t page_size, int64_t window_size, int64_t sink_size,
+                                   std::optional<T> num_kv_splits, int64_t num_head, int64_t num_kv_head,
+                                   int64_t max_kv_splits, int64_t device_core_count) {
   const ArgChecker check("build_draft_decode_kv_indices");
   check.in_range(topk, 1, 1024, "topk", "branches per request");
   check.in_range(num_steps, 1, 64, "num_steps", "draft steps");
   check.in_range(page_size, 1, INT32_MAX, "page_size", "tokens per KV page");
   check.in_range(window_size, 0, INT32_MAX, "window_size", "the draft's recent window, 0 for none");
   check.in_range(sink_size, 0, INT32_MAX, "sink_size", "prefix tokens kept with a window");
+  check_split_scalars(check, num_head, num_kv_head, max_kv_splits, device_core_count);
   DraftKvIndicesParams p;
   p.src = checked_source(check, req_to_token, req_pool_indices, seq_lens, page_size, std::optional<T>{},
                          std::optional<T>{}, 0);
@@ -110,6 +131,8 @@ void build_draft_decode_kv_indices(T req_to_token, T req_pool_indices, T seq_len
                {KvDT::kIndex, 2, num_steps, bs * topk + 1, "num_steps",
                 "req_pool_indices.numel() * topk + 1"},
                dev);
+  check.optional_tensor(num_kv_splits, "num_kv_splits",
+                        {KvDT::kInt32, 1, bs * topk, 0, "req_pool_indices.numel() * topk"}, dev);
   check.rows_disjoint(kv_indices, "kv_indices", num_steps, kv_indices.size(1));
   check.rows_disjoint(kv_indptr, "kv_indptr", num_steps, bs * topk + 1);
   if (bs == 0) return;  // documented no-op
@@ -117,9 +140,10 @@ void build_draft_decode_kv_indices(T req_to_token, T req_pool_indices, T seq_len
   std::vector<ArgChecker::WrittenOf<T>> inputs =
       read_inputs(req_to_token, req_pool_indices, seq_lens, std::optional<T>{}, std::optional<T>{});
   inputs.push_back(ArgChecker::whole("positions", &positions));
-  check.template disjoint<T>({{"kv_indices", &kv_indices, num_steps, kv_indices.size(1)},
-                              {"kv_indptr", &kv_indptr, num_steps, bs * topk + 1}},
-                             inputs);
+  std::vector<ArgChecker::WrittenOf<T>> outputs = {{"kv_indices", &kv_indices, num_steps, kv_indices.size(1)},
+                                                  {"kv_indptr", &kv_indptr, num_steps, bs * topk + 1}};
+  if (num_kv_splits) outputs.push_back({"num_kv_splits", &*num_kv_splits, 1, bs * topk});
+  check.template disjoint<T>(outputs, inputs);
 
   p.positions = index_array_of(positions);
   p.topk = topk;
@@ -134,6 +158,8 @@ void build_draft_decode_kv_indices(T req_to_token, T req_pool_indices, T seq_len
   p.indptr64 = kv_indptr.scalar_type() == ScalarType::Long;
   p.indptr_stride = kv_indptr.stride(0);
   p.indptr_max = p.indptr64 ? INT64_MAX : INT32_MAX;
+  p.splits = split_params(num_kv_splits ? num_kv_splits->template mutable_data_ptr<int32_t>() : nullptr, nullptr,
+                          topk, num_head, num_kv_head, max_kv_splits, device_core_count);
   run_on_device(check, req_to_token, p, &build_draft_decode_kv_indices_cpu,
                 SGL_CUDA_ONLY(&build_draft_decode_kv_indices_cuda));
 }

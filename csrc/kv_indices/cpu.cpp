@@ -79,6 +79,22 @@ int64_t checked_id(const KvIndicesParams& p, const Row& r, int64_t b, int64_t i)
   return id;
 }
 
+// The split counts from the lengths of the bs requests (checked before).
+void write_kv_splits(const KvSplits& k, const KvReadSource& s) {
+  if (k.num_kv_splits == nullptr) return;
+  int64_t max_len = 0, min_len = INT64_MAX;
+  for (int64_t b = 0; b < s.bs; ++b) {
+    max_len = max_i64(max_len, s.seq_lens[b]);
+    min_len = min_i64(min_len, s.seq_lens[b]);
+  }
+  const KvSplitPlan plan = kv_split_plan(k, s.bs, max_len, min_len);
+  for (int64_t b = 0; b < s.bs; ++b) {
+    const int32_t v = kv_splits_of(plan, s.seq_lens[b]);
+    for (int64_t g = 0; g < k.num_group; ++g) k.num_kv_splits[b * k.num_group + g] = v;
+  }
+  if (k.uneven_batch != nullptr) k.uneven_batch[0] = plan.uneven ? 1 : 0;
+}
+
 }  // namespace
 
 void build_kv_indices_cpu(const KvIndicesParams& p) {
@@ -97,18 +113,7 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
     sum += p.src.seq_lens[b];
     if (p.write_indptr) store_indptr(p, b + 1, sum);
   }
-  if (p.num_kv_splits == nullptr) return;
-  int64_t max_len = 0, min_len = INT64_MAX;
-  for (int64_t b = 0; b < bs; ++b) {
-    max_len = max_i64(max_len, p.src.seq_lens[b]);
-    min_len = min_i64(min_len, p.src.seq_lens[b]);
-  }
-  const KvSplitPlan plan = kv_split_plan(p, max_len, min_len);
-  for (int64_t b = 0; b < bs; ++b) {
-    const int32_t v = kv_splits_of(plan, p.src.seq_lens[b]);
-    for (int64_t g = 0; g < p.num_group; ++g) p.num_kv_splits[b * p.num_group + g] = v;
-  }
-  if (p.uneven_batch != nullptr) p.uneven_batch[0] = plan.uneven ? 1 : 0;
+  write_kv_splits(p.splits, p.src);
 }
 
 namespace {
@@ -178,6 +183,7 @@ void build_draft_decode_kv_indices_cpu(const DraftKvIndicesParams& p) {
     sum += p.cap > 0 ? min_i64(v, p.cap) : v;
     for (int64_t s = 0; s < p.num_steps; ++s) store_draft_indptr(p, s, z, sum + z * (s + 1));
   }
+  write_kv_splits(p.splits, p.src);
 }
 
 }  // namespace sgl_meta

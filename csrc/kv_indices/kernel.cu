@@ -23,7 +23,8 @@
 // short ones takes its share of the GPU instead of a fixed number of blocks.
 // Every block scans the prefix lengths itself (offsets, row checks; no
 // grid-wide dependency), then writes the draft chains of its requests. The
-// extra block G scans positions and writes every step's kv_indptr.
+// extra block G scans positions and writes every step's kv_indptr (and the
+// split counts, when asked).
 #include <climits>
 
 #include <cub/block/block_scan.cuh>
@@ -118,9 +119,8 @@ struct Min {
 };
 
 // The extra block: the batch's split counts (get_num_kv_splits_triton).
-__device__ void write_splits(const KvIndicesParams& p) {
+__device__ void write_splits(const KvSplits& p, const KvReadSource& s) {
   __shared__ int64_t scratch[kWarps];
-  const KvReadSource& s = p.src;
   int64_t hi = 0, lo = INT64_MAX;
   for (int64_t b = threadIdx.x; b < s.bs; b += kThreads) {
     const int64_t len = clamped_len(s.seq_lens[b]);
@@ -129,7 +129,7 @@ __device__ void write_splits(const KvIndicesParams& p) {
   }
   hi = block_reduce(hi, Max(), scratch);
   lo = block_reduce(lo, Min(), scratch);
-  const KvSplitPlan plan = kv_split_plan(p, hi, lo);
+  const KvSplitPlan plan = kv_split_plan(p, s.bs, hi, lo);
   for (int64_t b = threadIdx.x; b < s.bs; b += kThreads) {
     const int32_t v = kv_splits_of(plan, s.seq_lens[b]);
     for (int64_t g = 0; g < p.num_group; ++g) p.num_kv_splits[b * p.num_group + g] = v;
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const KvReadSource& s = p.src;
   const uint32_t row = blockIdx.x;
   if (row == s.bs) {
-    if (blockIdx.y == 0) write_splits(p);
+    if (blockIdx.y == 0) write_splits(p.splits, s);
     return;
   }
   const int64_t req = s.req_pool_indices[row];
@@ -318,6 +318,7 @@ __global__ void __launch_bounds__(kThreads, kDraftBlocksPerSm)
   const int64_t blocks = gridDim.x - 1, x = blockIdx.x;
   if (x == blocks) {
     draft_indptr_block(p);
+    if (p.splits.num_kv_splits != nullptr) write_splits(p.splits, p.src);
     return;
   }
   __shared__ DraftChunk c;
@@ -396,7 +397,7 @@ const char* build_draft_decode_kv_indices_cuda(const DraftKvIndicesParams& p, vo
 const char* build_kv_indices_cuda(const KvIndicesParams& p, void* stream) {
   const int64_t bs = p.src.bs;
   if (bs == 0) return nullptr;
-  const int64_t rows = bs + (p.num_kv_splits != nullptr ? 1 : 0);
+  const int64_t rows = bs + (p.splits.num_kv_splits != nullptr ? 1 : 0);
   if (rows > INT32_MAX) return "grid too large (req_pool_indices.numel() > 2^31 - 2)";
   // Positions a row can hold (its static cap), one thread each, but no more
   // blocks than one wave over the batch.

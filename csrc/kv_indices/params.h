@@ -23,6 +23,14 @@
 
 namespace sgl_meta {
 
+// Split counts of SGLang's Triton decode kernel (get_num_kv_splits_triton)
+// from bs lengths, num_group per request, or absent.
+struct KvSplits {
+  int32_t* num_kv_splits = nullptr;  // [>= bs * num_group]
+  int32_t* uneven_batch = nullptr;   // [>= 1] or absent
+  int64_t num_group = 1, num_head = 1, num_kv_head = 1, max_kv_splits = 1, device_core_count = 1;
+};
+
 struct KvIndicesParams {
   // Rows, lengths, window starts, and with v2p the translation (page_size is
   // v2p's page size; seq_len_delta is 0).
@@ -45,11 +53,7 @@ struct KvIndicesParams {
   IndexArray token_mapping;  // [token_mapping_size] or absent
   int64_t token_mapping_size = 0;
 
-  // Split counts of SGLang's Triton decode kernel (get_num_kv_splits_triton)
-  // over the same lengths, or absent.
-  int32_t* num_kv_splits = nullptr;  // [>= bs * num_group]
-  int32_t* uneven_batch = nullptr;   // [>= 1] or absent
-  int64_t num_group = 1, num_head = 1, num_kv_head = 1, max_kv_splits = 1, device_core_count = 1;
+  KvSplits splits;  // over the same lengths
 };
 
 SGL_HD int64_t indptr_at(const KvIndicesParams& p, int64_t i) {
@@ -152,7 +156,7 @@ struct KvSplitPlan {
 
 SGL_HD int64_t cdiv_pos(int64_t a, int64_t b) { return (a + b - 1) / b; }  // a >= 0, b >= 1
 
-SGL_HD KvSplitPlan kv_split_plan(const KvIndicesParams& p, int64_t max_len, int64_t min_len) {
+SGL_HD KvSplitPlan kv_split_plan(const KvSplits& p, int64_t bs, int64_t max_len, int64_t min_len) {
   KvSplitPlan plan;
   max_len = max_i64(max_len, 1);
   min_len = max_i64(min_len, 1);
@@ -166,7 +170,7 @@ SGL_HD KvSplitPlan kv_split_plan(const KvIndicesParams& p, int64_t max_len, int6
   const auto ext_cores = static_cast<int64_t>(static_cast<float>(p.device_core_count) * grow);
   const int64_t kv_group = p.num_head / p.num_kv_head;
   const int64_t per_seq = kv_group == 1 ? p.num_head : cdiv_pos(p.num_head, min_i64(16, kv_group));
-  const int64_t token_grid = p.src.bs * p.num_group * per_seq;
+  const int64_t token_grid = bs * p.num_group * per_seq;
   const int64_t splits2 = min_i64(cdiv_pos(max_i64(ext_cores, 1), token_grid), p.max_kv_splits);
   plan.chunk2 = cdiv_pos(max_len, splits2);
   return plan;
@@ -211,6 +215,8 @@ struct DraftKvIndicesParams {
   bool indptr64 = false;
   int64_t indptr_stride = 0;
   int64_t indptr_max = 0;  // INT32_MAX or INT64_MAX
+
+  KvSplits splits;  // from seq_lens, num_group = topk (the draft backend's last step)
 };
 
 // Tokens of a request's prefix each branch reads (L already checked).

@@ -189,6 +189,11 @@ def build_draft_decode_kv_indices(
     page_size: int = 1,
     window_size: int = 0,
     sink_size: int = 0,
+    num_kv_splits: Optional[torch.Tensor] = None,
+    num_head: int = 1,
+    num_kv_head: int = 1,
+    max_kv_splits: int = 1,
+    device_core_count: int = 1,
 ) -> None:
     """Eager reference of :func:`sgl_meta.build_draft_decode_kv_indices`: per step, each
     element of the row finds its branch by ``searchsorted`` over the branches' ends."""
@@ -230,3 +235,6 @@ def build_draft_decode_kv_indices(
         ids = req_to_token[req[b], pos].to(kv_indices.dtype)
         kv_indices[s].copy_(torch.where(live, ids, kv_indices[s]))
         kv_indptr[s, 1 : bs * topk + 1].copy_(pv_sum + (branch + 1) * it)
+    if num_kv_splits is not None:
+        counts, _ = _splits(lens, bs, topk, num_head, num_kv_head, max_kv_splits, device_core_count)
+        num_kv_splits[: bs * topk].copy_(counts.repeat_interleave(topk))

@@ -163,6 +163,12 @@ def _flashmla_base(gen, device):
                 kv_indices=torch.full((4, 5), -7, dtype=torch.int32, device=device), page_size=8)
 
 
+def _draft_splits(n, dtype=torch.int32, **scalars):
+    """The base with split counts asked for: num_kv_splits of n elements, and the given scalars."""
+    return lambda kw: kw.update(num_kv_splits=torch.zeros(n, dtype=dtype, device=kw["req_to_token"].device),
+                                **scalars)
+
+
 def _draft_base(gen, device):
     """Two requests of 2 branches, 3 steps, pages of 4 (rows of 40, each branch's chain a page apart)."""
     return dict(
@@ -261,6 +267,15 @@ BAD_INPUT_ROWS = [
     _r(DRAFT, "positions None", set_(positions=None), "positions must be a Tensor", raises=(TypeError,)),
     _r(DRAFT, "positions on cuda, rest on cpu", apply("positions", lambda t: t.to("cuda")),
        "positions is on cuda", needs="cuda"),
+    _r(DRAFT, "num_kv_splits one per request", _draft_splits(2),
+       "num_kv_splits.size(0) must be >= req_pool_indices.numel() * topk = 4, got 2"),
+    _r(DRAFT, "num_kv_splits int64", _draft_splits(4, torch.int64), "num_kv_splits must have dtype int32"),
+    _r(DRAFT, "num_kv_head past num_head", _draft_splits(4, num_head=8, num_kv_head=16),
+       "num_kv_head = 16 is outside [1, 8]"),
+    _r(DRAFT, "max_kv_splits 0", _draft_splits(4, max_kv_splits=0), "max_kv_splits = 0 is outside"),
+    _r(DRAFT, "num_kv_splits inside kv_indptr",
+       lambda kw: kw.update(num_kv_splits=kw["kv_indptr"].view(-1)[:4]),
+       "num_kv_splits", "kv_indptr", "overlap"),
 ]
 
 
