@@ -17,6 +17,8 @@ import inspect
 import sys
 from typing import Optional
 
+import torch
+
 from ..kv_indices import build_draft_decode_kv_indices, create_flashmla_kv_indices
 
 
@@ -102,6 +104,12 @@ def _grid(grid) -> Optional[tuple]:
 
 
 _P = inspect.Parameter
+_I32 = 2**31 - 1
+_INDEX = (torch.int32, torch.int64)
+
+
+def _power_of_two(n) -> bool:
+    return type(n) is int and n >= 1 and n & (n - 1) == 0
 
 
 def _params(*names: str, **defaults) -> inspect.Signature:
@@ -170,24 +178,36 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
 
     @classmethod
     def covers(cls, grid, a: dict) -> bool:
+        """A launch ours writes exactly as SGLang's kernel does, with arguments the op accepts (where the
+        op would refuse what SGLang's kernel runs, or SGLang's would refuse to compile, SGLang's runs)."""
         g = _grid(grid)
         if g is None or len(g) != 3 or type(a["NUM_STEPS"]) is not int or a["NUM_STEPS"] != 0:
             return False
-        steps = g[0]
-        if not steps or a["ENTRY_PAGE_SIZE"] != 1 or a["TRANSLATE"] or a["v2p"] is not None:
+        steps, seqs, topk = g
+        if not (1 <= steps <= 64 and seqs >= 0 and 1 <= topk <= 1024):
             return False
-        if not (type(a["bs_upper"]) is int and type(a["iter_upper"]) is int and type(a["num_tokens_upper"]) is int
-                and type(a["page_size"]) is int and type(a["window_size"]) is int and type(a["sink_size"]) is int):
+        if a["ENTRY_PAGE_SIZE"] != 1 or a["TRANSLATE"] or a["v2p"] is not None:
             return False
-        if a["window_size"] > 0 and a["sink_size"] < 0:  # (a window of 0 or less is none, sinks unread)
+        # tl.arange over each bound: SGLang's kernel compiles powers of two only.
+        if not (_power_of_two(a["bs_upper"]) and _power_of_two(a["iter_upper"])
+                and _power_of_two(a["num_tokens_upper"])):
             return False
-        _, seqs, topk = g
-        r2t, out, indptr = a["req_to_token"], a["kv_indices"], a["kv_indptr"]
+        page, window, sink = a["page_size"], a["window_size"], a["sink_size"]
+        if not (type(page) is int and type(window) is int and type(sink) is int and 1 <= page <= _I32
+                and window <= _I32 and (window <= 0 or 0 <= sink <= _I32)):  # (a window <= 0 is none, sinks unread)
+            return False
+        if not (type(a["row_stride"]) is int and type(a["kv_indices_stride"]) is int
+                and type(a["kv_indptr_stride"]) is int):
+            return False
+        r2t, req, lens, pos = a["req_to_token"], a["req_pool_indices"], a["paged_kernel_lens"], a["positions"]
+        out, indptr = a["kv_indices"], a["kv_indptr"]
         try:
-            return (a["row_stride"] == r2t.stride(0) and out.dim() == 2 and indptr.dim() == 2
+            return (r2t.dtype == torch.int32 and r2t.dim() == 2 and req.dtype in _INDEX and req.dim() == 1
+                    and lens.dtype in _INDEX and lens.dim() == 1 and pos.dtype in _INDEX and pos.dim() == 1
+                    and out.dtype in _INDEX and out.dim() == 2 and indptr.dtype in _INDEX and indptr.dim() == 2
+                    and a["row_stride"] == r2t.stride(0)
                     and a["kv_indices_stride"] == out.stride(0) and a["kv_indptr_stride"] == indptr.stride(0)
-                    and out.shape[0] >= steps and indptr.shape[0] >= steps
-                    and a["req_pool_indices"].numel() >= seqs
+                    and out.shape[0] >= steps and indptr.shape[0] >= steps and req.numel() >= seqs
                     and a["bs_upper"] >= seqs and a["iter_upper"] >= steps and a["num_tokens_upper"] >= seqs * topk)
         except (AttributeError, TypeError, IndexError, RuntimeError):  # not tensors of these shapes
             return False

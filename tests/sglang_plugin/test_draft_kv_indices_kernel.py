@@ -47,7 +47,10 @@ def test_covered_launch_runs_ours(gen):
 
 
 @pytest.mark.parametrize("change", ["translate", "v2p", "entry_pages", "grid_2d", "callable_grid", "token_blocks",
-                                    "one_token_block", "blocks_ragged",
+                                    "one_token_block", "negative_seqs", "steps_65", "topk_0", "topk_1025",
+                                    "bounds_not_powers_of_two", "page_size_0", "req_0d", "kv_indices_int16",
+                                    "req_to_token_int64", "row_stride_tensor", "indices_stride_float",
+                                    "blocks_ragged",
                                     "row_stride", "indices_stride", "indptr_stride", "bs_upper", "iter_upper",
                                     "tokens_upper", "few_rows", "not_tensor"])
 def test_uncovered_launches_run_sglangs_kernel(change, gen):
@@ -67,6 +70,28 @@ def test_uncovered_launches_run_sglangs_kernel(change, gen):
         grid, kwargs = (grid[0] * 3, grid[1], grid[2]), dict(NUM_STEPS=grid[0])
     elif change == "one_token_block":  # FlashInfer's launch with the host plan
         kwargs = dict(NUM_STEPS=grid[0])
+    elif change == "negative_seqs":  # SGLang's kernel launches no program
+        grid = (grid[0], -1, grid[2])
+    elif change == "steps_65":  # past what the op takes; SGLang's kernel runs it
+        grid = (65, grid[1], grid[2])
+    elif change == "topk_0":
+        grid = (grid[0], grid[1], 0)
+    elif change == "topk_1025":
+        grid = (grid[0], grid[1], 1025)
+    elif change == "bounds_not_powers_of_two":  # SGLang's kernel refuses to compile them
+        args[9], args[10], args[11] = 3, 3, 6
+    elif change == "page_size_0":
+        args[12] = 0
+    elif change == "req_0d":
+        args[0] = args[0][0]
+    elif change == "kv_indices_int16":
+        args[3] = args[3].to(torch.int16)
+    elif change == "req_to_token_int64":
+        args[1] = args[1].long()
+    elif change == "row_stride_tensor":
+        args[6] = torch.tensor(args[6])
+    elif change == "indices_stride_float":
+        args[7] = float(args[7])
     elif change == "blocks_ragged":
         grid, kwargs = (grid[0] * 2 + 1, grid[1], grid[2]), dict(NUM_STEPS=grid[0])
     elif change == "row_stride":
