@@ -103,6 +103,17 @@ def test_split_counts_as_build_kv_indices_writes_them(bs, topk, max_len, heads, 
     assert_outputs_equal(got, formula(kw), "ids with split counts")
 
 
+@pytest.mark.parametrize("scalar, value", [("topk", 0), ("num_steps", 0), ("num_steps", 65), ("page_size", 0),
+                                           ("window_size", -1), ("sink_size", -1), ("num_kv_head", 2)])
+def test_scalars_out_of_range_raise_in_op_and_reference_alike(scalar, value, gen):
+    kw = make(Case(topk=2), gen, "cpu")
+    kw[scalar] = value
+    message = rf"sgl_meta.build_draft_decode_kv_indices: {scalar} = {value} is outside \["
+    for fn in (sgl_meta.build_draft_decode_kv_indices, reference.build_draft_decode_kv_indices):
+        with pytest.raises(RuntimeError, match=message):
+            run(fn, kw)
+
+
 def test_empty_batch_writes_nothing(gen, device):
     kw = make(Case(bs=0), gen, device)
     got = run(sgl_meta.build_draft_decode_kv_indices, kw)

@@ -197,6 +197,13 @@ def build_draft_decode_kv_indices(
 ) -> None:
     """Eager reference of :func:`sgl_meta.build_draft_decode_kv_indices`: per step, each
     element of the row finds its branch by ``searchsorted`` over the branches' ends."""
+    for name, value, lo, hi in (("topk", topk, 1, 1024), ("num_steps", num_steps, 1, 64),
+                                ("page_size", page_size, 1, INT32_MAX), ("window_size", window_size, 0, INT32_MAX),
+                                ("sink_size", sink_size, 0, INT32_MAX), ("num_head", num_head, 1, INT32_MAX),
+                                ("num_kv_head", num_kv_head, 1, num_head), ("max_kv_splits", max_kv_splits, 1, INT32_MAX),
+                                ("device_core_count", device_core_count, 1, INT32_MAX)):
+        if not lo <= value <= hi:  # the op's scalar checks, before anything else
+            raise RuntimeError(f"sgl_meta.{_DRAFT_OP}: {name} = {value} is outside [{lo}, {hi}]")
     bs = req_pool_indices.numel()
     cap = window_size + sink_size if window_size > 0 else 0
     sink = sink_size if window_size > 0 else 0
