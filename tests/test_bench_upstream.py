@@ -365,14 +365,25 @@ def test_row_plumbing_on_cpu(spec, small_shapes):
 DRAFT_ROWS = [s for s in ROW_SPECS if s.upstream == (rows_kv_indices.DRAFT,)]
 
 
+class CpuDraftKernel:
+    """SGLang's draft-decode kernel on CPU for the rows' plumbing: either launch form (``NUM_STEPS`` 0,
+    or token blocks), SGLang's argument order, our op behind it (the plugin's stand-in's run)."""
+
+    def __class_getitem__(cls, grid):
+        from sgl_meta.sglang.kernels import DraftDecodeKvIndicesKernel as K
+
+        def launch(*args, NUM_STEPS=0, **kwargs):
+            K.run((NUM_STEPS or grid[0], grid[1], grid[2]), {**K._defaults, **dict(zip(K._names, args)), **kwargs})
+
+        return launch
+
+
 @pytest.mark.parametrize("spec", DRAFT_ROWS, ids=[s.name for s in DRAFT_ROWS])
 def test_draft_rows_plumbing_on_cpu(spec, monkeypatch):
-    """The draft-decode rows on small rows, upstream's launch stood in by the plugin's stand-in
-    (SGLang's argument order, our op behind it): every call wired, the regions what upstream writes."""
-    from sgl_meta.sglang.kernels import DraftDecodeKvIndicesKernel
-
+    """The draft-decode rows on small rows, upstream's launch stood in by :class:`CpuDraftKernel`: every call
+    wired, the regions what upstream writes."""
     monkeypatch.setattr(rows_kv_indices, "PAGES", 12)
-    up = type("Up", (), {rows_kv_indices.DRAFT: DraftDecodeKvIndicesKernel, "has": lambda self, n: True})()
+    up = type("Up", (), {rows_kv_indices.DRAFT: CpuDraftKernel, "has": lambda self, n: True})()
     row = spec.build(Context(device=torch.device("cpu"), seed=5), up)
     assert {"upstream", "ours", "ref"} <= set(row.calls)
     row.repoison()
@@ -528,16 +539,15 @@ def test_upstream_comparison_on_gpu(tmp_path):
 
 @pytest.fixture
 def emulated(tmp_path, monkeypatch, small_shapes):
-    """run_upstream on CPU: upstream stood in by the references (the draft kernel by the
-    plugin's stand-in), CUDA graphs by eager replays, events by wall clocks; the site dir."""
+    """run_upstream on CPU: upstream stood in by the references (the draft kernel by
+    :class:`CpuDraftKernel`), CUDA graphs by eager replays, events by wall clocks; the site dir."""
     from sgl_meta.bench import graphs as graph_capture
     from sgl_meta.bench.timing import WallTimer
     from sgl_meta.bench.upstream import _triton_warmup, measure, run
-    from sgl_meta.sglang.kernels import DraftDecodeKvIndicesKernel
 
     site = fake_site(tmp_path)
     fake = FakeUpstream(_real_upstream())
-    setattr(fake, rows_kv_indices.DRAFT, DraftDecodeKvIndicesKernel)
+    setattr(fake, rows_kv_indices.DRAFT, CpuDraftKernel)
 
     def probe(loc, gpu=None):
         return loader.Probe(location=loc, gpu=True, tools={}, missing={loader.TRITON: [], loader.JIT: []})
