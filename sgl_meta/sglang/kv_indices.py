@@ -19,6 +19,11 @@ it instead:
   window, split counts from ``get_num_kv_splits_triton``) becomes that one
   launch with the split counts in it.
 
+* :func:`multi_step_draft_init_forward_metadata_out_graph`: the EAGLE multi-step
+  draft backend's replay prep (``generate_draft_decode_kv_indices`` for every
+  step, then ``get_num_kv_splits_triton``) becomes one
+  :func:`sgl_meta.build_draft_decode_kv_indices` with the split counts.
+
 Anything else (DCP, a sliding window, static or deterministic splits, another
 backend class, a source whose rows are not addressed by ``stride(0)``) runs
 SGLang's method.
@@ -56,12 +61,13 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..kv_indices import build_kv_indices, create_flashinfer_kv_indices
+from ..kv_indices import build_draft_decode_kv_indices, build_kv_indices, create_flashinfer_kv_indices
 from .hooks import dcp_enabled
 
 BACKEND = "sglang.srt.layers.attention.triton_backend"
 FILL_TARGET = f"{BACKEND}.TritonAttnBackend._fill_kv_indptr_and_indices"
 APPLY_TARGET = f"{BACKEND}.TritonAttnBackend._apply_cuda_graph_metadata"
+MULTI_STEP_DRAFT_TARGET = f"{BACKEND}.TritonMultiStepDraftBackend.init_forward_metadata_out_graph"
 PACK_TARGET = "sglang.srt.mem_cache.kv_index_translator.KVIndexTranslator.pack_read_stream"
 FLASHINFER_DECODE_TARGET = (
     "sglang.srt.layers.attention.flashinfer_backend.FlashInferIndicesUpdaterDecode.call_begin_forward")
@@ -144,6 +150,15 @@ def fill_kv_indptr_and_indices(original: Callable, self, plan, bs, seq_lens, req
     return target
 
 
+def _triton_splits(backend) -> bool:
+    """``get_num_kv_splits`` takes its Triton branch (not the static fill, not
+    the deterministic tiles) into the backend's graph buffer."""
+    if getattr(backend, "enable_deterministic", True) or getattr(backend, "static_kv_splits", True):
+        return False
+    return (getattr(backend, "device_core_count", 0) > 0
+            and getattr(backend, "cuda_graph_num_kv_splits", None) is not None)
+
+
 def _one_launch_decode(self, forward_mode, spec_info) -> bool:
     """A decode replay whose whole metadata is kv_indptr, kv_indices and the
     Triton split counts (what _apply_cuda_graph_metadata writes then)."""
@@ -151,10 +166,7 @@ def _one_launch_decode(self, forward_mode, spec_info) -> bool:
         return False
     if getattr(self, "dcp_size", 1) != 1 or (getattr(self, "sliding_window_size", None) or 0) > 0:
         return False
-    # get_num_kv_splits' Triton branch (not the static fill, not the deterministic tiles)
-    if getattr(self, "enable_deterministic", True) or getattr(self, "static_kv_splits", True):
-        return False
-    return getattr(self, "device_core_count", 0) > 0 and getattr(self, "cuda_graph_num_kv_splits", None) is not None
+    return _triton_splits(self)
 
 
 def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indices, seq_lens, forward_mode,
@@ -172,6 +184,50 @@ def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indic
                      uneven_batch=getattr(self, "cuda_graph_uneven_batch", None), num_group=1,
                      num_head=self.num_head, num_kv_head=self.num_kv_head, max_kv_splits=self.max_kv_splits,
                      device_core_count=self.device_core_count)
+    return None
+
+
+def _draft_source(self, forward_batch, bs: int) -> Optional[tuple]:
+    """``req_to_token`` and the request rows the draft kernel would read: a
+    token-granular source without ``v2p`` (a static pool), rows by ``stride(0)``."""
+    translator = getattr(self, "kv_index_translator", None)
+    if translator is None:
+        return None
+    src = translator.read_source(forward_batch.kv_loc_plan, req_pool_indices=forward_batch.req_pool_indices, bs=bs)
+    ids = src.ids
+    if (src.v2p is not None or src.entry_page_size != 1 or ids.dim() != 2 or ids.dtype != torch.int32
+            or ids.stride(0) != src.row_stride or ids.stride(1) != 1):
+        return None
+    return ids, src.row_ids[:bs]
+
+
+def multi_step_draft_init_forward_metadata_out_graph(original: Callable, self, forward_batch,
+                                                     in_capture: bool = False) -> None:
+    """AROUND ``TritonMultiStepDraftBackend.init_forward_metadata_out_graph``: a
+    replay's every-step kv_indices and kv_indptr and the last step backend's
+    split counts in one launch (SGLang: the draft kernel, then
+    ``get_num_kv_splits_triton``); SGLang's method at capture, with a sliding
+    window (its rail and SWA refills), DCP, a translated source, or splits that
+    are not the Triton branch's."""
+    bs = getattr(forward_batch, "batch_size", None)
+    steps = getattr(self, "attn_backends", None) or [None]
+    first, last = steps[0], steps[-1]
+    if (in_capture or not isinstance(bs, int) or last is None or getattr(self, "window_rail", True)
+            or getattr(first, "use_sliding_window_kv_pool", True) or getattr(last, "dcp_size", 1) != 1
+            or not _triton_splits(last)):
+        return original(self, forward_batch, in_capture=in_capture)
+    source = _draft_source(self, forward_batch, bs)
+    if source is None:
+        return original(self, forward_batch, in_capture=in_capture)
+    req_to_token, rows = source
+    window = self.draft_window_size
+    build_draft_decode_kv_indices(
+        req_to_token=req_to_token, req_pool_indices=rows, seq_lens=forward_batch.seq_lens,
+        positions=forward_batch.positions, kv_indices=self.cuda_graph_kv_indices, kv_indptr=self.kv_indptr,
+        topk=self.topk, num_steps=self.speculative_num_steps, page_size=self.page_size, window_size=max(window, 0),
+        sink_size=self.draft_sink_size if window > 0 else 0,
+        num_kv_splits=last.cuda_graph_num_kv_splits[: bs * self.topk], num_head=last.num_head,
+        num_kv_head=last.num_kv_head, max_kv_splits=last.max_kv_splits, device_core_count=last.device_core_count)
     return None
 
 

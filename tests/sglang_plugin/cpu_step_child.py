@@ -4,7 +4,8 @@ step loop, with the hooks of the backends measured applied by hand (the plugin
 stays inactive without a GPU): FlashInfer (planner left out) in decode, target
 verify, draft extend and its multi-step draft decode, FlashMLA in every mode (its
 planner left out), and the Triton and TRT-LLM MLA multi-step draft decodes
-(the scheduler's page size published), and FA3's top-k 4 target verify and draft decode. A JSON report on stdout's last line: per
+(the scheduler's page size published; the Triton backend told of 132 SMs, so its split counts take
+get_num_kv_splits_triton), and FA3's top-k 4 target verify and draft decode. A JSON report on stdout's last line: per
 point the buffer differences, how many snapshots were compared, and how many of
 our launches each side made."""
 
@@ -39,12 +40,15 @@ def main() -> None:
     from sgl_meta.sglang import eagle_csr, flash_attention_spec, kernels, kv_indices, trtllm_mla
 
     attention_registry.get_device_capability = lambda *a, **k: (9, 0)  # FA3 is built for SM 8.x / 9.x
+    tb.get_device_core_count = lambda *a, **k: 132  # the Triton backend's split counts: get_num_kv_splits_triton
 
     targets = [(fb.FlashInferIndicesUpdaterDecode, "call_begin_forward", kv_indices.flashinfer_decode_call_begin_forward),
                (eagle_info.EagleVerifyInput, "generate_attn_arg_prefill", eagle_csr.verify_attn_arg_prefill),
                (eagle_info.EagleDraftExtendInput, "generate_attn_arg_prefill", eagle_csr.draft_extend_attn_arg_prefill),
                (tb.TritonAttnBackend, "_fill_kv_indptr_and_indices", kv_indices.fill_kv_indptr_and_indices),
                (tb.TritonAttnBackend, "_apply_cuda_graph_metadata", kv_indices.apply_cuda_graph_metadata),
+               (tb.TritonMultiStepDraftBackend, "init_forward_metadata_out_graph",
+                kv_indices.multi_step_draft_init_forward_metadata_out_graph),
                (tmb.TRTLLMMLABackend, "_apply_cuda_graph_metadata", trtllm_mla.apply_cuda_graph_metadata),
                (tmb.TRTLLMMLAMultiStepDraftBackend, "init_forward_metadata_out_graph",
                 trtllm_mla.multi_step_init_forward_metadata_out_graph),
@@ -67,7 +71,8 @@ def main() -> None:
                          (flash_attention_metadata, "update_flash_attention_metadata"),
                          (flash_attention_metadata, "flash_attention_verify_expand"),
                          (flash_attention_metadata, "flash_attention_draft_decode_topk"),
-                         (kernels, "build_draft_decode_kv_indices"), (kernels, "create_flashmla_kv_indices")):
+                         (kernels, "build_draft_decode_kv_indices"), (kv_indices, "build_draft_decode_kv_indices"),
+                         (kernels, "create_flashmla_kv_indices")):
         real = getattr(module, name)
         setattr(module, name, lambda *a, _real=real, **k: (calls.append(switch.state), _real(*a, **k))[1])
     report = {}

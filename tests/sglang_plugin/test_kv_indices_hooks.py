@@ -437,3 +437,65 @@ def test_a_v2p_source_under_another_plan_runs_sglangs_method(gen):
                                                int(lens.sum()), kv_indptr, None, None, None, plan=other,
                                                req_pool_indices=req)
     assert seen == [other] and (kv_indptr[1:] == -7).all()
+
+
+class DraftTranslator(Translator):
+    def read_source(self, plan, *, req_pool_indices, bs, kind="FULL"):  # the draft backend passes no kind
+        return super().read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=kind)
+
+
+def _draft_world(gen, bs: int = 4, topk: int = 2, steps: int = 3, source: str = "verbatim"):
+    """A TritonMultiStepDraftBackend as its replay prep reads it, and a batch (chains within the rows)."""
+    r2t = torch.randint(-1, 2**20, (9, 200), generator=gen, dtype=torch.int64).to(torch.int32)
+    table = Table(ids=r2t, row_ids=None, entry_page_size=1, v2p=torch.arange(40) if source == "v2p" else None)
+    if source == "entry_pages":
+        table.entry_page_size = 16
+    last = types.SimpleNamespace(cuda_graph_num_kv_splits=torch.full((bs * topk + 3,), -7, dtype=torch.int32),
+                                 enable_deterministic=False, static_kv_splits=False, device_core_count=132,
+                                 dcp_size=1, num_head=32, num_kv_head=8, max_kv_splits=8,
+                                 use_sliding_window_kv_pool=False)
+    b = types.SimpleNamespace(attn_backends=[last] * (steps - 1), kv_index_translator=DraftTranslator(table),
+                              cuda_graph_kv_indices=torch.full((steps, bs * topk * 210), -7, dtype=torch.int64),
+                              kv_indptr=torch.zeros((steps, bs * topk + 1), dtype=torch.int32), topk=topk,
+                              speculative_num_steps=steps, page_size=1, draft_window_size=0, draft_sink_size=0,
+                              window_rail=False)
+    lens = torch.randint(1, 150, (bs,), generator=gen)
+    batch = types.SimpleNamespace(batch_size=bs, kv_loc_plan=None, req_pool_indices=torch.randperm(9, generator=gen)[:bs],
+                                  seq_lens=lens, positions=(lens + 1).repeat_interleave(topk))
+    return b, batch
+
+
+def test_triton_multi_step_draft_equals_the_kernel_then_the_split_counts(gen):
+    """Every step's kv_indices and kv_indptr (generate_draft_decode_kv_indices) and the last step backend's split
+    counts (get_num_kv_splits with num_group = topk) in one call of ours."""
+    b, batch = _draft_world(gen)
+    last, bs, topk = b.attn_backends[-1], batch.batch_size, b.topk
+    want = {"kv_indices": b.cuda_graph_kv_indices.clone(), "kv_indptr": b.kv_indptr.clone(),
+            "splits": last.cuda_graph_num_kv_splits.clone()}
+    reference.build_draft_decode_kv_indices(
+        req_to_token=b.kv_index_translator.table.ids, req_pool_indices=batch.req_pool_indices,
+        seq_lens=batch.seq_lens, positions=batch.positions, kv_indices=want["kv_indices"], kv_indptr=want["kv_indptr"],
+        topk=topk, num_steps=3, num_kv_splits=want["splits"][: bs * topk], num_head=32, num_kv_head=8,
+        max_kv_splits=8, device_core_count=132)
+    hooks.multi_step_draft_init_forward_metadata_out_graph(_never, b, batch)
+    assert torch.equal(b.cuda_graph_kv_indices, want["kv_indices"]) and torch.equal(b.kv_indptr, want["kv_indptr"])
+    assert torch.equal(last.cuda_graph_num_kv_splits, want["splits"])
+    assert (want["splits"][bs * topk:] == -7).all() and (want["splits"][: bs * topk] != -7).all()
+
+
+@pytest.mark.parametrize("change", ["capture", "window_rail", "swa_pool", "dcp", "static", "deterministic", "no_cores",
+                                    "v2p", "entry_pages"])
+def test_triton_multi_step_draft_uncovered_runs_sglangs_method(change, gen):
+    b, batch = _draft_world(gen, source=change if change in ("v2p", "entry_pages") else "verbatim")
+    last = b.attn_backends[-1]
+    edits = {"window_rail": (b, "window_rail", True), "swa_pool": (last, "use_sliding_window_kv_pool", True),
+             "dcp": (last, "dcp_size", 2), "static": (last, "static_kv_splits", True),
+             "deterministic": (last, "enable_deterministic", True), "no_cores": (last, "device_core_count", 0)}
+    if change in edits:
+        setattr(*edits[change])
+    before = b.cuda_graph_kv_indices.clone()
+    ran = []
+    hooks.multi_step_draft_init_forward_metadata_out_graph(lambda *a, **k: ran.append((a, k)), b, batch,
+                                                           in_capture=change == "capture")
+    assert len(ran) == 1 and ran[0][1] == {"in_capture": change == "capture"}
+    assert torch.equal(b.cuda_graph_kv_indices, before)
