@@ -284,6 +284,14 @@ def test_cuda_graph_replays_with_new_lengths(name, gen):
         assert_outputs_equal(live, want, f"graph replay, {name}")
 
 
+def _tripped(script: str) -> str:
+    """The output of ``script`` run in a child process (a device assert poisons the CUDA context), which must fail."""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    return out
+
+
 @pytest.mark.gpu
 def test_hostile_request_in_a_later_chunk_trips_device_assert():
     """Request 1500 of 1600 (the second chunk of lengths) outside req_to_token: the block holding it names it."""
@@ -303,16 +311,13 @@ def test_hostile_request_in_a_later_chunk_trips_device_assert():
         torch.cuda.synchronize()
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out
+    out = _tripped(script)
     assert "req_pool_indices[1500] = 1600 is outside" in out, out
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("what", ["req", "len", "row", "out", "positions"])
 def test_hostile_values_trip_device_assert(what):
-    """In a child process: a device assert poisons the CUDA context."""
     script = textwrap.dedent(
         f"""
         import torch, sgl_meta
@@ -328,7 +333,5 @@ def test_hostile_values_trip_device_assert(what):
         torch.cuda.synchronize()
         """
     )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out
+    out = _tripped(script)
     assert "sgl_meta: build_draft_decode_kv_indices" in out, out
