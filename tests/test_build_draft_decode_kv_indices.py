@@ -271,6 +271,11 @@ def test_cuda_batches_past_one_chunk(case, gen):
 def test_cuda_graph_replays_with_new_lengths(name, gen):
     case = CASES[name]
     live = make(case, gen, TEST_CUDA)
+    # make() sizes kv_indices for its own lengths; the replays' fresh lengths may need more (each branch
+    # writes at most max_len + num_steps ids), and an overflow is a device assert, not this test's subject.
+    room = case.bs * case.topk * (case.max_len + case.num_steps) + 13
+    live["kv_indices"] = torch.full((case.num_steps + 1, room), SENTINEL, dtype=live["kv_indices"].dtype,
+                                    device=TEST_CUDA)
     graph = capture_cuda_graph(lambda: sgl_meta.build_draft_decode_kv_indices(**live))
     for _ in range(3):
         fresh = make(case, gen, "cpu")
