@@ -463,5 +463,13 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.sglang.kernels:DraftDecodeKvIndicesKernel",
         (CudaKernel("build_draft_decode_kv_indices"),),
     ),
+    # The Triton multi-step draft backend's replay prep: the draft kernel above, then get_num_kv_splits_triton
+    # for the last step backend; one launch writes both.
+    Hook(
+        "sglang.srt.layers.attention.triton_backend.TritonMultiStepDraftBackend.init_forward_metadata_out_graph",
+        "sgl_meta.sglang.kv_indices:multi_step_draft_init_forward_metadata_out_graph",
+        (CudaKernel("build_draft_decode_kv_indices"),),
+        kind="AROUND",
+    ),
 )
 """Every hook the plugin knows, in the order they are considered."""
