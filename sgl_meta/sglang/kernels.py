@@ -51,8 +51,9 @@ class KernelStandIn:
         # The host time of a launch adds to the op's: the call SGLang makes
         # (positional, then keywords of later parameters) binds with set and
         # dict operations, not inspect's binding.
-        if cls.original is not None and not kwargs.keys() <= cls._name_set:
-            # Launch options (num_warps, num_stages, ...) or arguments of another version: SGLang's kernel.
+        if cls.original is not None and (not kwargs.keys() <= cls._name_set or cls.declines(kwargs)):
+            # Launch options (num_warps, num_stages, ...), arguments of another version, or a launch
+            # form ours leaves to SGLang: SGLang's kernel, without binding the arguments first.
             cls.original[grid](*args, **kwargs)
             return
         if len(args) < len(cls._names) and kwargs.keys() <= cls._after[len(args)]:
@@ -80,6 +81,12 @@ class KernelStandIn:
         cls._name_set = frozenset(cls._names)
         cls._after = tuple(frozenset(cls._names[n:]) for n in range(len(cls._names)))  # keywords after n positionals
         cls._defaults = {p.name: p.default for p in params if p.default is not p.empty}
+
+    @classmethod
+    def declines(cls, kwargs: dict) -> bool:
+        """A launch SGLang's kernel runs whatever its other arguments, told by its keywords alone
+        (checked before the arguments bind: the launch then costs what SGLang's own does)."""
+        return False
 
     @classmethod
     def covers(cls, grid, args: dict) -> bool:
@@ -175,6 +182,11 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
                             "positions", "row_stride", "kv_indices_stride", "kv_indptr_stride", "bs_upper",
                             "iter_upper", "num_tokens_upper", "page_size", window_size=0, sink_size=0, NUM_STEPS=0,
                             ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False)
+
+    @classmethod
+    def declines(cls, kwargs: dict) -> bool:
+        """FlashInfer's token-block launch (``NUM_STEPS`` > 0), on its every draft decode step."""
+        return kwargs.get("NUM_STEPS", 0) != 0
 
     @classmethod
     def covers(cls, grid, a: dict) -> bool:
