@@ -48,8 +48,9 @@ LEFT_OUT = [
     "not installed; the replay path never calls it)",
     "FlashInfer: its planner (the wrappers' begin_forward / plan, SGLang's fast_decode_plan / fast_prefill_plan: "
     "host work and copies of the index arrays into the wrappers' buffers), both sides; what it receives is compared",
-    "FlashMLA: its planner (flash_mla's get_mla_metadata), both sides; a stand-in returns its two tensors (zeros), "
-    "which SGLang's code then copies into the graph's buffers on both sides",
+    "FlashMLA: its planner (flash_mla's get_mla_metadata), both sides; a stand-in returns its two tensors (a zero "
+    "schedule, split counts that echo the key lengths it received), which SGLang's code then copies into the "
+    "graph's buffers on both sides; what it receives is compared",
 ]
 """What the measured path leaves out of both sides (the module docstring says why)."""
 
@@ -152,12 +153,14 @@ FLASHMLA_SM_PARTS = 16
 
 
 def leave_out_flashmla_planner() -> None:
-    """FlashMLA's planner out of both sides: a stand-in with its outputs' shapes and dtype."""
+    """FlashMLA's planner out of both sides: a stand-in with its outputs' shapes and dtype. Its split
+    counts are the key lengths it received, after a 0: copied into the graph's ``num_splits``, they
+    show that both sides planned for the same lengths."""
     from sglang.srt.layers.attention import flashmla_backend
 
     def get_mla_metadata(cache_seqlens, *_args, **_kwargs):
-        zeros = lambda *shape: torch.zeros(shape, dtype=torch.int32, device=cache_seqlens.device)  # noqa: E731
-        return zeros(FLASHMLA_SM_PARTS, 8), zeros(cache_seqlens.numel() + 1)
+        schedule = torch.zeros((FLASHMLA_SM_PARTS, 8), dtype=torch.int32, device=cache_seqlens.device)
+        return schedule, torch.nn.functional.pad(cache_seqlens.to(torch.int32), (1, 0))
 
     flashmla_backend.get_mla_metadata = get_mla_metadata
 
@@ -384,10 +387,10 @@ def _mla_buffers(backend, bs: int) -> dict:
 
 def _flashmla_buffers(backend, bs: int) -> dict:
     """FlashMLA: the block table its decode kernel reads (whole rows: both sides start from the
-    same fill and write the same live pages) and the draft-extend lengths (the planner's
-    outputs are the stand-in's)."""
+    same fill and write the same live pages), the draft-extend lengths, and the split counts,
+    which echo the key lengths the planner stand-in received."""
     m = backend.forward_metadata
-    out = {"block_kv_indices": (m.block_kv_indices[:bs], None)}
+    out = {"block_kv_indices": (m.block_kv_indices[:bs], None), "num_splits": (m.num_splits[: bs + 1], None)}
     if m.seq_lens_k is not None:
         out["seq_lens_k"] = (m.seq_lens_k[:bs], None)
     return out
