@@ -51,7 +51,7 @@ _STEP_CLASS = "TRTLLMMLABackend"
 _STEP_PATH = ("init_forward_metadata_out_graph", "_apply_cuda_graph_metadata")
 
 
-def _gathers(backend: Any) -> bool:
+def gathers_block_table(backend: Any) -> bool:
     """The block table is gathered from req_to_token (a static pool), without DCP."""
     translator = getattr(backend, "kv_index_translator", None)
     if translator is None or getattr(translator, "is_translating", True) is not False:
@@ -59,7 +59,7 @@ def _gathers(backend: Any) -> bool:
     return not dcp_enabled(type(backend).__module__)
 
 
-def _table_pages(backend: Any, table: torch.Tensor) -> int:
+def table_pages(backend: Any, table: torch.Tensor) -> int:
     """Table columns the update may write. 0.5.23's kernel writes the live
     pages of each row, all inside the request's ``req_to_token`` row; the
     table itself is padded past it (``_calc_padded_blocks``)."""
@@ -82,7 +82,7 @@ def _update(backend: Any, bs: int, req_pool_indices: torch.Tensor, seq_lens: tor
     _fam.update_flash_attention_metadata(
         cache_seqlens=lengths, cu_seqlens_k=[], page_table=tables, req_to_token=backend.req_to_token,
         req_pool_indices=req_pool_indices[:bs], seq_lens=seq_lens[:bs], seq_len_delta=[delta] * len(lengths),
-        bs=bs, max_seq_pages=_table_pages(backend, tables[0]), page_size=backend.page_size)
+        bs=bs, max_seq_pages=table_pages(backend, tables[0]), page_size=backend.page_size)
 
 
 def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int, req_pool_indices: torch.Tensor,
@@ -92,7 +92,7 @@ def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int,
     (decode, target verify, draft extend); ``original`` where the table is not
     gathered (translating pool, DCP) or a buffer is missing."""
     metadata = _graph(self, bs)
-    if metadata is None or not _gathers(self):
+    if metadata is None or not gathers_block_table(self):
         return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode)
     if forward_mode.is_target_verify():
         if metadata.global_seq_lens_k is None:
@@ -108,7 +108,8 @@ def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int,
 
 
 def _plain_step(backend: Any) -> bool:
-    return plain_methods(backend, _STEP_CLASS, _STEP_PATH, (apply_cuda_graph_metadata,)) and _gathers(backend)
+    ours = (apply_cuda_graph_metadata,)
+    return plain_methods(backend, _STEP_CLASS, _STEP_PATH, ours) and gathers_block_table(backend)
 
 
 def _step_buffers(self: Any, bs: int) -> Optional[list]:

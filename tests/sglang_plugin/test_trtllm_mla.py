@@ -174,10 +174,10 @@ def child_main(device: str = "cpu") -> None:
 
     backend = backends.build("trtllm_mla", "decode", 2, CTX, "cpu", seed=6).backend
     real = tmb.get_parallel
-    report["dcp"] = {"off": mla._gathers(backend)}
+    report["dcp"] = {"off": mla.gathers_block_table(backend)}
     tmb.get_parallel = lambda: SimpleNamespace(dcp_enabled=True)
     try:
-        report["dcp"]["on"] = mla._gathers(backend)
+        report["dcp"]["on"] = mla.gathers_block_table(backend)
     finally:
         tmb.get_parallel = real
     print(json.dumps(report))
