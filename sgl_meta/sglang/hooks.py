@@ -449,6 +449,14 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("build_kv_indices"),),
         kind="AROUND",
     ),
+    # FlashMLA backend (docs/sglang.md, "FlashMLA"): the replay refresh's block table and int32 key lengths in
+    # one launch, before SGLang's planner call and copies, in every mode and draft step.
+    Hook(
+        "sglang.srt.layers.attention.flashmla_backend.FlashMLABackend._apply_decode_target_verify_metadata",
+        "sgl_meta.sglang.flashmla:apply_decode_target_verify_metadata",
+        (CudaKernel("update_flash_attention_metadata"),),
+        kind="AROUND",
+    ),
     # FlashMLA and TRT-LLM MLA backends: the block table, a raw Triton kernel launched as kernel[grid](...)
     # (a compiled variant per page size and table width): a class stands in for it (sgl_meta/sglang/kernels.py).
     Hook(

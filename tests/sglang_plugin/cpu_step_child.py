@@ -37,7 +37,7 @@ def main() -> None:
     from sglang.srt.speculative import eagle_info
 
     from sgl_meta import flash_attention_metadata
-    from sgl_meta.sglang import eagle_csr, flash_attention_spec, kernels, kv_indices, trtllm_mla
+    from sgl_meta.sglang import eagle_csr, flash_attention_spec, flashmla, kernels, kv_indices, trtllm_mla
 
     attention_registry.get_device_capability = lambda *a, **k: (9, 0)  # FA3 is built for SM 8.x / 9.x
     tb.get_device_core_count = lambda *a, **k: 132  # the Triton backend's split counts: get_num_kv_splits_triton
@@ -50,6 +50,7 @@ def main() -> None:
                (tb.TritonMultiStepDraftBackend, "init_forward_metadata_out_graph",
                 kv_indices.multi_step_draft_init_forward_metadata_out_graph),
                (tmb.TRTLLMMLABackend, "_apply_cuda_graph_metadata", trtllm_mla.apply_cuda_graph_metadata),
+               (fmb.FlashMLABackend, "_apply_decode_target_verify_metadata", flashmla.apply_decode_target_verify_metadata),
                (tmb.TRTLLMMLAMultiStepDraftBackend, "init_forward_metadata_out_graph",
                 trtllm_mla.multi_step_init_forward_metadata_out_graph),
                (fab.FlashAttentionBackend, "_apply_cuda_graph_metadata", flash_attention_spec.apply_cuda_graph_metadata),
