@@ -432,6 +432,8 @@ def test_sglang_step_spin_outlasts_the_host_time_of_slow_eager_calls():
 
     assert spin_cycles([]) == spin_cycles([50.0, 120.0]) == OUT_SLEEP_CYCLES
     assert spin_cycles([2e6, 1100.0, 1150.0, 1120.0]) == int(3 * 1135.0 * SLEEP_CYCLES / 200)
+    # One spin for both sides of a point, from the slower one.
+    assert spin_cycles([1100.0], [1000.0, 1200.0], []) == spin_cycles([1100.0]) > spin_cycles([1000.0])
 
 
 def test_sglang_step_table_names_the_spin_its_run_used():
@@ -446,7 +448,9 @@ def test_sglang_step_table_names_the_spin_its_run_used():
     old = {**doc, "plan": {k: v for k, v in doc["plan"].items() if k != "spin"}}
     new = {**doc, "plan": {**doc["plan"], "spin": Plan().spin}}
     assert "spin kernel (~1 ms, longer than the host takes to issue most calls)" in table.markdown(old)
-    assert "three times the side's median host time" in table.markdown(new)
+    assert "three times the larger of the two sides' median host times" in table.markdown(new)
+    side = {**doc, "plan": {**doc["plan"], "spin": "3x host"}}
+    assert "three times the side's median host time" in table.markdown(side)
 
 
 def test_sglang_step_on_minus_off_and_slower_rows():

@@ -51,7 +51,7 @@ class Plan:
     steps: int = 100  # timed steps per point and side, over all builds
     profile_steps: int = 3
     builds: int = 4
-    spin: str = "3x host"  # the rule of spin_cycles (table.py names each)
+    spin: str = "3x host, both sides"  # the rule of spin_cycles (table.py names each)
 
     def per_build(self) -> "Plan":
         return dataclasses.replace(self, steps=-(-self.steps // self.builds), builds=1)
@@ -90,15 +90,19 @@ def snapshot(buffers: dict) -> dict:
 # The eager call is timed on the GPU behind a spin long enough that the host has
 # queued all of it before the GPU reaches it (DSA's eager path takes ~100-200 us
 # of host time): the events then time the GPU work, not the host's gaps. At
-# least ~1 ms; a side whose untimed steps took longer on the host spins three
-# times their median (FlashInfer's multi-step draft decode: ~1.1 ms).
+# least ~1 ms; where a side's untimed steps took longer on the host, both sides
+# spin three times the larger median (FlashInfer's multi-step draft decode: ~1.1 ms).
 OUT_SLEEP_CYCLES = 5 * SLEEP_CYCLES
 _CYCLES_PER_US = SLEEP_CYCLES / 200  # SLEEP_CYCLES: ~0.2 ms
 
 
-def spin_cycles(untimed_host_us: list) -> int:
-    """The spin before a timed eager call of a side whose untimed steps took ``untimed_host_us`` on the host."""
-    typical = float(np.median(untimed_host_us)) if untimed_host_us else 0.0
+def spin_cycles(*untimed_host_us: list) -> int:
+    """The spin before every timed eager call of a point whose sides' untimed steps took
+    ``untimed_host_us`` (one list per side) on the host: three times the larger median, ~1 ms at
+    least. Both sides spin alike: an eager call that waits for the GPU inside it (FlashInfer's draft
+    decode copies ``kv_indptr`` to the host) spends what is left of the spin in its host and device
+    time, so a spin sized per side would carry one side's slower host, tripled, into both columns."""
+    typical = max((float(np.median(u)) for u in untimed_host_us if u), default=0.0)
     return max(OUT_SLEEP_CYCLES, int(3 * typical * _CYCLES_PER_US))
 
 
@@ -143,7 +147,7 @@ class _Side:
         elif not cuda:
             self.setup.backend.init_forward_metadata_in_graph(self.setup.batch)
 
-    def timed_step(self, timer, ev) -> None:
+    def timed_step(self, timer, ev, spin: int) -> None:
         self.select()
         batches.advance(self.setup.batch)
         if timer is None:  # CPU: host time only
@@ -152,7 +156,7 @@ class _Side:
             self.host.append((time.perf_counter_ns() - t0) / 1e3)
             self.setup.backend.init_forward_metadata_in_graph(self.setup.batch)
             return
-        torch.cuda._sleep(spin_cycles(self.untimed_host))
+        torch.cuda._sleep(spin)
         ev[0].record()
         t0 = time.perf_counter_ns()
         self.out_graph()
@@ -196,6 +200,7 @@ def run(off: Setup, on: Setup, switch, plan: Plan) -> dict:
                 side.capture(cuda)
         timer = DeviceTimer(off.batch.seq_lens.device, flush_l2=True) if cuda else None
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)] if cuda else None
+        spin = None  # set once the untimed steps are done
         for k in range(plan.check_steps + plan.warmup + plan.steps):
             order = sides if k % 2 == 0 else sides[::-1]
             for side in order:
@@ -206,7 +211,8 @@ def run(off: Setup, on: Setup, switch, plan: Plan) -> dict:
                     elif k < plan.check_steps + plan.warmup:
                         side.step(cuda)
                     else:
-                        side.timed_step(timer, ev)
+                        spin = spin if spin is not None else spin_cycles(*(s.untimed_host for s in sides))
+                        side.timed_step(timer, ev, spin)
         out = {}
         for name, side in zip(("off", "on"), sides):
             with forward_context(ForwardContext(attn_backend=side.setup.backend)):

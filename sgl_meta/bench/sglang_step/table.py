@@ -56,7 +56,9 @@ def slower(rows) -> list:
 # The spin before each timed eager call, by the plan's rule (runs before the rule was
 # recorded spun ~1 ms, which a host time past it leaks into the device column).
 _SPINS = {"1 ms": "~1 ms, longer than the host takes to issue most calls",
-          "3x host": "~1 ms, or three times the side's median host time where that is longer"}
+          "3x host": "~1 ms, or three times the side's median host time where that is longer",
+          "3x host, both sides": "~1 ms, or three times the larger of the two sides' median host times where "
+                                 "that is longer, the same for both"}
 
 
 def markdown(doc: dict) -> str:
