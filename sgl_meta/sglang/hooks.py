@@ -450,10 +450,16 @@ HOOKS: tuple[Hook, ...] = (
         kind="AROUND",
     ),
     # FlashMLA backend (docs/sglang.md, "FlashMLA"): the replay refresh's block table and int32 key lengths in
-    # one launch, before SGLang's planner call and copies, in every mode and draft step.
+    # one launch, before SGLang's planner call and copies, in every mode; every draft step's in one launch.
     Hook(
         "sglang.srt.layers.attention.flashmla_backend.FlashMLABackend._apply_decode_target_verify_metadata",
         "sgl_meta.sglang.flashmla:apply_decode_target_verify_metadata",
+        (CudaKernel("update_flash_attention_metadata"),),
+        kind="AROUND",
+    ),
+    Hook(
+        "sglang.srt.layers.attention.flashmla_backend.FlashMLAMultiStepDraftBackend.init_forward_metadata_out_graph",
+        "sgl_meta.sglang.flashmla:multi_step_init_forward_metadata_out_graph",
         (CudaKernel("update_flash_attention_metadata"),),
         kind="AROUND",
     ),

@@ -51,6 +51,8 @@ def main() -> None:
                 kv_indices.multi_step_draft_init_forward_metadata_out_graph),
                (tmb.TRTLLMMLABackend, "_apply_cuda_graph_metadata", trtllm_mla.apply_cuda_graph_metadata),
                (fmb.FlashMLABackend, "_apply_decode_target_verify_metadata", flashmla.apply_decode_target_verify_metadata),
+               (fmb.FlashMLAMultiStepDraftBackend, "init_forward_metadata_out_graph",
+                flashmla.multi_step_init_forward_metadata_out_graph),
                (tmb.TRTLLMMLAMultiStepDraftBackend, "init_forward_metadata_out_graph",
                 trtllm_mla.multi_step_init_forward_metadata_out_graph),
                (fab.FlashAttentionBackend, "_apply_cuda_graph_metadata", flash_attention_spec.apply_cuda_graph_metadata),

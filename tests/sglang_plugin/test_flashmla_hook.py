@@ -1,6 +1,6 @@
-"""The FlashMLA replay hook (sgl_meta/sglang/flashmla.py) without SGLang: what it
-writes and hands the planner on the path it covers, and that every other case runs
-SGLang's method untouched. (With SGLang's own backends: test_cpu_step.py on CPU,
+"""The FlashMLA replay hooks (sgl_meta/sglang/flashmla.py) without SGLang: what they
+write and hand the planner on the paths they cover (one refresh; every draft step's in
+one launch), and that every other case runs SGLang's method untouched. (With SGLang's own backends: test_cpu_step.py on CPU,
 test_gpu_load_plugins.py on the GPU.)"""
 
 from __future__ import annotations
@@ -61,16 +61,23 @@ def mode(name):
                            is_draft_extend_v2=lambda: name == "draft_extend")
 
 
-class Backend(SimpleNamespace):
-    """A FlashMLABackend's attributes, its class in the module above."""
+class FlashMLABackend(SimpleNamespace):
+    """A FlashMLABackend's attributes and the names of its replay methods, its class in the module above."""
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        raise AssertionError("not called by the hooks")
+
+    def _apply_decode_target_verify_metadata(self, *args):
+        raise AssertionError("not called by the hooks")
 
 
-Backend.__module__ = MODULE
+FlashMLABackend.__module__ = MODULE
 
 
-def backend(gen, max_bs=4):
-    return Backend(
-        req_to_token=torch.randint(0, 2**20, (6, CTX), generator=gen, dtype=torch.int64).to(torch.int32),
+def backend(gen, max_bs=4, req_to_token=None):
+    return FlashMLABackend(
+        req_to_token=req_to_token if req_to_token is not None
+        else torch.randint(0, 2**20, (6, CTX), generator=gen, dtype=torch.int64).to(torch.int32),
         page_size=PAGE, num_draft_tokens=3, num_q_heads=16, is_fp8_kvcache=False,
         cuda_graph_kv_indices=torch.full((max_bs, (CTX + PAGE) // PAGE), 1, dtype=torch.int32),
         cuda_graph_mla_metadata=torch.zeros(8, 8, dtype=torch.int32),
@@ -78,6 +85,15 @@ def backend(gen, max_bs=4):
         cuda_graph_mla_metadata_view=None, cuda_graph_num_splits_view=None,
         cuda_graph_draft_extend_seq_lens_k=torch.ones(max_bs, dtype=torch.int32),
         kv_index_translator=SimpleNamespace(is_translating=False), forward_metadata=None)
+
+
+def check_table(b, req, lens, bs):
+    table = b.cuda_graph_kv_indices
+    for i in range(bs):
+        pages = -(-int(lens[i]) // PAGE)
+        want = (b.req_to_token[req[i], torch.arange(pages) * PAGE] // PAGE).tolist()
+        assert table[i, :pages].tolist() == want and (table[i, pages:] == 1).all()
+    assert (table[bs:] == 1).all()
 
 
 @pytest.mark.parametrize("name", ["decode", "target_verify", "draft_extend"])
@@ -92,12 +108,7 @@ def test_covered_replay_writes_table_and_lengths_and_plans_on_them(name, module,
     (planned, heads), = module.planned
     assert planned.dtype == torch.int32 and planned.tolist() == lens.tolist()
     assert heads == (1 if name == "decode" else 3) * 16
-    table = b.cuda_graph_kv_indices
-    for i in range(bs):
-        pages = -(-int(lens[i]) // PAGE)
-        want = (b.req_to_token[req[i], torch.arange(pages) * PAGE] // PAGE).tolist()
-        assert table[i, :pages].tolist() == want and (table[i, pages:] == 1).all()
-    assert (table[bs:] == 1).all()
+    check_table(b, req, lens, bs)
     m = b.forward_metadata
     assert m.block_kv_indices.shape == (bs, -(-int(lens.max()) // PAGE))
     assert m.num_splits.tolist() == list(range(bs + 1)) and (m.flashmla_metadata == 3).all()
@@ -142,3 +153,67 @@ def test_uncovered_replay_runs_sglangs_method(case, module, original, gen):
     assert original.calls == [2] and module.planned == [] and b.forward_metadata is None
     if before is not None:
         assert torch.equal(b.cuda_graph_kv_indices, before)
+
+
+# ---- the multi-step draft backend ------------------------------------------------------------------
+
+
+def multi(gen, steps=3):
+    r2t = torch.randint(0, 2**20, (6, CTX), generator=gen, dtype=torch.int64).to(torch.int32)
+    return SimpleNamespace(speculative_num_steps=steps, attn_backends=[backend(gen, req_to_token=r2t)
+                                                                       for _ in range(steps - 1)])
+
+
+def batch(bs=3):
+    seq_lens = torch.tensor([1, 700, 64, 9])[:bs]
+    return SimpleNamespace(batch_size=bs, req_pool_indices=torch.tensor([4, 0, 2, 5])[:bs], seq_lens=seq_lens,
+                           seq_lens_cpu=seq_lens.clone(), spec_info=object())
+
+
+@pytest.fixture
+def multi_original(module):
+    calls = []
+
+    def init_forward_metadata_out_graph(self, forward_batch, in_capture=False):
+        calls.append(in_capture)
+
+    init_forward_metadata_out_graph.__module__ = MODULE
+    init_forward_metadata_out_graph.calls = calls
+    return init_forward_metadata_out_graph
+
+
+def test_multi_step_writes_every_step_in_one_launch(module, multi_original, gen, monkeypatch):
+    m, fb = multi(gen), batch()
+    launches = []
+    real = flashmla._fam.update_flash_attention_metadata
+    monkeypatch.setattr(flashmla._fam, "update_flash_attention_metadata",
+                        lambda **kw: (launches.append(len(kw["page_table"])), real(**kw))[1])
+    flashmla.multi_step_init_forward_metadata_out_graph(multi_original, m, fb)
+    assert multi_original.calls == [] and launches == [2] and len(module.planned) == 2
+    for b in m.attn_backends:
+        check_table(b, fb.req_pool_indices, fb.seq_lens, 3)
+        assert b.forward_metadata.block_kv_indices.shape == (3, -(-700 // PAGE))
+        assert b.forward_metadata.seq_lens_k is None
+    for planned, heads in module.planned:
+        assert planned.tolist() == fb.seq_lens.tolist() and heads == 16
+
+
+@pytest.mark.parametrize("case", ["capture", "no_spec_info", "one_step", "other_class", "other_pool", "other_width",
+                                  "translating_step"])
+def test_multi_step_falls_back_to_sglangs_method(case, module, multi_original, gen):
+    m, fb = multi(gen, steps=2 if case == "one_step" else 3), batch()
+    if case == "no_spec_info":
+        fb.spec_info = None
+    elif case == "one_step":
+        m.speculative_num_steps = 1
+    elif case == "other_class":
+        m.attn_backends[1] = SimpleNamespace(**vars(m.attn_backends[1]))
+    elif case == "other_pool":
+        m.attn_backends[1].req_to_token = m.attn_backends[1].req_to_token.clone()
+    elif case == "other_width":
+        m.attn_backends[1].cuda_graph_kv_indices = m.attn_backends[1].cuda_graph_kv_indices[:, :-1].contiguous()
+    elif case == "translating_step":
+        m.attn_backends[1].kv_index_translator = SimpleNamespace(is_translating=True)
+    flashmla.multi_step_init_forward_metadata_out_graph(multi_original, m, fb, in_capture=case == "capture")
+    assert multi_original.calls == [case == "capture"] and module.planned == []
+    assert all((b.cuda_graph_kv_indices == 1).all() for b in m.attn_backends)
