@@ -170,7 +170,8 @@ def multi_step_init_forward_metadata_out_graph(original: Callable, self: Any, fo
     module = sys.modules.get(getattr(original, "__module__", None) or "")
     bs = getattr(forward_batch, "batch_size", None)
     steps = None
-    if not in_capture and module is not None and isinstance(bs, int) and getattr(forward_batch, "spec_info", None):
+    spec_info = getattr(forward_batch, "spec_info", None)
+    if not in_capture and module is not None and isinstance(bs, int) and spec_info is not None:
         steps = _steps(module, self)  # (without spec_info: SGLang's method, whose check raises)
     if steps is None:
         return original(self, forward_batch, in_capture=in_capture)
