@@ -63,7 +63,8 @@ def _lengths(backend: Any, table: torch.Tensor, draft_extend: bool) -> Optional[
         out = getattr(backend, "cuda_graph_draft_extend_seq_lens_k", None)
         return out if isinstance(out, torch.Tensor) and out.dtype == torch.int32 else None
     out = getattr(backend, "_sgl_meta_seq_lens_k", None)
-    if out is None:
+    # Again when SGLang re-allocates the graph state for more rows (a recapture with a larger max_bs).
+    if out is None or out.shape[0] < table.shape[0] or out.device != table.device:
         if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
             return None
         out = torch.empty(table.shape[0], dtype=torch.int32, device=table.device)
@@ -82,6 +83,12 @@ def _buffers(module: Any, backend: Any, draft_extend: bool) -> Optional[tuple]:
         return None
     lengths = _lengths(backend, table, draft_extend)
     return None if lengths is None or lengths.device != table.device else (table, lengths)
+
+
+def _fits(found: tuple, bs: int) -> bool:
+    """The rows of ``bs`` requests fit both buffers (the op would refuse them, SGLang's path would not)."""
+    table, lengths = found
+    return bs <= table.shape[0] and bs <= lengths.shape[0]
 
 
 def _plan(module: Any, backend: Any, bs: int, table: torch.Tensor, lengths: torch.Tensor,
@@ -132,7 +139,7 @@ def apply_decode_target_verify_metadata(original: Callable, self: Any, plan: Any
     module = sys.modules.get(getattr(original, "__module__", None) or "")
     verify, draft_extend = forward_mode.is_target_verify(), forward_mode.is_draft_extend_v2()
     found = _buffers(module, self, draft_extend) if module is not None else None
-    if found is None:
+    if found is None or not isinstance(bs, int) or not _fits(found, bs):
         return original(self, plan, bs, req_pool_indices, seq_lens, seq_lens_cpu, forward_mode)
     delta = self.num_draft_tokens if verify else 0
     _write(self, bs, req_pool_indices, seq_lens, [found], delta)
@@ -158,7 +165,9 @@ def _steps(module: Any, self: Any) -> Optional[list]:
     lead, table = out[0][0], out[0][1]
     if any(b.req_to_token is not lead.req_to_token or t.shape != table.shape for b, t, _ in out):
         return None
-    return out
+    # One launch writes every set: step backends sharing a table or a length buffer run SGLang's loop.
+    ptrs = [t.data_ptr() for _, t, _ in out] + [n.data_ptr() for _, _, n in out]
+    return out if len(set(ptrs)) == len(ptrs) else None
 
 
 def multi_step_init_forward_metadata_out_graph(original: Callable, self: Any, forward_batch: Any,
@@ -173,7 +182,7 @@ def multi_step_init_forward_metadata_out_graph(original: Callable, self: Any, fo
     spec_info = getattr(forward_batch, "spec_info", None)
     if not in_capture and module is not None and isinstance(bs, int) and spec_info is not None:
         steps = _steps(module, self)  # (without spec_info: SGLang's method, whose check raises)
-    if steps is None:
+    if steps is None or not all(_fits((t, n), bs) for _, t, n in steps):
         return original(self, forward_batch, in_capture=in_capture)
     _write(steps[0][0], bs, forward_batch.req_pool_indices, forward_batch.seq_lens,
            [(t, n) for _, t, n in steps], 0)

@@ -126,11 +126,25 @@ def test_without_the_host_lengths_the_table_is_whole(module, original, gen):
     assert b.forward_metadata.block_kv_indices.shape == (2, b.cuda_graph_kv_indices.shape[1])
 
 
+def test_graph_state_reallocated_for_more_rows_gets_a_longer_length_buffer(module, original, gen):
+    """SGLang may allocate the graph state again with a larger max_bs (a recapture): the hook's own length
+    buffer follows the table."""
+    b = backend(gen, max_bs=2)
+    flashmla.apply_decode_target_verify_metadata(original, b, None, 2, torch.tensor([1, 2]), torch.tensor([5, 6]),
+                                                 None, mode("decode"))
+    b.cuda_graph_kv_indices = torch.full((6, (CTX + PAGE) // PAGE), 1, dtype=torch.int32)
+    b.cuda_graph_num_splits = torch.zeros(7, dtype=torch.int32)
+    req, lens = torch.tensor([4, 0, 2, 5, 1]), torch.tensor([1, 700, 64, 9, 3])
+    flashmla.apply_decode_target_verify_metadata(original, b, None, 5, req, lens, None, mode("decode"))
+    assert original.calls == [] and module.planned[-1][0].tolist() == lens.tolist()
+    check_table(b, req, lens, 5)
+
+
 @pytest.mark.parametrize("case", ["translating", "dcp", "no_page_size", "no_table", "table_int64", "page_32",
-                                  "no_planner_buffers", "extend_lengths_int64"])
+                                  "no_planner_buffers", "extend_lengths_int64", "extend_lengths_short"])
 def test_uncovered_replay_runs_sglangs_method(case, module, original, gen):
     b = backend(gen)
-    name = "draft_extend" if case == "extend_lengths_int64" else "decode"
+    name = "draft_extend" if case.startswith("extend_") else "decode"
     if case == "translating":
         b.kv_index_translator = SimpleNamespace(is_translating=True)
     elif case == "dcp":
@@ -147,6 +161,8 @@ def test_uncovered_replay_runs_sglangs_method(case, module, original, gen):
         b.cuda_graph_num_splits = None
     elif case == "extend_lengths_int64":
         b.cuda_graph_draft_extend_seq_lens_k = b.cuda_graph_draft_extend_seq_lens_k.long()
+    elif case == "extend_lengths_short":  # fewer rows than the batch: SGLang's copy_ decides
+        b.cuda_graph_draft_extend_seq_lens_k = b.cuda_graph_draft_extend_seq_lens_k[:1]
     before = b.cuda_graph_kv_indices.clone() if isinstance(b.cuda_graph_kv_indices, torch.Tensor) else None
     flashmla.apply_decode_target_verify_metadata(original, b, None, 2, torch.tensor([1, 2]), torch.tensor([5, 6]),
                                                  None, mode(name))
@@ -199,7 +215,7 @@ def test_multi_step_writes_every_step_in_one_launch(module, multi_original, gen,
 
 
 @pytest.mark.parametrize("case", ["capture", "no_spec_info", "one_step", "other_class", "other_pool", "other_width",
-                                  "translating_step"])
+                                  "translating_step", "shared_table"])
 def test_multi_step_falls_back_to_sglangs_method(case, module, multi_original, gen):
     m, fb = multi(gen, steps=2 if case == "one_step" else 3), batch()
     if case == "no_spec_info":
@@ -214,6 +230,8 @@ def test_multi_step_falls_back_to_sglangs_method(case, module, multi_original, g
         m.attn_backends[1].cuda_graph_kv_indices = m.attn_backends[1].cuda_graph_kv_indices[:, :-1].contiguous()
     elif case == "translating_step":
         m.attn_backends[1].kv_index_translator = SimpleNamespace(is_translating=True)
+    elif case == "shared_table":  # one launch cannot write one table twice: SGLang's loop
+        m.attn_backends[1].cuda_graph_kv_indices = m.attn_backends[0].cuda_graph_kv_indices
     flashmla.multi_step_init_forward_metadata_out_graph(multi_original, m, fb, in_capture=case == "capture")
     assert multi_original.calls == [case == "capture"] and module.planned == []
     assert all((b.cuda_graph_kv_indices == 1).all() for b in m.attn_backends)
