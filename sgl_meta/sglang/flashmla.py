@@ -42,9 +42,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .. import flash_attention_metadata as _fam
 from .hooks import plain_methods
-from .trtllm_mla import gathers_block_table, table_pages
+from .trtllm_mla import gathers_block_table, update_lengths_and_tables
 
 BACKEND = "sglang.srt.layers.attention.flashmla_backend"
 TARGET = f"{BACKEND}.FlashMLABackend._apply_decode_target_verify_metadata"
@@ -121,16 +120,6 @@ def _plan(module: Any, backend: Any, bs: int, table: torch.Tensor, lengths: torc
         lengths[:bs] if draft_extend else None)
 
 
-def _write(backend: Any, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, sets: list,
-           delta: int) -> None:
-    """Every ``(table, lengths)`` set's block table and int32 key lengths in one launch."""
-    tables = [t for t, _ in sets]
-    _fam.update_flash_attention_metadata(
-        cache_seqlens=[n for _, n in sets], cu_seqlens_k=[], page_table=tables, req_to_token=backend.req_to_token,
-        req_pool_indices=req_pool_indices[:bs], seq_lens=seq_lens[:bs], seq_len_delta=[delta] * len(sets), bs=bs,
-        max_seq_pages=table_pages(backend, tables[0]), page_size=backend.page_size)
-
-
 def apply_decode_target_verify_metadata(original: Callable, self: Any, plan: Any, bs: int,
                                         req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
                                         seq_lens_cpu: Optional[torch.Tensor], forward_mode: Any) -> None:
@@ -142,15 +131,16 @@ def apply_decode_target_verify_metadata(original: Callable, self: Any, plan: Any
     if found is None or not isinstance(bs, int) or not _fits(found, bs):
         return original(self, plan, bs, req_pool_indices, seq_lens, seq_lens_cpu, forward_mode)
     delta = self.num_draft_tokens if verify else 0
-    _write(self, bs, req_pool_indices, seq_lens, [found], delta)
+    table, lengths = found
+    update_lengths_and_tables(self, bs, req_pool_indices, seq_lens, [lengths], [table], delta)
     _plan(module, self, bs, *found, seq_lens_cpu, delta, self.num_draft_tokens if verify or draft_extend else 1,
           draft_extend)
     return None
 
 
-def _steps(module: Any, self: Any) -> Optional[list]:
+def _steps(module: Any, self: Any, bs: int) -> Optional[list]:
     """``(backend, table, lengths)`` of every draft step backend, or None unless each is a plain 0.5.23
-    ``FlashMLABackend`` the hook covers, all of one pool with tables of one shape."""
+    ``FlashMLABackend`` the hook covers for ``bs`` requests, all of one pool with tables of one shape."""
     steps, backends = getattr(self, "speculative_num_steps", None), getattr(self, "attn_backends", None)
     if not isinstance(steps, int) or steps < 2 or backends is None or len(backends) < steps - 1:
         return None
@@ -159,7 +149,7 @@ def _steps(module: Any, self: Any) -> Optional[list]:
         if not plain_methods(backend, _STEP_CLASS, _STEP_PATH, (apply_decode_target_verify_metadata,)):
             return None
         found = _buffers(module, backend, draft_extend=False)
-        if found is None:
+        if found is None or not _fits(found, bs):
             return None
         out.append((backend, *found))
     lead, table = out[0][0], out[0][1]
@@ -181,11 +171,11 @@ def multi_step_init_forward_metadata_out_graph(original: Callable, self: Any, fo
     steps = None
     spec_info = getattr(forward_batch, "spec_info", None)
     if not in_capture and module is not None and isinstance(bs, int) and spec_info is not None:
-        steps = _steps(module, self)  # (without spec_info: SGLang's method, whose check raises)
-    if steps is None or not all(_fits((t, n), bs) for _, t, n in steps):
+        steps = _steps(module, self, bs)  # (without spec_info: SGLang's method, whose check raises)
+    if steps is None:
         return original(self, forward_batch, in_capture=in_capture)
-    _write(steps[0][0], bs, forward_batch.req_pool_indices, forward_batch.seq_lens,
-           [(t, n) for _, t, n in steps], 0)
+    update_lengths_and_tables(steps[0][0], bs, forward_batch.req_pool_indices, forward_batch.seq_lens,
+                              [n for _, _, n in steps], [t for _, t, _ in steps], 0)
     for backend, table, lengths in steps:
         _plan(module, backend, bs, table, lengths, forward_batch.seq_lens_cpu, 0, 1, draft_extend=False)
     return None

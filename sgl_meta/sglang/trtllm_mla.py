@@ -59,7 +59,7 @@ def gathers_block_table(backend: Any) -> bool:
     return not dcp_enabled(type(backend).__module__)
 
 
-def table_pages(backend: Any, table: torch.Tensor) -> int:
+def _table_pages(backend: Any, table: torch.Tensor) -> int:
     """Table columns the update may write. 0.5.23's kernel writes the live
     pages of each row, all inside the request's ``req_to_token`` row; the
     table itself is padded past it (``_calc_padded_blocks``)."""
@@ -77,12 +77,14 @@ def _graph(backend: Any, bs: int) -> Any:
     return metadata
 
 
-def _update(backend: Any, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor, lengths: list,
-            tables: list, delta: int) -> None:
+def update_lengths_and_tables(backend: Any, bs: int, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
+                              lengths: list, tables: list, delta: int) -> None:
+    """The int32 key lengths (``seq_lens + delta``) into every buffer of ``lengths`` and the block
+    table into every one of ``tables``, one launch, each page read once."""
     _fam.update_flash_attention_metadata(
         cache_seqlens=lengths, cu_seqlens_k=[], page_table=tables, req_to_token=backend.req_to_token,
         req_pool_indices=req_pool_indices[:bs], seq_lens=seq_lens[:bs], seq_len_delta=[delta] * len(lengths),
-        bs=bs, max_seq_pages=table_pages(backend, tables[0]), page_size=backend.page_size)
+        bs=bs, max_seq_pages=_table_pages(backend, tables[0]), page_size=backend.page_size)
 
 
 def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int, req_pool_indices: torch.Tensor,
@@ -97,13 +99,15 @@ def apply_cuda_graph_metadata(original: Callable, self: Any, plan: Any, bs: int,
     if forward_mode.is_target_verify():
         if metadata.global_seq_lens_k is None:
             return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode)
-        _update(self, bs, req_pool_indices, seq_lens, [metadata.seq_lens_k, metadata.global_seq_lens_k],
-                [metadata.block_kv_indices], self.num_draft_tokens)
+        update_lengths_and_tables(self, bs, req_pool_indices, seq_lens,
+                                  [metadata.seq_lens_k, metadata.global_seq_lens_k], [metadata.block_kv_indices],
+                                  self.num_draft_tokens)
         return None
     if forward_mode.is_draft_extend_v2():
         metadata.max_seq_len_q = self.num_draft_tokens
         metadata.sum_seq_lens_q = self.num_draft_tokens * bs
-    _update(self, bs, req_pool_indices, seq_lens, [metadata.seq_lens_k], [metadata.block_kv_indices], 0)
+    update_lengths_and_tables(self, bs, req_pool_indices, seq_lens, [metadata.seq_lens_k], [metadata.block_kv_indices],
+                              0)
     return None
 
 
@@ -144,6 +148,6 @@ def multi_step_init_forward_metadata_out_graph(original: Callable, self: Any, fo
     if steps is None:
         return original(self, forward_batch, in_capture=in_capture)
     lead = self.attn_backends[0]
-    _update(lead, bs, forward_batch.req_pool_indices, forward_batch.seq_lens, [m.seq_lens_k for m in steps],
-            [m.block_kv_indices for m in steps], 0)
+    update_lengths_and_tables(lead, bs, forward_batch.req_pool_indices, forward_batch.seq_lens,
+                              [m.seq_lens_k for m in steps], [m.block_kv_indices for m in steps], 0)
     return None

@@ -1,7 +1,7 @@
 """The FlashMLA replay hooks (sgl_meta/sglang/flashmla.py) without SGLang: what they
 write and hand the planner on the paths they cover (one refresh; every draft step's in
-one launch), and that every other case runs SGLang's method untouched. (With SGLang's own backends: test_cpu_step.py on CPU,
-test_gpu_load_plugins.py on the GPU.)"""
+one launch), and that every other case runs SGLang's method untouched. (With SGLang's
+own backends: test_cpu_step.py on CPU, test_gpu_load_plugins.py on the GPU.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sgl_meta.sglang import flashmla
+from sgl_meta import flash_attention_metadata as fam
+from sgl_meta.sglang import flashmla, hooks
 
 MODULE = "sgl_meta_test_flashmla_backend"
 PAGE = 64
@@ -201,8 +202,8 @@ def multi_original(module):
 def test_multi_step_writes_every_step_in_one_launch(module, multi_original, gen, monkeypatch):
     m, fb = multi(gen), batch()
     launches = []
-    real = flashmla._fam.update_flash_attention_metadata
-    monkeypatch.setattr(flashmla._fam, "update_flash_attention_metadata",
+    real = fam.update_flash_attention_metadata
+    monkeypatch.setattr(fam, "update_flash_attention_metadata",
                         lambda **kw: (launches.append(len(kw["page_table"])), real(**kw))[1])
     flashmla.multi_step_init_forward_metadata_out_graph(multi_original, m, fb)
     assert multi_original.calls == [] and launches == [2] and len(module.planned) == 2
@@ -235,3 +236,12 @@ def test_multi_step_falls_back_to_sglangs_method(case, module, multi_original, g
     flashmla.multi_step_init_forward_metadata_out_graph(multi_original, m, fb, in_capture=case == "capture")
     assert multi_original.calls == [case == "capture"] and module.planned == []
     assert all((b.cuda_graph_kv_indices == 1).all() for b in m.attn_backends)
+
+
+def test_hook_table():
+    """The plugin's table registers both hooks of this module as AROUND hooks on these targets."""
+    targets = {h.target: (hooks.load(h.replacement), h.kind) for h in hooks.HOOKS if h.kind == "AROUND"}
+    assert targets.items() >= {
+        flashmla.TARGET: (flashmla.apply_decode_target_verify_metadata, "AROUND"),
+        flashmla.MULTI_STEP_TARGET: (flashmla.multi_step_init_forward_metadata_out_graph, "AROUND"),
+    }.items()
