@@ -429,6 +429,14 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("build_kv_indices"),),
         kind="AROUND",
     ),
+    # Its multi-step draft backend's step updaters, which always receive the draft kernel's pair: SGLang's method
+    # directly, without the pass-through above (after the draft loop's host sync the GPU waits on host time).
+    Hook(
+        "sglang.srt.layers.attention.flashinfer_backend.FlashInferMultiStepDraftBackend.__init__",
+        "sgl_meta.sglang.kv_indices:flashinfer_multi_step_draft_init",
+        (CudaKernel("build_kv_indices"),),
+        kind="AROUND",
+    ),
     Hook(
         "sglang.srt.layers.attention.flashinfer_mla_backend.FlashInferMLAIndicesUpdaterDecode.call_begin_forward",
         "sgl_meta.sglang.kv_indices:flashinfer_mla_decode_call_begin_forward",

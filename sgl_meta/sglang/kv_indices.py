@@ -51,18 +51,26 @@ MLA backend's decode updater, whose method takes the same prebuilt-pair branch.
 Covered: no prebuilt pair, a static pool without DCP (no read translation after
 the gather: 0.5.23 skips it on that branch), a source :func:`_source` takes.
 
+:func:`flashinfer_multi_step_draft_init` wraps the FlashInfer multi-step draft
+backend's constructor: its step backends' decode updaters always receive the
+draft kernel's prebuilt pair, so the hook above could only pass their calls
+through; each calls SGLang's ``call_begin_forward`` directly instead (where ours
+is the outermost wrapper), which keeps the draft loop's host time after its
+``kv_indptr`` copy to the host, which the GPU waits on, as SGLang's.
+
 Only :func:`_full_kind` and :class:`SglangDefault` import ``sglang`` (at call
 time, inside SGLang).
 """
 
 from __future__ import annotations
 
+import types
 from typing import Any, Callable, Optional
 
 import torch
 
 from ..kv_indices import build_draft_decode_kv_indices, build_kv_indices, create_flashinfer_kv_indices
-from .hooks import dcp_enabled
+from .hooks import dcp_enabled, hook_of
 
 BACKEND = "sglang.srt.layers.attention.triton_backend"
 FILL_TARGET = f"{BACKEND}.TritonAttnBackend._fill_kv_indptr_and_indices"
@@ -273,25 +281,46 @@ def flashinfer_decode_call_begin_forward(original: Callable, self, wrapper, page
     """AROUND ``FlashInferIndicesUpdaterDecode.call_begin_forward``: ``kv_indptr``
     and ``kv_indices`` in one launch, then SGLang's method over them (planner
     call included); SGLang's method alone where not covered."""
-    def theirs(spec: Any) -> Any:
-        return original(self, wrapper, paged_kernel_lens, paged_kernel_lens_sum, kv_indptr, kv_start_idx, spec,
-                        seq_lens_cpu, use_sliding_window_kv_pool, fixed_split_size, disable_split_kv, plan=plan,
-                        req_pool_indices=req_pool_indices)
+    # Every EAGLE draft step passes its prebuilt pair through here after the draft loop's
+    # host sync, where each statement is host time the GPU waits on: one check, one call.
+    if (spec_info is None or getattr(spec_info, "kv_indptr", None) is None) and not use_sliding_window_kv_pool:
+        prebuilt = _decode_pair(self, wrapper, paged_kernel_lens, kv_indptr, kv_start_idx, plan, req_pool_indices)
+        if prebuilt is not None:
+            spec_info = prebuilt
+    return original(self, wrapper, paged_kernel_lens, paged_kernel_lens_sum, kv_indptr, kv_start_idx, spec_info,
+                    seq_lens_cpu, use_sliding_window_kv_pool, fixed_split_size, disable_split_kv, plan=plan,
+                    req_pool_indices=req_pool_indices)
 
-    if (spec_info is not None and getattr(spec_info, "kv_indptr", None) is not None) or use_sliding_window_kv_pool:
-        return theirs(spec_info)
+
+def _decode_pair(updater, wrapper, paged_kernel_lens, kv_indptr, kv_start_idx, plan, req_pool_indices):
+    """FlashInfer decode's ``kv_indptr`` + ``kv_indices`` written in one launch into the
+    captured wrapper's buffers, as the prebuilt pair SGLang's method then reads; None
+    where not covered (SGLang's method builds them)."""
     out = getattr(wrapper, "_paged_kv_indices_buf", None)
     if (kv_start_idx is not None or getattr(wrapper, "is_cuda_graph_enabled", None) is not True
             or not isinstance(out, torch.Tensor) or paged_kernel_lens.dim() != 1):
-        return theirs(spec_info)
+        return None
     bs = int(paged_kernel_lens.numel())
-    backend = getattr(self, "attn_backend", None)
+    backend = getattr(updater, "attn_backend", None)
     source = _source(backend, plan, bs, req_pool_indices) if kv_indptr.numel() > bs else None
     if source is None:
-        return theirs(spec_info)
+        return None
     target = kv_indptr[: bs + 1]
     build_kv_indices(**source, seq_lens=paged_kernel_lens, kv_indptr=target, kv_indices=out, write_indptr=True)
-    return theirs(_Prebuilt(target, out))
+    return _Prebuilt(target, out)
+
+
+def flashinfer_multi_step_draft_init(original: Callable, self, model_runner, topk, speculative_num_steps) -> None:
+    """AROUND ``FlashInferMultiStepDraftBackend.__init__``: SGLang's constructor,
+    then each step backend's decode updater bound to the method our
+    ``call_begin_forward`` hook wraps, where that hook is the outermost wrapper."""
+    original(self, model_runner, topk, speculative_num_steps)
+    for backend in getattr(self, "attn_backends", ()):
+        updater = getattr(backend, "indices_updater_decode", None)
+        hooked = getattr(type(updater), "call_begin_forward", None)
+        theirs = getattr(hooked, "__wrapped__", None)
+        if hook_of(hooked) is flashinfer_decode_call_begin_forward and theirs is not None:
+            updater.call_begin_forward = types.MethodType(theirs, updater)
 
 
 def flashinfer_mla_decode_call_begin_forward(original: Callable, self, wrapper, paged_kernel_lens,
@@ -300,22 +329,27 @@ def flashinfer_mla_decode_call_begin_forward(original: Callable, self, wrapper, 
     """AROUND ``FlashInferMLAIndicesUpdaterDecode.call_begin_forward``: ``kv_indptr``
     and ``kv_indices`` in one launch, then SGLang's method over them as a prebuilt
     pair (its planner call included); SGLang's method alone where not covered."""
-    def theirs(spec: Any) -> Any:
-        return original(self, wrapper, paged_kernel_lens, paged_kernel_lens_sum, q_indptr, kv_indptr,
-                        init_metadata_replay, spec, plan=plan, req_pool_indices=req_pool_indices, **fast_decode_kwargs)
+    if spec_info is None:  # the draft steps' prebuilt pairs pass straight through, as in the MHA hook
+        spec_info = _mla_decode_pair(self, paged_kernel_lens, paged_kernel_lens_sum, kv_indptr, init_metadata_replay,
+                                     original.__module__, plan, req_pool_indices, fast_decode_kwargs.get("kv_indices"))
+    return original(self, wrapper, paged_kernel_lens, paged_kernel_lens_sum, q_indptr, kv_indptr,
+                    init_metadata_replay, spec_info, plan=plan, req_pool_indices=req_pool_indices, **fast_decode_kwargs)
 
-    translator = getattr(getattr(self, "attn_backend", None), "kv_index_translator", None)
-    if (spec_info is not None or paged_kernel_lens.dim() != 1 or dcp_enabled(original.__module__)
-            or getattr(translator, "needs_read_translate", True)):
-        return theirs(spec_info)
+
+def _mla_decode_pair(updater, paged_kernel_lens, paged_kernel_lens_sum, kv_indptr, replay, module, plan,
+                     req_pool_indices, replay_kv_indices):
+    """FlashInfer MLA decode's ``kv_indptr`` + ``kv_indices`` in one launch, as the
+    prebuilt pair SGLang's method reads; None where not covered. On replay they go to
+    the capture-stable buffer the captured wrapper reads (``replay_kv_indices``)."""
+    translator = getattr(getattr(updater, "attn_backend", None), "kv_index_translator", None)
+    if paged_kernel_lens.dim() != 1 or dcp_enabled(module) or getattr(translator, "needs_read_translate", True):
+        return None
     bs = int(paged_kernel_lens.numel())
-    # On replay: the capture-stable buffer the captured wrapper reads.
-    out = fast_decode_kwargs.get("kv_indices") if init_metadata_replay else None
     source = translator_source(translator, plan, bs, req_pool_indices) if kv_indptr.numel() > bs else None
-    if source is None or (init_metadata_replay and not isinstance(out, torch.Tensor)):
-        return theirs(spec_info)
-    if not init_metadata_replay:
-        out = torch.empty(paged_kernel_lens_sum, dtype=torch.int32, device=paged_kernel_lens.device)
+    if source is None or (replay and not isinstance(replay_kv_indices, torch.Tensor)):
+        return None
+    out = replay_kv_indices if replay else torch.empty(paged_kernel_lens_sum, dtype=torch.int32,
+                                                      device=paged_kernel_lens.device)
     target = kv_indptr[: bs + 1]
     build_kv_indices(**source, seq_lens=paged_kernel_lens, kv_indptr=target, kv_indices=out, write_indptr=True)
-    return theirs(_Prebuilt(target, out))
+    return _Prebuilt(target, out)

@@ -43,6 +43,7 @@ def main() -> None:
     tb.get_device_core_count = lambda *a, **k: 132  # the Triton backend's split counts: get_num_kv_splits_triton
 
     targets = [(fb.FlashInferIndicesUpdaterDecode, "call_begin_forward", kv_indices.flashinfer_decode_call_begin_forward),
+               (fb.FlashInferMultiStepDraftBackend, "__init__", kv_indices.flashinfer_multi_step_draft_init),
                (eagle_info.EagleVerifyInput, "generate_attn_arg_prefill", eagle_csr.verify_attn_arg_prefill),
                (eagle_info.EagleDraftExtendInput, "generate_attn_arg_prefill", eagle_csr.draft_extend_attn_arg_prefill),
                (tb.TritonAttnBackend, "_fill_kv_indptr_and_indices", kv_indices.fill_kv_indptr_and_indices),

@@ -208,11 +208,13 @@ def call_sites(target: str) -> list[CallSite]:
     A method target matches every ``obj.name(...)`` call (any of them may
     reach the hooked class), with the instance counted as a positional
     argument, except ``self.name(...)`` inside another class that defines
-    ``name`` itself (that reaches its own method).
+    ``name`` itself (that reaches its own method). A constructor: see
+    :func:`_constructor_sites`.
     """
+    if target.endswith(".__init__"):
+        return _constructor_sites(target)
     defn = find_definition(target)
     name = target.rsplit(".", 1)[-1]
-    root = sglang_root()
     files = [(p, t) for p, t in _sources() if name in t]
     local_names: dict[Path, set[str]] = {}
     aliases: set[str] = set()
@@ -247,15 +249,44 @@ def call_sites(target: str) -> list[CallSite]:
             if not (by_name or by_attr):
                 continue
             bound = defn is not None and defn.is_method and isinstance(f, ast.Attribute)
-            sites.append(
-                CallSite(
-                    file=str(path.relative_to(root)),
-                    line=node.lineno,
-                    positional=len(node.args) + (1 if bound else 0),
-                    keywords=tuple(sorted(k.arg for k in node.keywords if k.arg is not None)),
-                    unpacked=any(isinstance(a, ast.Starred) for a in node.args)
-                    or any(k.arg is None for k in node.keywords),
-                    kwargs_only=not any(isinstance(a, ast.Starred) for a in node.args),
-                )
-            )
+            sites.append(_site(path, node, 1 if bound else 0))
+    return sites
+
+
+def _site(path: Path, node: ast.Call, extra: int) -> CallSite:
+    """``node`` as a :class:`CallSite`; ``extra``: positional arguments it passes implicitly (self)."""
+    return CallSite(
+        file=str(path.relative_to(sglang_root())),
+        line=node.lineno,
+        positional=len(node.args) + extra,
+        keywords=tuple(sorted(k.arg for k in node.keywords if k.arg is not None)),
+        unpacked=any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
+        kwargs_only=not any(isinstance(a, ast.Starred) for a in node.args),
+    )
+
+
+def _constructor_sites(target: str) -> list[CallSite]:
+    """A constructor's calls (``pkg.module.Class.__init__``): the class called by
+    name (``Class(...)``, ``module.Class(...)``) and ``super().__init__(...)`` in
+    the classes that name it as a base, the new instance counted as a positional
+    argument. Other classes' ``__init__`` calls are not its."""
+    cls = target.split(".")[-2]
+
+    def named(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id == cls) or (isinstance(node, ast.Attribute) and node.attr == cls)
+
+    def super_init(node: ast.AST) -> bool:
+        f = node.func if isinstance(node, ast.Call) else None
+        return (isinstance(f, ast.Attribute) and f.attr == "__init__" and isinstance(f.value, ast.Call)
+                and isinstance(f.value.func, ast.Name) and f.value.func.id == "super")
+
+    sites = []
+    for path, text in _sources():
+        if cls not in text:
+            continue
+        for node in ast.walk(_parse(path)):
+            if isinstance(node, ast.ClassDef) and any(named(b) for b in node.bases):
+                sites += [_site(path, call, 1) for call in ast.walk(node) if super_init(call)]
+            elif isinstance(node, ast.Call) and named(node.func):
+                sites.append(_site(path, node, 1))
     return sites

@@ -351,6 +351,40 @@ def test_flashinfer_decode_uncovered_runs_sglangs_method(change, gen):
     assert (kv_indptr[1:] == -7).all() and (wrapper._paged_kv_indices_buf == -7).all()  # nothing of ours ran
 
 
+@pytest.mark.parametrize("outer", ["ours", "another_plugin"])
+def test_flashinfer_draft_step_updaters_call_sglangs_method_directly(outer):
+    registry = pytest.importorskip("sglang.srt.plugins.hook_registry", reason="SGLang is not installed")
+    calls = []
+
+    class Updater:  # FlashInfer's decode updater, its call_begin_forward hooked as load_plugins() does
+        def call_begin_forward(self, *args, **kwargs):
+            calls.append("sglang")
+
+    sglangs = Updater.__dict__["call_begin_forward"]
+    hooked = registry._wrap_fn(sglangs, hooks.flashinfer_decode_call_begin_forward, registry.HookType.AROUND)
+    if outer == "another_plugin":
+        hooked = registry._wrap_fn(hooked, lambda original, *a, **k: original(*a, **k), registry.HookType.AROUND)
+    Updater.call_begin_forward = hooked
+
+    def sglang_init(self, model_runner, topk, speculative_num_steps):
+        self.attn_backends = [types.SimpleNamespace(indices_updater_decode=Updater())
+                              for _ in range(speculative_num_steps - 1)]
+
+    draft = types.SimpleNamespace()
+    hooks.flashinfer_multi_step_draft_init(sglang_init, draft, None, 1, 3)
+    assert len(draft.attn_backends) == 2
+    for backend in draft.attn_backends:
+        method = backend.indices_updater_decode.call_begin_forward
+        if outer == "ours":  # bound to SGLang's method: no wrapper of ours on the draft steps
+            assert method.__func__ is sglangs and method.__self__ is backend.indices_updater_decode
+        else:  # another plugin's wrapper stays in the path, and with it ours
+            assert "call_begin_forward" not in vars(backend.indices_updater_decode)
+    assert Updater.call_begin_forward is hooked  # the decode backend's own updaters keep the hook
+    if outer == "ours":
+        draft.attn_backends[0].indices_updater_decode.call_begin_forward("any", "arguments")
+        assert calls == ["sglang"]
+
+
 # ---- FlashInfer MLA decode: the same prebuilt-pair branch ----
 
 
