@@ -451,6 +451,25 @@ def test_sglang_step_table_names_the_spin_its_run_used():
     assert "three times the larger of the two sides' median host times" in table.markdown(new)
     side = {**doc, "plan": {**doc["plan"], "spin": "3x host"}}
     assert "three times the side's median host time" in table.markdown(side)
+    assert table.CONTROL not in table.markdown(new)
+    control = {**doc, "plan": {**doc["plan"], "control": True}}
+    assert table.CONTROL in table.markdown(control)
+
+
+def test_sglang_step_control_and_measured_runs_do_not_merge():
+    """A control run (both sides SGLang's) is not a part of a measured grid."""
+    import json
+
+    from sgl_meta.bench.sglang_step.cli import merge_runs
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "2026-12-04-h200-sglang-step.json"
+    doc = json.loads(path.read_text())
+    measured = {**doc, "rows": [r for r in doc["rows"] if r["backend"] != "flashinfer"]}
+    control = {**doc, "plan": {**doc["plan"], "control": True},
+               "rows": [r for r in doc["rows"] if r["backend"] == "flashinfer"]}
+    with pytest.raises(ValueError, match="plan"):
+        merge_runs([measured, control])
+    assert len(merge_runs([measured, {**control, "plan": doc["plan"]}])["rows"]) == len(doc["rows"])
 
 
 def test_sglang_step_on_minus_off_and_slower_rows():

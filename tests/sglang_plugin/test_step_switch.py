@@ -51,6 +51,13 @@ CHILD = textwrap.dedent(
     out["copied_while_off"] = getattr(early, fn_name) is hooked_fn
     switch.off()
     out["copied_while_off"] &= getattr(early, fn_name) is ref[0]
+    # --control: the same attributes switched, to SGLang's values on both sides.
+    switch.on()
+    control = switch.control()
+    control.on()
+    out["control"] = (len(control) == len(switch) and getattr(mod, fn_name) is ref[0]
+                      and getattr(late, fn_name) is ref[0]
+                      and mha.TRTLLMHAAttnBackend.__dict__["init_forward_metadata_out_graph"] is ref[1])
     print(json.dumps(out))
     """
 )
@@ -64,6 +71,7 @@ def test_switch_restores_and_reapplies_every_hooked_attribute():
     proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"hooked": True, "n": out["n"], "off": True, "on": True, "copied_while_off": True}, \
+    assert out == {"hooked": True, "n": out["n"], "off": True, "on": True, "copied_while_off": True,
+                   "control": True}, \
         (out, proc.stderr[-3000:])
     assert out["n"] >= 3

@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--builds", type=int, default=4,
                    help="builds of each point, its buffers at other addresses, the steps split between them "
                         "(default 4)")
+    p.add_argument("--control", action="store_true",
+                   help="both sides run SGLang's own code (the plugin's attributes switched step by step as in a "
+                        "measured run, to SGLang's values on both): on - off measures the bench's own error")
     p.add_argument("--merge", nargs="+", metavar="JSON",
                    help="no run: combine the JSON of runs of disjoint parts of the grid (same GPU, build and plan) "
                         "into one table, rows in grid order")
@@ -180,13 +183,16 @@ def main(argv=None) -> int:
     from .measure import Plan
 
     grid = points.grid(args.backend, args.mode, _sizes(args.sizes))
-    plan = Plan(steps=args.steps, builds=args.builds)
+    plan = Plan(steps=args.steps, builds=args.builds, control=args.control)
 
     def log(line):
         print(line, file=sys.stderr, flush=True)
 
     switch, hooks = Switch.apply()
-    log(f"plugin: {', '.join(hooks['hooked'])} ({len(switch)} attributes switched); {len(grid)} points")
+    if args.control:
+        switch = switch.control()
+    log(f"plugin: {', '.join(hooks['hooked'])} ({len(switch)} attributes switched"
+        f"{', to SGLang values on both sides: a control run' if args.control else ''}); {len(grid)} points")
     env = environment(torch.device(device))
     state = {"failed": False}
 

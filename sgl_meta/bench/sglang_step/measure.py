@@ -52,6 +52,7 @@ class Plan:
     profile_steps: int = 3
     builds: int = 4
     spin: str = "3x host, both sides"  # the rule of spin_cycles (table.py names each)
+    control: bool = False  # both sides SGLang's own code (Switch.control): on - off is the bench's own error
 
     def per_build(self) -> "Plan":
         return dataclasses.replace(self, steps=-(-self.steps // self.builds), builds=1)

@@ -88,6 +88,15 @@ class Switch:
         hooks = {"hooked": [h.name for h, _ in usable], "skipped": {h.name: w for h, w in skipped}}
         return cls(changes), hooks
 
+    def control(self) -> "Switch":
+        """A switch that sets the same attributes as this one, SGLang's values
+        on both sides: a run with it times SGLang against itself, every flip
+        of a measured run included, so its on - off is the bench's own error."""
+        self.off()
+        control = Switch([(owner, name, sglang_value, sglang_value) for owner, name, sglang_value, _ in self._changes])
+        control.state = "off"
+        return control
+
     def refresh(self) -> None:
         """Record module copies made since (``from X import Y`` in modules imported later)."""
         current = {(owner, name) for owner, name, _, _ in self._changes}

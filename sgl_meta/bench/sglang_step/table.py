@@ -61,13 +61,21 @@ _SPINS = {"1 ms": "~1 ms, longer than the host takes to issue most calls",
                                  "that is longer, the same for both"}
 
 
+CONTROL = ("Control run: both sides run SGLang's own code (the plugin's attributes switched step by step as in a "
+           "measured run, to SGLang's values on both), so every on - off below is the bench's own error.")
+
+
 def markdown(doc: dict) -> str:
     env = doc["environment"]
+    control = doc["plan"].get("control", False)
     lines = [
         f"SGLang decode-step metadata, plugin off / on ({env.get('gpu') or env['device']}, torch {env['torch']}, "
         f"sgl_meta {env['sgl_meta']}); medians of {doc['plan']['steps']} replay steps over "
         f"{doc['plan'].get('builds', 1)} builds of each point.",
         "",
+    ]
+    lines += [CONTROL, ""] * control
+    lines += [
         "| " + " | ".join(HEADER) + " |",
         "|" + "---|" * len(HEADER),
     ]
