@@ -2,7 +2,8 @@
 of the ``--sglang`` bench on CPU tensors, plugin off and on through the bench's own
 step loop, with the hooks of the backends measured applied by hand (the plugin
 stays inactive without a GPU): FlashInfer (planner left out) in decode, target
-verify, draft extend and its multi-step draft decode, FlashMLA in every mode (its
+verify, draft extend and its multi-step draft decode, FlashInfer MLA (planner left
+out) in decode, target verify and draft decode, FlashMLA in every mode (its
 planner left out), and the Triton and TRT-LLM MLA multi-step draft decodes
 (the scheduler's page size published; the Triton backend told of 132 SMs, so its split counts take
 get_num_kv_splits_triton), and FA3's top-k 4 target verify and draft decode. A JSON report on stdout's last line: per
@@ -19,10 +20,11 @@ from sgl_meta.bench.sglang_step.measure import Plan, run
 from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend", "draft_decode")] + [
+    ("flashinfer_mla", m) for m in ("decode", "target_verify", "draft_decode")] + [
     ("triton", "draft_decode"), ("trtllm_mla", "draft_decode")] + [("flashmla", m) for m in points.MODES] + [
     ("fa3_topk4", "target_verify"),
     ("fa3_topk4", "draft_decode")]
-HOOKED = {"flashinfer", "trtllm_mla", "fa3_topk4", "triton", "flashmla"}
+HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3_topk4", "triton", "flashmla"}
 
 
 def main() -> None:
@@ -30,6 +32,7 @@ def main() -> None:
     from sglang.srt.layers.attention import attention_registry
     from sglang.srt.layers.attention import flashattention_backend as fab
     from sglang.srt.layers.attention import flashinfer_backend as fb
+    from sglang.srt.layers.attention import flashinfer_mla_backend as fimb
     from sglang.srt.layers.attention import flashmla_backend as fmb
     from sglang.srt.layers.attention import triton_backend as tb
     from sglang.srt.layers.attention import trtllm_mla_backend as tmb
@@ -44,6 +47,8 @@ def main() -> None:
 
     targets = [(fb.FlashInferIndicesUpdaterDecode, "call_begin_forward", kv_indices.flashinfer_decode_call_begin_forward),
                (fb.FlashInferMultiStepDraftBackend, "__init__", kv_indices.flashinfer_multi_step_draft_init),
+               (fimb.FlashInferMLAIndicesUpdaterDecode, "call_begin_forward",
+                kv_indices.flashinfer_mla_decode_call_begin_forward),
                (eagle_info.EagleVerifyInput, "generate_attn_arg_prefill", eagle_csr.verify_attn_arg_prefill),
                (eagle_info.EagleDraftExtendInput, "generate_attn_arg_prefill", eagle_csr.draft_extend_attn_arg_prefill),
                (tb.TritonAttnBackend, "_fill_kv_indptr_and_indices", kv_indices.fill_kv_indptr_and_indices),
@@ -64,7 +69,7 @@ def main() -> None:
     # The draft-decode kernel, a module attribute of both multi-step backends (the class REPLACE).
     draft_kernel = tb.generate_draft_decode_kv_indices
     bound = kernels.DraftDecodeKvIndicesKernel.bind(draft_kernel)
-    changes += [(module, "generate_draft_decode_kv_indices", draft_kernel, bound) for module in (tb, fb)]
+    changes += [(module, "generate_draft_decode_kv_indices", draft_kernel, bound) for module in (tb, fb, fimb)]
     table_kernel = fmb.create_flashmla_kv_indices_triton  # FlashMLA's block table (the hooked class REPLACE)
     changes.append((fmb, "create_flashmla_kv_indices_triton", table_kernel,
                     kernels.FlashmlaKvIndicesKernel.bind(table_kernel)))

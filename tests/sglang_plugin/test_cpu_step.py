@@ -1,6 +1,7 @@
 """Points of the ``--sglang`` bench on CPU tensors (SGLang's Triton kernels through the
 interpreter), through the bench's own builder and step loop: FlashInfer's decode,
-verify, draft extend and multi-step draft decode with the planner left out, FlashMLA
+verify, draft extend and multi-step draft decode with the planner left out, FlashInfer
+MLA's decode, verify and multi-step draft decode likewise, FlashMLA
 in every mode with its planner left out, and the Triton and TRT-LLM MLA multi-step draft decodes, which build once the scheduler's page size is published,
 and FA3's target verify and draft decode with top-k 4 (both halves of their metadata).
 With the hooks on, every buffer compared equals SGLang's, step for step, and the
@@ -31,8 +32,11 @@ def test_buffers_equal_and_the_hooks_take_the_point(report, point):
     if point.startswith("fa3_topk4"):
         keys = {k.split(".", 1)[1] if k.startswith("step") else k for k in r["keys"]}  # draft decode: per step
         assert {"expand.page_table", "expand.cache_seqlens", "page_table"} <= keys, r
-    if point.startswith("flashinfer-draft_decode"):  # what each draft step's planner received
+    if point.startswith(("flashinfer-draft_decode", "flashinfer_mla-draft_decode")):  # each draft step's planner's
         assert {"step0.kv_indptr", "step0.kv_indices", "step1.kv_indptr", "step1.kv_indices"} <= set(r["keys"])
+    elif point.startswith("flashinfer_mla"):  # its planner takes both index arrays and the lengths in every mode
+        assert {"qo_indptr", "kv_indptr", "kv_indices", "kv_len_arr"} <= set(r["keys"])
+        assert ("device_kv_indptr" in r["keys"]) == ("-decode-" in point)
     elif point.startswith("flashinfer"):
         assert {"kv_indptr", "kv_indices"} <= set(r["keys"])
         assert ("qo_indptr" in r["keys"]) == ("-decode-" not in point)

@@ -1,6 +1,6 @@
 """On the GPU: SGLang's own ``load_plugins()`` applies sgl-meta's hooks, and the
 CUDA-graph decode and speculative metadata of the real backends the step child
-builds (TRT-LLM MHA, DSA, FA3, Triton, TRT-LLM MLA, FlashMLA, FlashInfer; through
+builds (TRT-LLM MHA, DSA, FA3, Triton, TRT-LLM MLA, FlashMLA, FlashInfer, FlashInfer MLA; through
 SGLang's attention test kit) equal SGLang's own path.
 
 One fresh interpreter (HookRegistry's patches are process-global and cannot be

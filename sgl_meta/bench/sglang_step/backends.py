@@ -35,7 +35,7 @@ HEADROOM = 256
 """Tokens a run may grow each request by (steps, draft tokens): at most 2 per replay step plus 8."""
 DENSE = ("trtllm_mha", "fa3", "triton", "flashinfer")
 """Backends built through the kit's dense-attention runner."""
-MLA = ("trtllm_mla", "flashmla")
+MLA = ("trtllm_mla", "flashmla", "flashinfer_mla")
 """Backends built through the kit's MLA runner."""
 TOPK = {"fa3_topk4": ("fa3", 4)}
 """Grid labels of a backend built with EAGLE top-k > 1 (Llama's auto top-k is 4): (backend, top-k)."""
@@ -48,6 +48,8 @@ LEFT_OUT = [
     "not installed; the replay path never calls it)",
     "FlashInfer: its planner (the wrappers' begin_forward / plan, SGLang's fast_decode_plan / fast_prefill_plan: "
     "host work and copies of the index arrays into the wrappers' buffers), both sides; what it receives is compared",
+    "FlashInfer MLA: its planner (the MLA wrapper's plan, SGLang's fast_mla_decode_plan / fast_mla_prefill_plan), "
+    "both sides; what it receives is compared",
     "FlashMLA: its planner (flash_mla's get_mla_metadata), both sides; a stand-in returns its two tensors (a zero "
     "schedule, split counts that echo the key lengths it received), which SGLang's code then copies into the "
     "graph's buffers on both sides; what it receives is compared",
@@ -175,6 +177,23 @@ def _host_only_flashmla(backend, bs: int) -> None:
     backend.cuda_graph_draft_extend_seq_lens_k = torch.ones(bs, dtype=torch.int32)
 
 
+class _HostTorch:
+    """``torch`` as SGLang's FlashInfer MLA module sees it without a GPU: its pinned
+    host buffers unpinned and its ``device="cuda"`` allocations (the capture's
+    kv_indices) on the host; pinning and CUDA allocations need a driver."""
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def zeros(*args, pin_memory: bool = False, device=None, **kwargs):
+        return torch.zeros(*args, **kwargs)
+
+    @staticmethod
+    def empty(*args, device=None, **kwargs):
+        return torch.empty(*args, **kwargs)
+
+
 def _host_only_mla() -> None:
     """Without a GPU (the plugin's tests build the backend on CPU tensors): the
     names SGLang imports only on CUDA machines come from the stubs, and the
@@ -198,6 +217,14 @@ def _backend(backend_name: str, mode: str, runner, topk: int = 1):
         if mode == "draft_decode":
             return fm.FlashMLAMultiStepDraftBackend(runner, topk=1, speculative_num_steps=SPEC_STEPS)
         return fm.FlashMLABackend(runner, skip_prefill=str(runner.device) == "cpu")
+    if backend_name == "flashinfer_mla":
+        from sglang.srt.layers.attention import flashinfer_mla_backend as fim
+
+        if str(runner.device) == "cpu":
+            fim.torch = _HostTorch()
+        if mode == "draft_decode":
+            return fim.FlashInferMLAMultiStepDraftBackend(runner, topk=1, speculative_num_steps=SPEC_STEPS)
+        return fim.FlashInferMLAAttnBackend(runner)
     if backend_name in MLA:
         from sglang.srt.layers.attention import trtllm_mla_backend as mla
 
@@ -430,6 +457,20 @@ def _flashinfer_buffers(backend, bs: int) -> dict:
     return out
 
 
+def _flashinfer_mla_buffers(backend, bs: int) -> dict:
+    """FlashInfer MLA: what its planner received (the planner itself is left out: the
+    host index arrays, the index list up to their kv_indptr[bs]), and the device
+    kv_indptr decode writes beside them."""
+    m = backend.forward_metadata
+    wrapper = getattr(m, "decode_wrapper", None) or m.prefill_wrapper
+    qo_indptr, kv_indptr, kv_indices, kv_lens = wrapper.planned[:4]
+    out = {"qo_indptr": (qo_indptr[: bs + 1], None), "kv_indptr": (kv_indptr[: bs + 1], None),
+           "kv_indices": (kv_indices[: int(kv_indptr[bs])], None), "kv_len_arr": (kv_lens[:bs], None)}
+    if getattr(m, "decode_wrapper", None) is not None:
+        out["device_kv_indptr"] = (backend.cuda_graph_kv_indptr[: bs + 1], None)
+    return out
+
+
 def _tree_mask(batch, device, seed: int) -> torch.Tensor:
     """A random EAGLE verify mask in SGLang's layout (request b's draft rows of seq_lens[b] + n
     entries, one request after another), sized for the lengths a run grows to."""
@@ -453,6 +494,8 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
             _host_only_mla()
     if backend_name == "flashinfer":
         flashinfer_planner.install()
+    if backend_name == "flashinfer_mla":
+        flashinfer_planner.install_mla()
     runner = _runner(backend_name, mode, bs, context, device)
     publish_page_size()
     if topk != 1:
@@ -464,7 +507,7 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     inner = getattr(backend, "attn_backends", None) or [backend]
     leave_out_scheduler(inner)
     tokens = batch.input_ids.numel()
-    if backend_name == "flashinfer" and mode == "target_verify":
+    if backend_name in ("flashinfer", "flashinfer_mla") and mode == "target_verify":
         batch.spec_info.custom_mask = _verify_mask(batch, device)
     if topk > 1 and mode == "target_verify":
         batch.spec_info.custom_mask = _tree_mask(batch, device, seed)
@@ -490,7 +533,8 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
         backend.init_cuda_graph_state(max_bs=bs, max_num_tokens=tokens)
     read = {"trtllm_mha": _mha_buffers, "fa3": _mha_buffers, "triton": _triton_buffers,
             "trtllm_mla": _mla_buffers, "flashinfer": _flashinfer_buffers,
-            "flashmla": _flashmla_buffers}.get(backend_name, _dsa_buffers)
+            "flashmla": _flashmla_buffers, "flashinfer_mla": _flashinfer_mla_buffers}.get(backend_name,
+                                                                                          _dsa_buffers)
     if topk > 1 and backend_name == "fa3":
         rows_per_req = topk if mode == "draft_decode" else SPEC_DRAFT_TOKENS
         read = lambda b, n: _fa3_topk_buffers(b, n, rows_per_req)  # noqa: E731
