@@ -121,6 +121,10 @@ def report(host: str, allowed: Optional[str], allowed_variable: str, inactive_re
         print(f"inactive: {why}")
         return
     here = inactive_reason()  # only the GPU check is left: say so, and report the rows anyway
+    switch = f"{host.upper()}_PLUGIN"
+    if mode(switch) == FORCE:
+        print(f"note: {_env.PREFIX}{switch}=force: the {noun} below apply without the check for CUDA kernels "
+              f"and a visible GPU")
     if here:
         print(f"note: inactive here, {here}; the {noun} below take effect where {host} runs on a GPU")
     usable, skipped = plan()

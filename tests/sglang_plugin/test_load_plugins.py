@@ -204,7 +204,10 @@ def test_cli_lists_every_row(runs):
     lines = stdout.splitlines()
     # First which sgl_meta it is, then one line per row: REPLACE rows "replaces", AROUND rows "wraps".
     assert lines[0] == f"sgl-meta {sgl_meta.__version__} at {Path(sgl_meta.__file__).resolve().parent}", stdout
-    lines = lines[1:]
+    # Forced: it says so first (the checks it skipped).
+    assert lines[1] == (f"note: {SWITCH}=force: the hooks below apply without the check for CUDA kernels and a "
+                        "visible GPU"), stdout
+    lines = lines[2:]
     assert len(lines) == len(HOOKS), stdout
     for hook, line in zip(sorted(HOOKS, key=usable, reverse=True), lines):
         verb = hook.verb if usable(hook) else "keeps"

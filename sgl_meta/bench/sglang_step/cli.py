@@ -1,7 +1,7 @@
 """``python -m sgl_meta.bench --sglang``: SGLang's own decode-step metadata, plugin off then on.
 
-For TRT-LLM MHA and DSA, in decode, target verify, draft extend and draft
-decode, the real SGLang 0.5.23 backend is built through its attention test kit
+For each backend the plugin serves (``points.BACKENDS``), in decode, target verify,
+draft extend and draft decode, the real SGLang 0.5.23 backend is built through its attention test kit
 (``sglang.test.kits.attention_unittest``) at serving sizes, its CUDA-graph
 metadata captured, and each replay step timed (``measure.py``): SGLang's own kernels and sgl-meta's
 hooks in the same process, step by step in turn (``plugin_switch.py``). The buffers the attention kernels read are compared
@@ -34,8 +34,10 @@ from .plugin_switch import Switch
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sgl_meta.bench --sglang", description=__doc__.split("\n\n")[0])
-    p.add_argument("--backend", nargs="+", choices=points.BACKENDS, default=list(points.BACKENDS))
-    p.add_argument("--mode", nargs="+", choices=points.MODES, default=list(points.MODES))
+    p.add_argument("--backend", nargs="+", choices=points.BACKENDS, default=list(points.BACKENDS),
+                   help="SGLang attention backends to build (default: all; fa3_topk4 is FA3 with EAGLE top-k 4)")
+    p.add_argument("--mode", nargs="+", choices=points.MODES, default=list(points.MODES),
+                   help="forward modes whose replay steps are timed (default: all)")
     p.add_argument("--sizes", help="bs:context,... (default 1:131072,64:32768,256:8192)")
     p.add_argument("--steps", type=int, default=100, help="timed replay steps per point and side (default 100)")
     p.add_argument("--builds", type=int, default=4,
@@ -123,6 +125,11 @@ SAME_RUN = ("gpu", "driver", "torch", "cuda", "python", "sgl_meta_commit")
 """Environment fields every merged part must share (the date may differ)."""
 
 
+def _plan(doc: dict) -> dict:
+    """A run's plan, ``control`` at its default where the plan has none (a measured run's)."""
+    return {"control": False, **doc["plan"]}
+
+
 def merge_runs(docs: list) -> dict:
     """Runs of disjoint parts of the grid as one document: the first's environment,
     plan and plugin line, every row in grid order, the left-out lines of all."""
@@ -132,7 +139,7 @@ def merge_runs(docs: list) -> dict:
             if doc["environment"].get(key) != first["environment"].get(key):
                 raise ValueError(f"--merge: the runs differ in {key}: {first['environment'].get(key)!r}, "
                                  f"{doc['environment'].get(key)!r}")
-        if doc["plan"] != first["plan"]:
+        if _plan(doc) != _plan(first):
             raise ValueError(f"--merge: the runs differ in their plan: {first['plan']}, {doc['plan']}")
     rows, seen = [], set()
     for doc in docs:
