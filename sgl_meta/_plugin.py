@@ -99,13 +99,15 @@ def entry_point_visible(group: str) -> bool:
     return any(ep.name == ENTRY_POINT and ep.value.startswith("sgl_meta.") for ep in entry_points(group=group))
 
 
-def report(host: str, allowed: Optional[str], allowed_variable: str, inactive_reason: Callable[..., Optional[str]],
-           plan: Callable[[], tuple[list, list]], describe: Callable[[object, object], str], noun: str,
-           versions: str = "", group: Optional[str] = None) -> None:
+def report(host: str, switch: str, allowed: Optional[str], allowed_variable: str,
+           inactive_reason: Callable[..., Optional[str]], plan: Callable[[], tuple[list, list]],
+           describe: Callable[[object, object], str], noun: str, versions: str = "",
+           group: Optional[str] = None) -> None:
     """``python -m sgl_meta.<host>``: the header, then why the plugin is
     inactive or one line per row (``describe(row, replacement)`` for the usable
-    ones). ``allowed`` is the host's allow-list, None where it allows every plugin;
-    ``group`` the entry-point group the host loads plugins from."""
+    ones). ``switch`` is the plugin's ``SGLMETA_<switch>`` name; ``allowed`` the
+    host's allow-list, None where it allows every plugin; ``group`` the
+    entry-point group the host loads plugins from."""
     from . import __version__
 
     print(f"sgl-meta {__version__} at {package_dir()}{versions}")
@@ -121,7 +123,6 @@ def report(host: str, allowed: Optional[str], allowed_variable: str, inactive_re
         print(f"inactive: {why}")
         return
     here = inactive_reason()  # only the GPU check is left: say so, and report the rows anyway
-    switch = f"{host.upper()}_PLUGIN"
     if mode(switch) == FORCE:
         print(f"note: {_env.PREFIX}{switch}=force: the {noun} below apply without the check for CUDA kernels "
               f"and a visible GPU")

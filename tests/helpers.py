@@ -138,3 +138,11 @@ def skip_on_interpreter_defect(stderr: str) -> None:
 
         pytest.skip(f"triton {triton.__version__}'s interpreter cannot run the upstream kernels under numpy "
                     f"{numpy.__version__} (int() of a one-element array)")
+
+
+def around_hooks() -> dict:
+    """The SGLang plugin's AROUND rows: ``{target: (replacement, "AROUND")}``, what a
+    module's hook-table test checks its own rows against."""
+    from sgl_meta.sglang.hooks import HOOKS, load
+
+    return {h.target: (load(h.replacement), h.kind) for h in HOOKS if h.kind == "AROUND"}

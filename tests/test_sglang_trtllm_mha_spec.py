@@ -19,7 +19,7 @@ import torch
 
 from sgl_meta import reference
 from sgl_meta.sglang import trtllm_mha_spec as spec
-from helpers import poison_
+from helpers import around_hooks, poison_
 
 PS, MAX_PAGES, POOL, MAX_BS = 16, 24, 40, 16
 
@@ -361,10 +361,7 @@ def test_hook_table():
     """The plugin's table registers both functions (and the unified pool's two)
     as AROUND hooks on these targets (other backends' rows besides)."""
     from sgl_meta.sglang import trtllm_mha_unified as unified
-    from sgl_meta.sglang.hooks import HOOKS, load
-
-    targets = {h.target: (load(h.replacement), h.kind) for h in HOOKS if h.kind == "AROUND"}
-    assert targets.items() >= {
+    assert around_hooks().items() >= {
         spec.MULTI_STEP_TARGET: (spec.multi_step_draft_init_forward_metadata_in_graph, "AROUND"),
         spec.RAGGED_VERIFY_TARGET: (spec.ragged_verify_write_graph_metadata, "AROUND"),
         unified.APPLY_TARGET: (unified.apply_cuda_graph_metadata, "AROUND"),

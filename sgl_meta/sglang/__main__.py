@@ -10,14 +10,14 @@ nothing. Exit status 0 whatever it finds.
 from __future__ import annotations
 
 from .. import _plugin
-from .plugin import inactive_reason, plan
+from .plugin import SWITCH, inactive_reason, plan
 
 
 def main() -> None:
     import os
 
     allowed = os.environ.get("SGLANG_PLUGINS", "").strip() or None  # unset or empty: SGLang loads every plugin
-    _plugin.report("SGLang", allowed, "SGLANG_PLUGINS", inactive_reason, plan, _describe, "hooks",
+    _plugin.report("SGLang", SWITCH, allowed, "SGLANG_PLUGINS", inactive_reason, plan, _describe, "hooks",
                    group="sglang.srt.plugins")
 
 

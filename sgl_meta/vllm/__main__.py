@@ -10,14 +10,14 @@ installs nothing. Exit status 0 whatever it finds.
 from __future__ import annotations
 
 from .. import _plugin
-from .plugin import inactive_reason, plan, vllm_version
+from .plugin import SWITCH, inactive_reason, plan, vllm_version
 
 
 def main() -> None:
     import os
 
-    _plugin.report("vLLM", os.environ.get("VLLM_PLUGINS"), "VLLM_PLUGINS", inactive_reason, plan, _describe, "rows",
-                   versions=f"; vllm {vllm_version() or 'not installed'}", group="vllm.general_plugins")
+    _plugin.report("vLLM", SWITCH, os.environ.get("VLLM_PLUGINS"), "VLLM_PLUGINS", inactive_reason, plan, _describe,
+                   "rows", versions=f"; vllm {vllm_version() or 'not installed'}", group="vllm.general_plugins")
 
 
 def _describe(row, ours) -> str:

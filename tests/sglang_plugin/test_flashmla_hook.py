@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from sgl_meta import flash_attention_metadata as fam
-from sgl_meta.sglang import flashmla, hooks
+from sgl_meta.sglang import flashmla
+from helpers import around_hooks
 
 MODULE = "sgl_meta_test_flashmla_backend"
 PAGE = 64
@@ -240,8 +241,7 @@ def test_multi_step_falls_back_to_sglangs_method(case, module, multi_original, g
 
 def test_hook_table():
     """The plugin's table registers both hooks of this module as AROUND hooks on these targets."""
-    targets = {h.target: (hooks.load(h.replacement), h.kind) for h in hooks.HOOKS if h.kind == "AROUND"}
-    assert targets.items() >= {
+    assert around_hooks().items() >= {
         flashmla.TARGET: (flashmla.apply_decode_target_verify_metadata, "AROUND"),
         flashmla.MULTI_STEP_TARGET: (flashmla.multi_step_init_forward_metadata_out_graph, "AROUND"),
     }.items()

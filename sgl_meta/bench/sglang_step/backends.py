@@ -462,11 +462,11 @@ def _flashinfer_mla_buffers(backend, bs: int) -> dict:
     host index arrays, the index list up to their kv_indptr[bs]), and the device
     kv_indptr decode writes beside them."""
     m = backend.forward_metadata
-    wrapper = getattr(m, "decode_wrapper", None) or m.prefill_wrapper
-    qo_indptr, kv_indptr, kv_indices, kv_lens = wrapper.planned[:4]
+    decode = getattr(m, "decode_wrapper", None)
+    qo_indptr, kv_indptr, kv_indices, kv_lens = (decode or m.prefill_wrapper).planned[:4]
     out = {"qo_indptr": (qo_indptr[: bs + 1], None), "kv_indptr": (kv_indptr[: bs + 1], None),
            "kv_indices": (kv_indices[: int(kv_indptr[bs])], None), "kv_len_arr": (kv_lens[:bs], None)}
-    if getattr(m, "decode_wrapper", None) is not None:
+    if decode is not None:
         out["device_kv_indptr"] = (backend.cuda_graph_kv_indptr[: bs + 1], None)
     return out
 
