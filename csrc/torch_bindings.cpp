@@ -75,14 +75,16 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(a!) out, int page_size, Tensor? v2p=None, Tensor? kv_start_idx=None, "
       "int seq_len_delta=0) -> ()");
   // KV index streams (docs/operators/kv_indices.md): FlashInfer / Triton-backend kv_indices, with
-  // kv_indptr (write_indptr) and the Triton decode split counts in the same launch.
+  // kv_indptr (write_indptr), the Triton decode split counts and a verify batch's qo_indptr /
+  // mask_indptr in the same launch.
   m.def(
       "build_kv_indices("
       "Tensor req_to_token, Tensor req_pool_indices, Tensor seq_lens, Tensor(a!) kv_indptr, "
       "Tensor(b!) kv_indices, bool write_indptr, Tensor? kv_start_idx=None, "
       "int entry_page_size=1, Tensor? token_mapping=None, Tensor? v2p=None, int page_size=1, "
       "Tensor(c!)? num_kv_splits=None, Tensor(d!)? uneven_batch=None, int num_group=1, "
-      "int num_head=1, int num_kv_head=1, int max_kv_splits=1, int device_core_count=1) -> ()");
+      "int num_head=1, int num_kv_head=1, int max_kv_splits=1, int device_core_count=1, "
+      "Tensor(e!)? qo_indptr=None, int q_stride=0, Tensor(f!)? mask_indptr=None) -> ()");
   // EAGLE multi-step draft decode's KV ids and row starts, every step in one
   // launch, with the Triton backend's split counts (docs/operators/kv_indices.md).
   m.def(

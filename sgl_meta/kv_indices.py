@@ -19,8 +19,9 @@ token read once for all steps and branches.
 
 Where SGLang runs several launches per replay, ``build_kv_indices`` runs one:
 FlashInfer decode's ``kv_indptr[1:bs+1] = cumsum(lens)`` plus its
-``kv_indices`` (``write_indptr=True``), and the Triton backend's
-``num_kv_splits`` (``get_num_kv_splits_triton``) on top.
+``kv_indices`` (``write_indptr=True``), the Triton backend's
+``num_kv_splits`` (``get_num_kv_splits_triton``) on top, and a verify batch's
+``qo_indptr`` and ``mask_indptr`` (the Triton backend's target verify).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ build_kv_indices = _op.define(
     upstream=(f"{_UPSTREAM}.create_flashinfer_kv_indices_triton; the kv_indptr cumsum before it "
               "(FlashInferIndicesUpdaterDecode.call_begin_forward, TritonAttnBackend._fill_kv_indptr_and_indices); "
               "sglang.kernels.ops.attention.metadata.get_num_kv_splits_triton"),
-    index=("req_pool_indices", "seq_lens", "kv_indptr", "kv_indices", "kv_start_idx", "token_mapping"),
+    index=("req_pool_indices", "seq_lens", "kv_indptr", "kv_indices", "kv_start_idx", "token_mapping",
+           "qo_indptr", "mask_indptr"),
     int64=("v2p",),
     doc="""Fill a CSR stream of KV ids (``kv_indices``), with its ``kv_indptr`` and split counts if asked.
 
@@ -69,7 +71,13 @@ build_kv_indices = _op.define(
     for ``g < num_group``, with upstream's chunk sizes ``c1``, ``c2`` from the
     batch's largest and smallest lengths, the head counts, ``max_kv_splits``
     and ``device_core_count``; ``uneven_batch[0] = min < max`` (a length of 0
-    counts as 1 there: upstream divides by it). Nothing else is written;
+    counts as 1 there: upstream divides by it). A verify batch's other row
+    starts (the Triton backend's target verify, EAGLE's prefill arguments),
+    for ``b <= bs`` and ``q = q_stride``: ``qo_indptr[b] = b * q`` and, with
+    ``write_indptr``, ``mask_indptr[b] = q * (lo_b + b * q)``, the running
+    sum of the custom-mask rows ``q * (seq_lens + q)`` (what 0.5.23 writes
+    with ``torch.arange`` and ``mask_indptr[1:bs+1] = cumsum(...)``; its
+    ``mask_indptr[0]`` is the 0 its buffer holds). Nothing else is written;
     ``bs == 0`` is a no-op.
 
     Args:
@@ -94,11 +102,15 @@ build_kv_indices = _op.define(
         uneven_batch: ``[>= 1]`` int32 flag (needs ``num_kv_splits``), or None.
         num_group, num_head, num_kv_head, max_kv_splits, device_core_count:
             the Triton backend's values (``>= 1``; ``num_kv_head <= num_head``).
+        qo_indptr: ``[>= bs + 1]`` int32/int64 query row starts, or None.
+        q_stride: query tokens per row (``>= 0``; ``bs * q_stride`` fits int32).
+        mask_indptr: ``[>= bs + 1]`` int32/int64 custom-mask row starts (needs
+            ``write_indptr``), or None.
 
     Lengths: ``seq_lens[b]`` must lie in ``[0, 2**31 - 1]`` and, with
-    ``write_indptr``, the running sum must fit ``kv_indptr``'s dtype; otherwise
-    RuntimeError on CPU naming the value (nothing written), a named device
-    assert on CUDA.
+    ``write_indptr``, the running sum must fit ``kv_indptr``'s dtype (and
+    ``mask_indptr``'s values its own); otherwise RuntimeError on CPU naming
+    the value (nothing written), a named device assert on CUDA.
 
     Differences from upstream, on purpose: a row never reads past its
     ``req_to_token`` row and never writes past ``kv_indices`` or its CSR slot

@@ -25,6 +25,7 @@ class Case:
     negatives: bool = True  # sprinkle -1 into req_to_token (verbatim modes)
     gaps: bool = False  # read mode: indptr rows with room to spare
     zero_lens: bool = True
+    verify: bool = False  # qo_indptr (and with write_indptr mask_indptr), q_stride
 
 
 def _randint(gen, lo, hi, shape, device, dtype=torch.int64):
@@ -77,6 +78,12 @@ def make(case: Case, gen: torch.Generator, device) -> dict:
         v2p = torch.randperm(vpages, generator=gen).to(device)
         v2p[_randint(gen, 0, 20, (vpages,), device) == 0] = -1
         kw["v2p"], kw["page_size"] = v2p, case.v2p_page
+    if case.verify:
+        mask_t = torch.int32 if case.index64 else torch.int64  # (a dtype of its own: SGLang's is int64)
+        kw.update(qo_indptr=_randint(gen, -99, 99, (bs + 2,), device, idx_t),
+                  q_stride=int(_randint(gen, 0, 9, (1,), "cpu")))
+        if case.write_indptr:
+            kw["mask_indptr"] = _randint(gen, -99, 99, (bs + 4,), device, mask_t)
     if case.splits:
         heads = [(32, 8), (32, 32), (16, 1), (64, 4), (8, 8), (28, 4)]
         nh, nkv = heads[int(_randint(gen, 0, len(heads), (1,), "cpu"))]
@@ -89,7 +96,7 @@ def make(case: Case, gen: torch.Generator, device) -> dict:
     return kw
 
 
-OUTPUTS = ("kv_indptr", "kv_indices", "num_kv_splits", "uneven_batch")
+OUTPUTS = ("kv_indptr", "kv_indices", "num_kv_splits", "uneven_batch", "qo_indptr", "mask_indptr")
 
 
 def clone_outputs(kw: dict) -> dict:
@@ -97,9 +104,12 @@ def clone_outputs(kw: dict) -> dict:
 
 
 def formula(kw: dict) -> dict:
-    """The contract element by element in plain Python (small cases): kv_indptr
-    and kv_indices (the split counts are held to SGLang's own kernel instead)."""
-    out = {k: kw[k].clone().cpu() for k in ("kv_indptr", "kv_indices")}
+    """The contract element by element in plain Python (small cases): kv_indptr,
+    kv_indices and the verify row starts (the split counts are held to SGLang's
+    own kernel instead)."""
+    out = {k: kw[k].clone().cpu() for k in ("kv_indptr", "kv_indices", "qo_indptr", "mask_indptr")
+           if kw.get(k) is not None}
+    q = kw.get("q_stride", 0)
     r2t = kw["req_to_token"].cpu().tolist()
     req = kw["req_pool_indices"].cpu().tolist()
     lens = kw["seq_lens"].cpu().tolist()
@@ -111,7 +121,7 @@ def formula(kw: dict) -> dict:
     mapping = None if kw.get("token_mapping") is None else kw["token_mapping"].cpu().tolist()
     width = len(r2t[0])
     positions = width if v2p is not None else width * E
-    total = 0
+    total = mask_total = 0
     ptr_in = kw["kv_indptr"].cpu().tolist()
     for b in range(bs):
         lo = total if kw["write_indptr"] else ptr_in[b]
@@ -130,6 +140,14 @@ def formula(kw: dict) -> dict:
         total += lens[b]
         if kw["write_indptr"]:
             out["kv_indptr"][b + 1] = total
-    if kw["write_indptr"] and bs:
-        out["kv_indptr"][0] = 0
+        mask_total += q * (lens[b] + q)  # cumsum of q * (seq_lens + q)
+        if "mask_indptr" in out:
+            out["mask_indptr"][b + 1] = mask_total
+    if bs:
+        if kw["write_indptr"]:
+            out["kv_indptr"][0] = 0
+        if "mask_indptr" in out:
+            out["mask_indptr"][0] = 0
+        if "qo_indptr" in out:
+            out["qo_indptr"][: bs + 1] = torch.arange(bs + 1) * q
     return out

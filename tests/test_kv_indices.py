@@ -42,6 +42,10 @@ CASES = {
     "splits_read_indptr": Case(splits=True, zero_lens=False, gaps=True),
     "one_row": Case(bs=1, write_indptr=True, splits=True, zero_lens=False),
     "many_rows": Case(bs=700, pool=800, width=33, write_indptr=True),
+    "verify": Case(write_indptr=True, verify=True),
+    "verify_int64_splits": Case(write_indptr=True, verify=True, index64=True, splits=True, zero_lens=False),
+    "verify_many_rows": Case(bs=700, pool=800, width=33, write_indptr=True, verify=True),
+    "verify_qo_read_indptr": Case(verify=True, gaps=True),
 }
 
 
@@ -81,7 +85,8 @@ def test_random_cases(seed, gen, device):
         case = Case(bs=pick(1, 2, 9, 40), pool=50, width=pick(10, 70, 300), entry_page_size=E,
                     kv_start=pick(False, True), token_mapping=not v2p and pick(False, True), v2p_page=v2p,
                     write_indptr=write, splits=pick(False, True), index64=pick(False, True),
-                    out64=pick(False, True), gaps=not write and pick(False, True), zero_lens=pick(False, True))
+                    out64=pick(False, True), gaps=not write and pick(False, True), zero_lens=pick(False, True),
+                    verify=pick(False, True))
         kw = make(case, gen, device)
         got = run(sgl_meta.build_kv_indices, kw)
         assert_outputs_equal(got, run(reference.build_kv_indices, kw), f"op vs reference, {case}")
@@ -89,11 +94,11 @@ def test_random_cases(seed, gen, device):
 
 
 def test_bs_zero_writes_nothing(gen, device):
-    kw = make(Case(write_indptr=True, splits=True), gen, device)
+    kw = make(Case(write_indptr=True, splits=True, verify=True), gen, device)
     kw["req_pool_indices"] = kw["req_pool_indices"][:0]
     got = run(sgl_meta.build_kv_indices, kw)
     for k in OUTPUTS:
-        assert torch.equal(got[k], kw[k])
+        assert torch.equal(got[k], kw[k]), k
 
 
 def test_zero_lengths_count_as_one_in_the_splits(device):
@@ -183,6 +188,8 @@ def test_create_flashmla_kv_indices_errors_name_it(device):
     ("v2p", r"reads virtual page 9, outside v2p"),
     ("mapping", r"id 16 is outside token_mapping"),
     ("fits", r"its id does not fit kv_indices \(int32\)"),
+    ("mask", r"the running sum of q_stride \* \(seq_lens \+ q_stride\) over rows 0\.\.1 \(seq_lens summed: "
+             r"1073741826, q_stride = 2\) does not fit mask_indptr \(int32\)"),
 ])
 def test_hostile_values_raise_on_cpu_and_write_nothing(what, match):
     r2t = torch.arange(2 * 16, dtype=torch.int32).view(2, 16)
@@ -199,7 +206,11 @@ def test_hostile_values_raise_on_cpu_and_write_nothing(what, match):
         kw.update(token_mapping=torch.arange(7))
     if what == "fits":
         kw.update(token_mapping=torch.full((100,), 2**40))
-    snapshot = {k: kw[k].clone() for k in ("kv_indptr", "kv_indices")}
+    if what == "mask":  # q * (sum + 2q) = 2 * (2**30 + 2 + 4) passes int32; kv_indptr's sum fits
+        kw.update(seq_lens=torch.tensor([2, 2**30]), req_to_token=torch.zeros(2, 1, dtype=torch.int32),
+                  write_indptr=True, q_stride=2, mask_indptr=torch.full((3,), -7, dtype=torch.int32),
+                  qo_indptr=torch.full((3,), -7, dtype=torch.int32))
+    snapshot = {k: kw[k].clone() for k in ("kv_indptr", "kv_indices", "mask_indptr", "qo_indptr") if k in kw}
     with pytest.raises(RuntimeError, match=r"sgl_meta\.build_kv_indices: (row \d+, token \d+:? )?" + match):
         sgl_meta.build_kv_indices(**kw)
     for k, v in snapshot.items():
@@ -215,6 +226,12 @@ def test_hostile_values_raise_on_cpu_and_write_nothing(what, match):
     (dict(max_kv_splits=0), "max_kv_splits = 0 is outside"),
     (dict(num_kv_splits=torch.zeros(3, dtype=torch.int32), num_group=2), r"num_kv_splits\.size\(0\) must be >= "),
     (dict(kv_indptr=torch.zeros(2, dtype=torch.int32)), r"kv_indptr\.size\(0\) must be >= "),
+    (dict(mask_indptr=torch.zeros(3, dtype=torch.int64), write_indptr=False), "mask_indptr needs write_indptr"),
+    (dict(qo_indptr=torch.zeros(2, dtype=torch.int64), q_stride=1), r"qo_indptr\.size\(0\) must be >= "),
+    (dict(mask_indptr=torch.zeros(3, dtype=torch.float32)), r"mask_indptr must have dtype int32 or int64"),
+    (dict(q_stride=-1), "q_stride = -1 is outside"),
+    (dict(q_stride=2**30 + 1, qo_indptr=torch.zeros(3, dtype=torch.int64)),
+     r"req_pool_indices\.numel\(\) \* q_stride = 2 \* 1073741825 does not fit int32"),
 ])
 def test_host_checks(kw, match):
     base = dict(req_to_token=torch.zeros(4, 8, dtype=torch.int32), req_pool_indices=torch.tensor([0, 1]),
@@ -233,7 +250,7 @@ def test_outputs_may_not_alias_inputs():
 
 
 def test_opcheck_and_compile():
-    kw = make(Case(write_indptr=True, splits=True, zero_lens=False), torch.Generator().manual_seed(3), "cpu")
+    kw = make(Case(write_indptr=True, splits=True, zero_lens=False, verify=True), torch.Generator().manual_seed(3), "cpu")
     op = torch.ops.sgl_meta.build_kv_indices.default
     torch.library.opcheck(op, (), {k: v for k, v in clone_outputs(kw).items()})
     want = run(reference.build_kv_indices, kw)

@@ -41,7 +41,8 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
                       std::optional<T> token_mapping, std::optional<T> v2p, int64_t page_size,
                       std::optional<T> num_kv_splits, std::optional<T> uneven_batch,
                       int64_t num_group, int64_t num_head, int64_t num_kv_head,
-                      int64_t max_kv_splits, int64_t device_core_count) {
+                      int64_t max_kv_splits, int64_t device_core_count,
+                      std::optional<T> qo_indptr, int64_t q_stride, std::optional<T> mask_indptr) {
   const ArgChecker check("build_kv_indices");
   check.require(entry_page_size >= 1, "entry_page_size must be >= 1, got ", entry_page_size);
   check.require(!v2p || entry_page_size == 1,
@@ -64,6 +65,15 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
                         {KvDT::kInt32, 1, bs * num_group, 0, "req_pool_indices.numel() * num_group"},
                         dev);
   check.optional_tensor(uneven_batch, "uneven_batch", {KvDT::kInt32, 1, 1}, dev);
+  check.require(!mask_indptr || write_indptr,
+                "mask_indptr needs write_indptr (its values are the running sum's)");
+  check.in_range(q_stride, 0, INT32_MAX, "q_stride", "query tokens per row");
+  check.require(bs == 0 || q_stride <= INT32_MAX / bs, "req_pool_indices.numel() * q_stride = ", bs,
+                " * ", q_stride, " does not fit int32");
+  check.optional_tensor(qo_indptr, "qo_indptr",
+                        {KvDT::kIndex, 1, bs + 1, 0, "req_pool_indices.numel() + 1"}, dev);
+  check.optional_tensor(mask_indptr, "mask_indptr",
+                        {KvDT::kIndex, 1, bs + 1, 0, "req_pool_indices.numel() + 1"}, dev);
   if (bs == 0) return;  // documented no-op
 
   std::vector<ArgChecker::WrittenOf<T>> inputs =
@@ -76,6 +86,8 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
     inputs.push_back(ArgChecker::whole("kv_indptr", &kv_indptr));
   if (num_kv_splits) outputs.push_back({"num_kv_splits", &*num_kv_splits, 1, bs * num_group});
   if (uneven_batch) outputs.push_back({"uneven_batch", &*uneven_batch, 1, 1});
+  if (qo_indptr) outputs.push_back({"qo_indptr", &*qo_indptr, 1, bs + 1});
+  if (mask_indptr) outputs.push_back({"mask_indptr", &*mask_indptr, 1, bs + 1});
   check.template disjoint<T>(outputs, inputs);
 
   p.entry_page_size = entry_page_size;
@@ -101,6 +113,16 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   p.splits = split_params(num_kv_splits ? num_kv_splits->template mutable_data_ptr<int32_t>() : nullptr,
                           uneven_batch ? uneven_batch->template mutable_data_ptr<int32_t>() : nullptr,
                           num_group, num_head, num_kv_head, max_kv_splits, device_core_count);
+  if (qo_indptr) {
+    p.qo_indptr = qo_indptr->data_ptr();
+    p.qo64 = qo_indptr->scalar_type() == ScalarType::Long;
+  }
+  if (mask_indptr) {
+    p.mask_indptr = mask_indptr->data_ptr();
+    p.mask64 = mask_indptr->scalar_type() == ScalarType::Long;
+    p.mask_max = p.mask64 ? INT64_MAX : INT32_MAX;
+  }
+  p.q_stride = q_stride;
   run_on_device(check, req_to_token, p, &build_kv_indices_cpu, SGL_CUDA_ONLY(&build_kv_indices_cuda));
 }
 

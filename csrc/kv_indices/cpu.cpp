@@ -1,10 +1,10 @@
 // build_kv_indices, build_draft_decode_kv_indices: CPU kernels. Same results
-// as the CUDA kernels; every hostile device value (a request index outside req_to_token, a negative window
-// start, a length outside [0, 2**31 - 1], a running sum past kv_indptr's
-// dtype, a CSR row outside its slot or outside kv_indices, a virtual page past
-// v2p, an id past token_mapping or outside kv_indices' dtype) raises
-// std::runtime_error before anything is written, where CUDA trips a
-// device-side assert.
+// as the CUDA kernels; every hostile device value (a request index outside
+// req_to_token, a negative window start, a length outside [0, 2**31 - 1], a
+// running sum past kv_indptr's or mask_indptr's dtype, a CSR row outside its
+// slot or outside kv_indices, a virtual page past v2p, an id past
+// token_mapping or outside kv_indices' dtype) raises std::runtime_error
+// before anything is written, where CUDA trips a device-side assert.
 #include <sstream>
 #include <stdexcept>
 
@@ -50,6 +50,11 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
     if (n > 0 && lo > p.out_size - n)
       fail(kOp, "row ", b, " holds ", n, " tokens at ", lo, " but kv_indices has ", p.out_size,
            " elements");
+    int64_t mask = 0;
+    if (p.mask_indptr != nullptr && !mask_indptr_of(p, b + 1, sum + seq, &mask))
+      fail(kOp, "the running sum of q_stride * (seq_lens + q_stride) over rows 0..", b,
+           " (seq_lens summed: ", sum + seq, ", q_stride = ", p.q_stride, ") does not fit mask_indptr (",
+           p.mask64 ? "int64" : "int32", ")");
   } else {
     lo = indptr_at(p, b);
     const int64_t hi = indptr_at(p, b + 1);
@@ -107,11 +112,15 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
   }
   sum = 0;
   if (p.write_indptr) store_indptr(p, 0, 0);
+  store_verify_indptrs(p, 0, 0);
   for (int64_t b = 0; b < bs; ++b) {
     const Row r = check_row(p, b, sum);
     for (int64_t i = 0; i < r.n; ++i) store_id(p, r.lo + i, checked_id(p, r, b, i));
     sum += p.src.seq_lens[b];
     if (p.write_indptr) store_indptr(p, b + 1, sum);
+    int64_t mask = 0;
+    if (p.mask_indptr != nullptr) mask_indptr_of(p, b + 1, sum, &mask);  // checked above
+    store_verify_indptrs(p, b + 1, mask);
   }
   write_kv_splits(p.splits, p.src);
 }

@@ -12,7 +12,8 @@
 // kv_indptr in the same launch: a row's start is the sum of the lengths
 // before it, which every block of the row forms itself (a block-wide sum over
 // b lengths, read from L2) instead of waiting for another block: no grid-wide
-// dependency, no second launch. The extra row bs (num_kv_splits given) holds
+// dependency, no second launch. Block (b, 0) writes entry b + 1 of kv_indptr
+// and of the verify companions (qo_indptr, mask_indptr) from the same sum. The extra row bs (num_kv_splits given) holds
 // one block that reduces the batch's largest and smallest lengths and writes
 // every row's split counts.
 //
@@ -77,6 +78,15 @@ SGL_FAILURE_PATH void fail_indptr(uint32_t row, int64_t lo, int64_t hi, int64_t 
                    OP ": row %u holds %lld tokens but kv_indptr gives it [%lld, %lld) in kv_indices "
                       "of %lld elements",
                    row, (long long)n, (long long)lo, (long long)hi, (long long)size);
+  __trap();
+}
+
+SGL_FAILURE_PATH void fail_mask(uint32_t row, int64_t sum) {
+  const bool running_sum_fits_mask_indptr = false;
+  SGL_DEVICE_CHECK(running_sum_fits_mask_indptr,
+                   OP ": the running sum of q_stride * (seq_lens + q_stride) over rows 0..%u "
+                      "(seq_lens summed: %lld) does not fit mask_indptr",
+                   row, (long long)sum);
   __trap();
 }
 
@@ -167,8 +177,17 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       return;
     }
     if (blockIdx.y == 0 && threadIdx.x == 0) {
-      if (row == 0) store_indptr(p, 0, 0);
+      int64_t mask = 0;
+      if (p.mask_indptr != nullptr && !mask_indptr_of(p, int64_t{row} + 1, hi, &mask)) {
+        fail_mask(row, hi);
+        return;
+      }
+      if (row == 0) {
+        store_indptr(p, 0, 0);
+        store_verify_indptrs(p, 0, 0);
+      }
       store_indptr(p, row + 1, hi);
+      store_verify_indptrs(p, int64_t{row} + 1, mask);
     }
   } else {
     lo = indptr_at(p, row);
@@ -176,6 +195,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     if (lo < 0 || hi < lo) {
       if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, false);
       return;
+    }
+    if (p.qo_indptr != nullptr && blockIdx.y == 0 && threadIdx.x == 0) {
+      if (row == 0) store_verify_indptrs(p, 0, 0);
+      store_verify_indptrs(p, int64_t{row} + 1, 0);
     }
   }
   if (n > 0 && (n > hi - lo || lo > p.out_size - n)) {

@@ -14,6 +14,12 @@
 //   token_mapping: id = id < 0 ? -1 : token_mapping[id]
 //   kv_indices[lo_b + i] = id,  lo_b = kv_indptr[b] or (write_indptr) the
 //   sum of the lengths of rows < b
+//
+// A verify batch's other row starts in the same launch, for b <= bs
+// (q = q_stride, the query tokens of each row):
+//   qo_indptr[b]   = b * q
+//   mask_indptr[b] = q * (lo_b + b * q)   (write_indptr: the running sum of the
+//                    custom-mask rows q * (seq_lens + q), SGLang's mask_indptr)
 #pragma once
 
 #include <cmath>
@@ -54,7 +60,39 @@ struct KvIndicesParams {
   int64_t token_mapping_size = 0;
 
   KvSplits splits;  // over the same lengths
+
+  void* qo_indptr = nullptr;  // [>= bs + 1] int32 or int64, or absent
+  bool qo64 = false;
+  void* mask_indptr = nullptr;  // [>= bs + 1] int32 or int64 (write_indptr), or absent
+  bool mask64 = false;
+  int64_t mask_max = 0;  // INT32_MAX or INT64_MAX
+  int64_t q_stride = 0;  // host-checked: bs * q_stride fits int32
 };
+
+SGL_HD void store_index(void* base, bool is64, int64_t i, int64_t v) {
+  if (is64)
+    static_cast<int64_t*>(base)[i] = v;
+  else
+    static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
+}
+
+// mask_indptr[b] from lo = kv_indptr[b] (the running sum, <= INT64_MAX):
+// false when q * (lo + b * q) does not fit mask_indptr (b * q fits int32).
+SGL_HD bool mask_indptr_of(const KvIndicesParams& p, int64_t b, int64_t lo, int64_t* v) {
+  const int64_t q = p.q_stride;
+  if (lo > INT64_MAX - b * q) return false;
+  const int64_t t = lo + b * q;
+  if (q != 0 && t > p.mask_max / q) return false;
+  *v = q * t;
+  return true;
+}
+
+// The verify row starts of entry b (qo_indptr, mask_indptr; lo = kv_indptr[b]),
+// whichever are present, once mask_indptr_of passed.
+SGL_HD void store_verify_indptrs(const KvIndicesParams& p, int64_t b, int64_t mask) {
+  if (p.qo_indptr != nullptr) store_index(p.qo_indptr, p.qo64, b, b * p.q_stride);
+  if (p.mask_indptr != nullptr) store_index(p.mask_indptr, p.mask64, b, mask);
+}
 
 SGL_HD int64_t indptr_at(const KvIndicesParams& p, int64_t i) {
   return p.indptr64 ? static_cast<const int64_t*>(p.kv_indptr)[i]
@@ -62,10 +100,7 @@ SGL_HD int64_t indptr_at(const KvIndicesParams& p, int64_t i) {
 }
 
 SGL_HD void store_indptr(const KvIndicesParams& p, int64_t i, int64_t v) {
-  if (p.indptr64)
-    static_cast<int64_t*>(p.kv_indptr)[i] = v;
-  else
-    static_cast<int32_t*>(p.kv_indptr)[i] = static_cast<int32_t>(v);
+  store_index(p.kv_indptr, p.indptr64, i, v);
 }
 
 SGL_HD void store_id(const KvIndicesParams& p, int64_t i, int64_t v) {

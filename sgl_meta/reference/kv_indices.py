@@ -37,6 +37,21 @@ def _check_running_sum(seq_lens: torch.Tensor, bs: int, dtype: torch.dtype) -> N
                                "kv_indptr (int32)")
 
 
+def _check_mask_sum(seq_lens: torch.Tensor, bs: int, q_stride: int, dtype: torch.dtype) -> None:
+    """The CPU kernel's mask_indptr check, in its message."""
+    if not on_host(seq_lens):
+        return
+    limit = INT32_MAX if dtype == torch.int32 else 2**63 - 1
+    total = 0
+    for b, v in enumerate(values(seq_lens, bs)):
+        total += v
+        if q_stride * (total + (b + 1) * q_stride) > limit:
+            raise RuntimeError(
+                f"sgl_meta.{_OP}: the running sum of q_stride * (seq_lens + q_stride) over rows 0..{b} "
+                f"(seq_lens summed: {total}, q_stride = {q_stride}) does not fit mask_indptr "
+                f"({'int32' if dtype == torch.int32 else 'int64'})")
+
+
 def _splits(lens: torch.Tensor, bs: int, num_group: int, num_head: int, num_kv_head: int, max_kv_splits: int,
             device_core_count: int):
     """get_num_kv_splits_triton's counts per row and its uneven flag."""
@@ -74,6 +89,9 @@ def build_kv_indices(
     num_kv_head: int = 1,
     max_kv_splits: int = 1,
     device_core_count: int = 1,
+    qo_indptr: Optional[torch.Tensor] = None,
+    q_stride: int = 0,
+    mask_indptr: Optional[torch.Tensor] = None,
 ) -> None:
     """Eager reference of :func:`sgl_meta.build_kv_indices`."""
     bs = req_pool_indices.numel()
@@ -82,6 +100,8 @@ def build_kv_indices(
         return
     if write_indptr:
         _check_running_sum(seq_lens, bs, kv_indptr.dtype)
+        if mask_indptr is not None:
+            _check_mask_sum(seq_lens, bs, q_stride, mask_indptr.dtype)
     device = req_to_token.device
     lens = seq_lens[:bs].long().clamp(0, INT32_MAX)
     if write_indptr:
@@ -117,6 +137,11 @@ def build_kv_indices(
         kv_indices.copy_(torch.where(live, ids.to(kv_indices.dtype), kv_indices))
     if write_indptr:
         kv_indptr[: bs + 1].copy_(ptr)
+    rows = torch.arange(bs + 1, dtype=torch.int64, device=device)
+    if qo_indptr is not None:
+        qo_indptr[: bs + 1].copy_(rows * q_stride)
+    if mask_indptr is not None:
+        mask_indptr[: bs + 1].copy_(q_stride * (ptr + rows * q_stride))
     if num_kv_splits is not None:
         counts, uneven = _splits(lens, bs, num_group, num_head, num_kv_head, max_kv_splits, device_core_count)
         num_kv_splits[: bs * num_group].copy_(counts.repeat_interleave(num_group))

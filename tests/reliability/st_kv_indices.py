@@ -5,7 +5,8 @@ Space: bs 0 / 1 / small / past one block (300); entry_page_size 1 (verbatim,
 negative slots included), powers of two and odd sizes; v2p mode at page sizes
 1 / 5 / 16 / 64 with freed (-1) pages; token_mapping with -1 entries; window
 starts; lengths 0, inside the row, past the row (capped); kv_indptr read
-(with poisoned gaps between rows) or written; the split counts over random
+(with poisoned gaps between rows) or written; a verify batch's qo_indptr and
+mask_indptr at random query strides; the split counts over random
 head layouts, groups, core counts; int32 / int64 everywhere an index may be
 either; every tensor a view into a larger poisoned buffer.
 """
@@ -59,7 +60,8 @@ def cases(draw) -> Case:
         bs=bs, pool=bs + draw(st.integers(1, 5)), width=width, entry_page_size=E, kv_start=draw(st.booleans()),
         token_mapping=not v2p and draw(st.booleans()), v2p_page=v2p, write_indptr=write,
         splits=draw(st.booleans()), index64=draw(st.booleans()), out64=draw(st.booleans()),
-        negatives=draw(st.booleans()), gaps=not write and draw(st.booleans()), zero_lens=draw(st.booleans()))
+        negatives=draw(st.booleans()), gaps=not write and draw(st.booleans()), zero_lens=draw(st.booleans()),
+        verify=draw(st.booleans()))
     kw = kv_indices_cases.make(c, gen, "cpu")
     if bs and draw(st.integers(0, 4)) == 0:  # the last row past its req_to_token row: capped, never read past
         extra_len = draw(st.integers(1, 50))
@@ -79,7 +81,7 @@ def events(case: Case) -> list[str]:
         "bs=" + ("0" if e["bs"] == 0 else "1" if e["bs"] == 1 else "<=17" if e["bs"] <= 17 else "300"),
         "source=" + ("v2p" if e["v2p_page"] else "verbatim" if e["entry_page_size"] == 1 else "pages"),
         f"write_indptr={e['write_indptr']}", f"splits={e['splits']}", f"token_mapping={e['token_mapping']}",
-        f"kv_start={e['kv_start']}", "out=" + ("int64" if e["out64"] else "int32"),
+        f"kv_start={e['kv_start']}", "out=" + ("int64" if e["out64"] else "int32"), f"verify={e['verify']}",
     ]
 
 
@@ -135,6 +137,8 @@ def _base(gen, device):
         num_kv_splits=torch.zeros(8, **i32),
         uneven_batch=torch.zeros(1, **i32),
         num_group=2, num_head=32, num_kv_head=8, max_kv_splits=8, device_core_count=132,
+        qo_indptr=torch.full((5,), -7, dtype=torch.int64, device=device), q_stride=4,
+        mask_indptr=torch.full((5,), -7, dtype=torch.int64, device=device),
     )
 
 
@@ -214,6 +218,15 @@ BAD_INPUT_ROWS = [
     _r(OP, "device_core_count 0", set_(device_core_count=0), "device_core_count = 0 is outside"),
     _r(OP, "kv_indptr aliases seq_lens", lambda kw: kw.update(seq_lens=kw["kv_indptr"][:4]),
        "kv_indptr (written) and seq_lens (read) overlap"),
+    _r(OP, "qo_indptr too short", apply("qo_indptr", lambda t: t[:4]),
+       "qo_indptr.size(0) must be >= req_pool_indices.numel() + 1 = 5, got 4"),
+    _r(OP, "mask_indptr float", apply("mask_indptr", lambda t: t.float()),
+       "mask_indptr must have dtype int32 or int64"),
+    _r(OP, "mask_indptr without write_indptr", set_(write_indptr=False), "mask_indptr needs write_indptr"),
+    _r(OP, "q_stride negative", set_(q_stride=-1), "q_stride = -1 is outside"),
+    _r(OP, "q_stride times bs past int32", set_(q_stride=2**30), "req_pool_indices.numel() * q_stride"),
+    _r(OP, "mask_indptr aliases kv_indptr", lambda kw: kw.update(mask_indptr=kw["kv_indptr"]),
+       "kv_indptr and mask_indptr overlap in memory"),
     _r(OP, "kv_indices on meta", apply("kv_indices", lambda t: torch.empty_like(t, device="meta")), "kv_indices",
        "meta"),
     _r(OP, "token_mapping on cuda, rest on cpu", apply("token_mapping", lambda t: t.to("cuda")),
@@ -289,9 +302,11 @@ HOSTILE_ROWS = [
     hostile(OP, "mapped id past int32", lambda kw: kw.update(kv_indices=kw["kv_indices"].int(),
                                                     token_mapping=torch.full_like(kw["token_mapping"], 2**40)),
        "does not fit kv_indices (int32)"),
-    hostile(OP, "kv_indptr row too short", both(set_(write_indptr=False), apply("kv_indptr", lambda t: t.copy_(
+    hostile(OP, "kv_indptr row too short", both(set_(write_indptr=False, mask_indptr=None), apply("kv_indptr", lambda t: t.copy_(
         t.new_tensor([0, 0, 10, 50, 53, 0])))), "row 1 holds 17 tokens but kv_indptr gives it [0, 10)"),
     hostile(OP, "kv_indices too small", apply("kv_indices", lambda t: t[:50]), "row 2 holds 40 tokens at 17"),
+    hostile(OP, "mask_indptr past int32", both(apply("mask_indptr", lambda t: t.int()), at("seq_lens", 3, 2**29)),
+            "q_stride * (seq_lens + q_stride) over rows 0..3"),
     # must succeed: sentinels, capped windows, values never read
     hostile(OP, "negative slots verbatim", apply("req_to_token", lambda t: t.fill_(-5)), raises=()),
     hostile(OP, "window past the row", at("kv_start_idx", 1, 2**30), raises=()),

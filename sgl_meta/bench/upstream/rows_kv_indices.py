@@ -9,6 +9,9 @@ Static pool (``req_to_token`` holds physical slots: shuffled whole pages of 64,
   ``create_flashinfer_kv_indices_triton[(bs, 1)]`` (``pack_read_stream``).
 * Triton decode (``TritonAttnBackend._apply_cuda_graph_metadata``): the same,
   then ``get_num_kv_splits_triton[(1,)]``.
+* Triton target verify (``TritonAttnBackend._update_target_verify_buffers``,
+  4 draft tokens): ``qo_indptr[:bs+1] = torch.arange(...)``, the FlashInfer
+  decode pair, ``mask_indptr[1:bs+1] = torch.cumsum(n * (seq_lens + n))``.
 * TRT-LLM MLA / FlashMLA: ``create_flashmla_kv_indices_triton[(bs, blocks)]``.
 * EAGLE multi-step draft decode (3 steps): ``generate_draft_decode_kv_indices``
   as ``TritonMultiStepDraftBackend.common_template`` launches it
@@ -16,8 +19,9 @@ Static pool (``req_to_token`` holds physical slots: shuffled whole pages of 64,
   the prefix) and as ``FlashInferMultiStepDraftBackend.common_template`` does
   (int32 ids, ``NUM_STEPS`` with 8 token blocks per step and branch).
 
-Upstream defines ``kv_indptr[1:bs+1]`` (index 0 stays the buffer's zero, which
-ours writes), the ``sum(len)`` ids, the split counts, and each block-table
+Upstream defines ``kv_indptr[1:bs+1]`` and ``mask_indptr[1:bs+1]`` (index 0
+stays the buffer's zero, which ours writes), ``qo_indptr[:bs+1]``, the
+``sum(len)`` ids, the split counts, and each block-table
 row's ``ceil(len / 64)`` columns, every step's ``kv_indptr[s, 1:]`` and its
 live ids. Cold start: the Triton kernels here compile once per constexpr set
 (``ENTRY_PAGE_SIZE``, ``MAX_NUM_SEQ`` = 256 below 256 rows; the draft kernel
@@ -40,6 +44,7 @@ PAGE_SIZE = 64
 PAGES = 2048
 STREAM_BS = 64
 CORES, HEADS, KV_HEADS, MAX_SPLITS = 132, 32, 8, 8
+VERIFY_TOKENS = 4
 FLASHINFER, FLASHMLA, SPLITS = ("create_flashinfer_kv_indices_triton", "create_flashmla_kv_indices_triton",
                                 "get_num_kv_splits_triton")
 DRAFT = "generate_draft_decode_kv_indices"
@@ -56,42 +61,56 @@ class Fixture:
         self.tokens = int(self.lens[:STREAM_BS].long().sum())  # once, at setup
         self.out = OutputSets({"kv_indptr": ((STREAM_BS + 1,), torch.int32), "kv_indices": ((self.tokens,), torch.int32),
                                "num_kv_splits": ((STREAM_BS,), torch.int32), "uneven_batch": ((1,), torch.int32),
+                               "qo_indptr": ((STREAM_BS + 1,), torch.int64),
+                               "mask_indptr": ((STREAM_BS + 1,), torch.int64),
                                "table": ((n, PAGES), torch.int32)}, dev, gen)
-        # SGLang's kv_indptr buffers start zeroed: its kernel reads kv_indptr[0] as row 0's start.
+        # SGLang's kv_indptr and mask_indptr buffers start zeroed: its kernel reads kv_indptr[0] as row 0's
+        # start, and neither is written there.
         self.out.poison["kv_indptr"][0] = 0
-        self.out.repoison(["kv_indptr"])
+        self.out.poison["mask_indptr"][0] = 0
+        self.out.repoison(["kv_indptr", "mask_indptr"])
 
 
 def _fixture(ctx) -> Fixture:
     return ctx.fixture("kv_indices", Fixture)
 
 
-def _upstream_stream(up, f: Fixture, out: dict, splits: bool) -> None:
-    bs, lens = STREAM_BS, f.lens[:STREAM_BS]
+def _upstream_stream(up, f: Fixture, out: dict, splits: bool, verify: bool = False) -> None:
+    bs, lens, n = STREAM_BS, f.lens[:STREAM_BS], VERIFY_TOKENS
+    if verify:
+        out["qo_indptr"][: bs + 1] = torch.arange(0, (1 + bs) * n, step=n, dtype=torch.int32, device=lens.device)
     out["kv_indptr"][1: bs + 1] = torch.cumsum(lens, dim=0)
     getattr(up, FLASHINFER)[(bs, 1)](f.req_to_token, f.req_pool_indices[:bs], lens, out["kv_indptr"], None,
                                      out["kv_indices"], f.req_to_token.stride(0))
     if splits:
         getattr(up, SPLITS)[(1,)](out["num_kv_splits"], lens, bs, 1, HEADS, KV_HEADS, MAX_SPLITS, CORES,
                                   MAX_NUM_SEQ=256, uneven_batch_ptr=out["uneven_batch"])
+    if verify:
+        out["mask_indptr"][1: bs + 1] = torch.cumsum(n * (lens + n), dim=0)
 
 
-def _ours_stream(fn, f: Fixture, out: dict, splits: bool) -> None:
+def _ours_stream(fn, f: Fixture, out: dict, splits: bool, verify: bool = False) -> None:
     extra = dict(num_kv_splits=out["num_kv_splits"], uneven_batch=out["uneven_batch"], num_head=HEADS,
                  num_kv_head=KV_HEADS, max_kv_splits=MAX_SPLITS, device_core_count=CORES) if splits else {}
+    if verify:
+        extra.update(qo_indptr=out["qo_indptr"], q_stride=VERIFY_TOKENS, mask_indptr=out["mask_indptr"])
     fn(req_to_token=f.req_to_token, req_pool_indices=f.req_pool_indices[:STREAM_BS], seq_lens=f.lens[:STREAM_BS],
        kv_indptr=out["kv_indptr"], kv_indices=out["kv_indices"], write_indptr=True, **extra)
 
 
-def build_stream(ctx, up, *, splits: bool, name: str):
+def build_stream(ctx, up, *, splits: bool, name: str, verify: bool = False):
     f = _fixture(ctx)
-    calls = {impl: [functools.partial(_ours_stream, fn, f, f.out[impl], splits)]
+    calls = {impl: [functools.partial(_ours_stream, fn, f, f.out[impl], splits, verify)]
              for impl, fn in (("ours", sgl_meta.build_kv_indices), ("ref", reference.build_kv_indices))}
-    calls["upstream"] = [functools.partial(_upstream_stream, up, f, f.out["upstream"], splits)]
-    names = ["kv_indptr", "kv_indices"] + (["num_kv_splits", "uneven_batch"] if splits else [])
+    calls["upstream"] = [functools.partial(_upstream_stream, up, f, f.out["upstream"], splits, verify)]
+    names = (["kv_indptr", "kv_indices"] + (["num_kv_splits", "uneven_batch"] if splits else [])
+             + (["qo_indptr", "mask_indptr"] if verify else []))
     regions = {"kv_indptr": (slice(1, STREAM_BS + 1),), "kv_indices": (slice(0, f.tokens),),
-               "num_kv_splits": (slice(0, STREAM_BS),), "uneven_batch": (slice(0, 1),)}
+               "num_kv_splits": (slice(0, STREAM_BS),), "uneven_batch": (slice(0, 1),),
+               "qo_indptr": (slice(0, STREAM_BS + 1),), "mask_indptr": (slice(1, STREAM_BS + 1),)}
     params = dict(bs=STREAM_BS, tokens=f.tokens, lengths="uniform", splits=splits)
+    if verify:
+        params["draft_tokens"] = VERIFY_TOKENS
     return make_row(f.out, names, name=name, group="kv indices", params=params, calls=calls,
                     regions={k: regions[k] for k in names})
 
@@ -174,6 +193,8 @@ def build_draft(ctx, up, *, bs: int, topk: int, launch: str, name: str):
 
 _FI = f"FlashInfer decode kv_indptr + kv_indices bs{STREAM_BS} (upstream: cumsum, copy, Triton gather)"
 _TR = f"Triton decode kv_indptr + kv_indices + num_kv_splits bs{STREAM_BS} (upstream: 4 launches)"
+_TV = (f"Triton target verify qo_indptr + kv_indptr + kv_indices + mask_indptr bs{STREAM_BS} "
+       "(upstream: 9 launches)")
 _MLA = "FlashMLA / TRT-LLM MLA block table bs256 x 2048 pages of 64"
 _D1 = "EAGLE draft decode kv_indices + kv_indptr, 3 steps, bs1 x 128k (upstream: the Triton backend's launch)"
 _D64 = "EAGLE draft decode kv_indices + kv_indptr, 3 steps, bs64 (upstream: the Triton backend's launch)"
@@ -183,6 +204,8 @@ ROWS = (
             build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_FI)),
     RowSpec(name=_TR, group="kv indices", families=(TRITON,), ours=("build_kv_indices",),
             upstream=(FLASHINFER, SPLITS), build=lambda ctx, up: build_stream(ctx, up, splits=True, name=_TR)),
+    RowSpec(name=_TV, group="kv indices", families=(TRITON,), ours=("build_kv_indices",), upstream=(FLASHINFER,),
+            build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_TV, verify=True)),
     RowSpec(name=_MLA, group="kv indices", families=(TRITON,), ours=("create_flashmla_kv_indices",),
             upstream=(FLASHMLA,), build=lambda ctx, up: build_flashmla(ctx, up, bs=256, name=_MLA)),
     RowSpec(name=_D1, group="kv indices", families=(TRITON,), ours=("build_draft_decode_kv_indices",),
