@@ -7,10 +7,11 @@ and its MLA twin), then hand them to FlashInfer's planner. 0.5.23 builds them
 with ``qo_indptr = torch.arange``, ``cum_kv_seq_len = torch.zeros``,
 ``cum_kv_seq_len[1:] = torch.cumsum(lens)`` (a cumsum and a copy) and
 ``KVIndexTranslator.pack_read_stream`` (one gather); verify first widens the
-lengths by the draft tokens (an add). These AROUND hooks keep the ``arange``
-(and verify's add) and write ``cum_kv_seq_len`` and ``kv_indices`` with one
-:func:`sgl_meta.build_kv_indices` (``write_indptr=True``) over the source
-``pack_read_stream`` would read: 6 launches -> 3 (verify), 5 -> 2 (draft extend).
+lengths by the draft tokens (an add). These AROUND hooks keep verify's add
+and write ``qo_indptr``, ``cum_kv_seq_len`` and ``kv_indices`` with one
+:func:`sgl_meta.build_kv_indices` (``write_indptr=True``, ``qo_indptr``) over
+the source ``pack_read_stream`` would read: 6 launches -> 2 (verify), 5 -> 1
+(draft extend).
 
 Covered: a non-empty batch, FULL ids (no sliding-window source), a source
 :func:`sgl_meta.sglang.kv_indices.translator_source` takes, one length per
@@ -47,10 +48,12 @@ def _csr(translator, plan, req_pool_indices: torch.Tensor, lens: torch.Tensor, d
     if delta:
         lens = lens + delta
     device = req_pool_indices.device
-    qo_indptr = torch.arange(0, (bs + 1) * tokens_per_req, step=tokens_per_req, dtype=torch.int32, device=device)
-    cum_kv_seq_len = torch.empty(bs + 1, dtype=torch.int32, device=device)  # [0] is written too (bs > 0)
+    # Every element of both row-start tensors is written ([0] too: bs > 0).
+    qo_indptr = torch.empty(bs + 1, dtype=torch.int32, device=device)
+    cum_kv_seq_len = torch.empty(bs + 1, dtype=torch.int32, device=device)
     kv_indices = torch.empty(total, dtype=torch.int32, device=device)
-    build_kv_indices(**source, seq_lens=lens, kv_indptr=cum_kv_seq_len, kv_indices=kv_indices, write_indptr=True)
+    build_kv_indices(**source, seq_lens=lens, kv_indptr=cum_kv_seq_len, kv_indices=kv_indices, write_indptr=True,
+                     qo_indptr=qo_indptr, q_stride=tokens_per_req)
     return kv_indices, cum_kv_seq_len, qo_indptr
 
 

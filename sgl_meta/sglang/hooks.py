@@ -269,6 +269,8 @@ _ATTN = "sglang.kernels.ops.attention"
 _KV = "sglang.kernels.ops.kvcache"
 _MHA_BACKEND = "sglang.srt.layers.attention.trtllm_mha_backend"
 _UPDATE = "sgl_meta.trtllm_mha_metadata:update_trtllm_mha_graph_metadata"
+_BUILD_KV_INDICES = "sgl_meta.kv_indices:build_kv_indices"
+_QO_INDPTR = Keywords(_BUILD_KV_INDICES, ("qo_indptr", "q_stride"))
 
 HOOKS: tuple[Hook, ...] = (
     # TRT-LLM MHA backend (and hpc_ops): the recorded CUDA-graph metadata update.
@@ -399,6 +401,13 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("build_kv_indices"),),
         kind="AROUND",
     ),
+    # Its target verify replay prep: qo_indptr, kv_indptr + kv_indices and mask_indptr in one launch.
+    Hook(
+        "sglang.srt.layers.attention.triton_backend.TritonAttnBackend._update_target_verify_buffers",
+        "sgl_meta.sglang.kv_indices:update_target_verify_buffers",
+        (CudaKernel("build_kv_indices"), Keywords(_BUILD_KV_INDICES, ("qo_indptr", "q_stride", "mask_indptr"))),
+        kind="AROUND",
+    ),
     # The gather every other caller of the translator makes (the FlashInfer backends after their kv_indptr
     # cumsum): pack_read_stream's create_flashinfer_kv_indices_triton branch.
     Hook(
@@ -443,18 +452,19 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("build_kv_indices"),),
         kind="AROUND",
     ),
-    # FlashInfer backends' EAGLE verify and draft extend (docs/sglang.md, "EAGLE CSR arguments"): cum_kv_seq_len
-    # + kv_indices in one launch inside the spec input's generate_attn_arg_prefill; the planner stays SGLang's.
+    # FlashInfer backends' EAGLE verify and draft extend (docs/sglang.md, "EAGLE CSR arguments"): qo_indptr,
+    # cum_kv_seq_len + kv_indices in one launch inside the spec input's generate_attn_arg_prefill; the planner
+    # stays SGLang's.
     Hook(
         "sglang.srt.speculative.eagle_info.EagleVerifyInput.generate_attn_arg_prefill",
         "sgl_meta.sglang.eagle_csr:verify_attn_arg_prefill",
-        (CudaKernel("build_kv_indices"),),
+        (CudaKernel("build_kv_indices"), _QO_INDPTR),
         kind="AROUND",
     ),
     Hook(
         "sglang.srt.speculative.eagle_info.EagleDraftExtendInput.generate_attn_arg_prefill",
         "sgl_meta.sglang.eagle_csr:draft_extend_attn_arg_prefill",
-        (CudaKernel("build_kv_indices"),),
+        (CudaKernel("build_kv_indices"), _QO_INDPTR),
         kind="AROUND",
     ),
     # FlashMLA backend (docs/sglang.md, "FlashMLA"): the replay refresh's block table and int32 key lengths in

@@ -195,6 +195,44 @@ def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indic
     return None
 
 
+def _verify_buffers(self, bs: int, seq_lens: torch.Tensor) -> Optional[tuple]:
+    """``qo_indptr``, ``kv_indptr``, ``mask_indptr`` and ``kv_indices`` of a target
+    verify replay whose other metadata is only the custom mask (no sliding
+    window, the prefill buffers allocated), or None."""
+    if (getattr(self, "sliding_window_size", None) or 0) > 0 or getattr(self, "skip_prefill", True):
+        return None
+    if not callable(getattr(self, "_target_verify_num_tokens_per_req", None)):
+        return None
+    buffers = [getattr(self, k, None) for k in ("qo_indptr", "kv_indptr", "mask_indptr", "cuda_graph_kv_indices")]
+    if any(b is None for b in buffers) or seq_lens.dim() != 1 or seq_lens.numel() != bs:
+        return None
+    qo, kv, mask, kv_indices = buffers
+    return qo[: bs + 1], kv[: bs + 1], mask[: bs + 1], kv_indices
+
+
+def update_target_verify_buffers(original: Callable, self, plan, bs, seq_lens, spec_info, req_pool_indices) -> Any:
+    """AROUND ``TritonAttnBackend._update_target_verify_buffers``: ``qo_indptr``
+    (0.5.23: ``torch.arange`` and a copy), ``kv_indptr`` + ``kv_indices`` (a
+    cumsum, a copy, the gather) and ``mask_indptr`` (an add, a mul, a cumsum and
+    a copy) in one launch; the custom-mask copy and the returned tuple as
+    0.5.23's. A sliding window, a source ours does not take, or a backend
+    without the prefill buffers runs SGLang's method."""
+    buffers = _verify_buffers(self, bs, seq_lens)
+    source = None if buffers is None else _source(self, plan, bs, req_pool_indices)
+    if source is None:
+        return original(self, plan, bs, seq_lens, spec_info, req_pool_indices)
+    qo_indptr, kv_indptr, mask_indptr, kv_indices = buffers
+    build_kv_indices(**source, seq_lens=seq_lens, kv_indptr=kv_indptr, kv_indices=kv_indices, write_indptr=True,
+                     qo_indptr=qo_indptr, q_stride=self._target_verify_num_tokens_per_req(spec_info),
+                     mask_indptr=mask_indptr)
+    custom_mask = self._verify_mask.buffer if getattr(self, "_verify_mask", None) is not None else None
+    if spec_info is not None and spec_info.custom_mask is not None:
+        custom_mask[: spec_info.custom_mask.shape[0]] = spec_info.custom_mask
+    else:
+        custom_mask = None
+    return qo_indptr, kv_indptr, custom_mask, mask_indptr, self.window_kv_indptr, None, None, None
+
+
 def _draft_source(self, forward_batch, bs: int) -> Optional[tuple]:
     """``req_to_token`` and the request rows the draft kernel would read: a
     token-granular source without ``v2p`` (a static pool), rows by ``stride(0)``."""

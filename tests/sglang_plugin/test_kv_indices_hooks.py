@@ -139,6 +139,50 @@ def test_uncovered_replays_run_sglangs_method(change, gen):
     assert len(ran) == 1
 
 
+def _verify_backend(gen, source: str = "verbatim"):
+    b, req, lens = _backend(gen, source)
+    bs = lens.numel()
+    b.__dict__.update(qo_indptr=torch.full((bs + 4,), -7), mask_indptr=torch.full((bs + 4,), -7), skip_prefill=False,
+                      _verify_mask=None, window_kv_indptr=None, _target_verify_num_tokens_per_req=lambda spec: 4)
+    return b, req, lens
+
+
+@pytest.mark.parametrize("source", ["verbatim", "table", "v2p"])
+def test_target_verify_equals_sglangs_sequence(source, gen):
+    """0.5.23's _update_target_verify_buffers without a custom mask: qo_indptr by
+    arange, the fill, mask_indptr[1:bs+1] = cumsum(n * (seq_lens + n))."""
+    b, req, lens = _verify_backend(gen, source)
+    bs, n = lens.numel(), 4
+    want = types.SimpleNamespace(**{k: v.clone() for k, v in vars(b).items() if isinstance(v, torch.Tensor)})
+    want.qo_indptr[: bs + 1] = torch.arange(0, (1 + bs) * n, step=n)
+    _sglang_sequence(b, bs, lens, req, want.cuda_graph_kv_indices, want.kv_indptr[: bs + 1], splits=False)
+    want.mask_indptr[1 : bs + 1] = torch.cumsum(n * (lens + n), dim=0)
+    want.mask_indptr[0] = 0  # (SGLang's buffer is allocated zeroed)
+    got = hooks.update_target_verify_buffers(_never, b, OWN_PLAN, bs, lens, None, req)
+    assert [t.data_ptr() for t in got[:4:3]] == [b.qo_indptr.data_ptr(), b.mask_indptr.data_ptr()]
+    assert got[2] is None and got[4:] == (None, None, None, None)
+    for k in ("qo_indptr", "kv_indptr", "mask_indptr", "cuda_graph_kv_indices"):
+        assert torch.equal(getattr(b, k), getattr(want, k)), k
+
+
+@pytest.mark.parametrize("change", ["window", "skip_prefill", "no_mask_buffer", "strided_source", "two_dim_lens"])
+def test_target_verify_uncovered_runs_sglangs_method(change, gen):
+    b, req, lens = _verify_backend(gen)
+    if change == "window":
+        b.sliding_window_size = 64
+    elif change == "skip_prefill":
+        b.skip_prefill = True
+    elif change == "no_mask_buffer":
+        b.mask_indptr = None
+    elif change == "strided_source":
+        b.kv_index_translator.table.ids = b.kv_index_translator.table.ids[:, ::2]
+    else:
+        lens = lens[None]
+    ran = []
+    hooks.update_target_verify_buffers(lambda *a: ran.append(a), b, OWN_PLAN, req.numel(), lens, None, req)
+    assert len(ran) == 1
+
+
 def test_fill_without_translator_or_strided_source_runs_sglangs_method(gen):
     b, req, lens = _backend(gen, "verbatim")
     ran = []

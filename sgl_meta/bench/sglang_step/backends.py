@@ -399,6 +399,11 @@ def _triton_buffers(backend, bs: int) -> dict:
         out["num_kv_splits"] = (m.num_kv_splits[:bs], None)
     if m.qo_indptr is not None:
         out["qo_indptr"] = (m.qo_indptr[: bs + 1], None)
+    mask_indptr = getattr(m, "mask_indptr", None)
+    if mask_indptr is not None:  # target verify: the custom mask's rows and the mask itself
+        out["mask_indptr"] = (mask_indptr[: bs + 1], None)
+        if getattr(m, "custom_mask", None) is not None:
+            out["custom_mask"] = (m.custom_mask[: int(mask_indptr[bs])], None)
     return out
 
 
