@@ -396,6 +396,40 @@ def test_draft_rows_plumbing_on_cpu(spec, monkeypatch):
     assert len(found) == 1 and "kv_indptr" in found[0]
 
 
+class CpuFlashinferKernel:
+    """SGLang's ``create_flashinfer_kv_indices_triton`` on CPU for the rows' plumbing: its argument
+    order, the eager reference behind it."""
+
+    def __class_getitem__(cls, grid):
+        def launch(req_to_token, req_pool_indices, lens, kv_indptr, kv_start_idx, kv_indices, stride):
+            assert stride == req_to_token.stride(0) and grid == (req_pool_indices.numel(), 1)
+            reference.create_flashinfer_kv_indices(req_to_token, req_pool_indices, lens, kv_indptr, kv_start_idx,
+                                                   kv_indices)
+
+        return launch
+
+
+STREAM_ROWS = [s for s in ROW_SPECS if s.upstream == (rows_kv_indices.FLASHINFER,)]
+
+
+@pytest.mark.parametrize("spec", STREAM_ROWS, ids=[s.name for s in STREAM_ROWS])
+def test_stream_rows_plumbing_on_cpu(spec, monkeypatch):
+    """The FlashInfer decode and Triton target-verify rows on small rows, upstream's gather stood in by
+    :class:`CpuFlashinferKernel`, its torch ops as SGLang runs them: every output equal on its region."""
+    monkeypatch.setattr(rows_kv_indices, "PAGES", 12)
+    up = type("Up", (), {rows_kv_indices.FLASHINFER: CpuFlashinferKernel, "has": lambda self, n: True})()
+    row = spec.build(Context(device=torch.device("cpu"), seed=5), up)
+    row.repoison()
+    for calls in row.calls.values():
+        for c in calls:
+            c()
+    assert check_row(row, "eager") == []
+    if "mask_indptr" in row.outputs["upstream"]:
+        row.outputs["upstream"]["mask_indptr"][-1] += 1
+        found = check_row(row, "eager")
+        assert len(found) == 1 and "mask_indptr" in found[0]
+
+
 def test_unwritten_upstream_region_is_reported(small_shapes):
     ctx = Context(device=torch.device("cpu"), seed=1)
     row = rows_mha.build_update(ctx, FakeUpstream(write=False), bs=8, swa=False, name="update")
