@@ -103,7 +103,8 @@ build_kv_indices = _op.define(
         num_group, num_head, num_kv_head, max_kv_splits, device_core_count:
             the Triton backend's values (``>= 1``; ``num_kv_head <= num_head``).
         qo_indptr: ``[>= bs + 1]`` int32/int64 query row starts, or None.
-        q_stride: query tokens per row (``>= 0``; ``bs * q_stride`` fits int32).
+        q_stride: query tokens per row (``>= 1`` with ``qo_indptr`` or
+            ``mask_indptr``, and ``bs * q_stride`` fits int32; else unused).
         mask_indptr: ``[>= bs + 1]`` int32/int64 custom-mask row starts (needs
             ``write_indptr``), or None.
 

@@ -81,7 +81,7 @@ def make(case: Case, gen: torch.Generator, device) -> dict:
     if case.verify:
         mask_t = torch.int32 if case.index64 else torch.int64  # (a dtype of its own: SGLang's is int64)
         kw.update(qo_indptr=_randint(gen, -99, 99, (bs + 2,), device, idx_t),
-                  q_stride=int(_randint(gen, 0, 9, (1,), "cpu")))
+                  q_stride=int(_randint(gen, 1, 9, (1,), "cpu")))
         if case.write_indptr:
             kw["mask_indptr"] = _randint(gen, -99, 99, (bs + 4,), device, mask_t)
     if case.splits:

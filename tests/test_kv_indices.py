@@ -230,6 +230,7 @@ def test_hostile_values_raise_on_cpu_and_write_nothing(what, match):
     (dict(qo_indptr=torch.zeros(2, dtype=torch.int64), q_stride=1), r"qo_indptr\.size\(0\) must be >= "),
     (dict(mask_indptr=torch.zeros(3, dtype=torch.float32)), r"mask_indptr must have dtype int32 or int64"),
     (dict(q_stride=-1), "q_stride = -1 is outside"),
+    (dict(qo_indptr=torch.zeros(3, dtype=torch.int64)), "q_stride must be >= 1 with qo_indptr or mask_indptr, got 0"),
     (dict(q_stride=2**30 + 1, qo_indptr=torch.zeros(3, dtype=torch.int64)),
      r"req_pool_indices\.numel\(\) \* q_stride = 2 \* 1073741825 does not fit int32"),
 ])

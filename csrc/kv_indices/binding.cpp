@@ -67,13 +67,16 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   check.optional_tensor(uneven_batch, "uneven_batch", {KvDT::kInt32, 1, 1}, dev);
   check.require(!mask_indptr || write_indptr,
                 "mask_indptr needs write_indptr (its values are the running sum's)");
-  check.in_range(q_stride, 0, INT32_MAX, "q_stride", "query tokens per row");
-  check.require(bs == 0 || q_stride <= INT32_MAX / bs, "req_pool_indices.numel() * q_stride = ", bs,
-                " * ", q_stride, " does not fit int32");
   check.optional_tensor(qo_indptr, "qo_indptr",
                         {KvDT::kIndex, 1, bs + 1, 0, "req_pool_indices.numel() + 1"}, dev);
   check.optional_tensor(mask_indptr, "mask_indptr",
                         {KvDT::kIndex, 1, bs + 1, 0, "req_pool_indices.numel() + 1"}, dev);
+  check.in_range(q_stride, 0, INT32_MAX, "q_stride", "query tokens per row");
+  if (qo_indptr || mask_indptr) {
+    check.require(q_stride >= 1, "q_stride must be >= 1 with qo_indptr or mask_indptr, got ", q_stride);
+    check.require(bs == 0 || q_stride <= INT32_MAX / bs, "req_pool_indices.numel() * q_stride = ", bs,
+                  " * ", q_stride, " does not fit int32");
+  }
   if (bs == 0) return;  // documented no-op
 
   std::vector<ArgChecker::WrittenOf<T>> inputs =

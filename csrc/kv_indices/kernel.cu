@@ -81,12 +81,12 @@ SGL_FAILURE_PATH void fail_indptr(uint32_t row, int64_t lo, int64_t hi, int64_t 
   __trap();
 }
 
-SGL_FAILURE_PATH void fail_mask(uint32_t row, int64_t sum) {
+SGL_FAILURE_PATH void fail_mask(uint32_t row, int64_t sum, int64_t q_stride, bool mask64) {
   const bool running_sum_fits_mask_indptr = false;
   SGL_DEVICE_CHECK(running_sum_fits_mask_indptr,
                    OP ": the running sum of q_stride * (seq_lens + q_stride) over rows 0..%u "
-                      "(seq_lens summed: %lld) does not fit mask_indptr",
-                   row, (long long)sum);
+                      "(seq_lens summed: %lld, q_stride = %lld) does not fit mask_indptr (%s)",
+                   row, (long long)sum, (long long)q_stride, mask64 ? "int64" : "int32");
   __trap();
 }
 
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     if (blockIdx.y == 0 && threadIdx.x == 0) {
       int64_t mask = 0;
       if (p.mask_indptr != nullptr && !mask_indptr_of(p, int64_t{row} + 1, hi, &mask)) {
-        fail_mask(row, hi);
+        fail_mask(row, hi, p.q_stride, p.mask64);
         return;
       }
       if (row == 0) {

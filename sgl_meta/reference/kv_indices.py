@@ -25,31 +25,23 @@ def _cdiv(a: torch.Tensor, b) -> torch.Tensor:
     return torch.div(a + b - 1, b, rounding_mode="floor")
 
 
-def _check_running_sum(seq_lens: torch.Tensor, bs: int, dtype: torch.dtype) -> None:
-    """The CPU kernel's running-sum check (int32 kv_indptr), in its message."""
-    if not on_host(seq_lens) or dtype != torch.int32:
-        return
-    total = 0
-    for b, v in enumerate(values(seq_lens, bs)):
-        total += v
-        if total > INT32_MAX:
-            raise RuntimeError(f"sgl_meta.{_OP}: the running sum of seq_lens[0..{b}] = {total} does not fit "
-                               "kv_indptr (int32)")
-
-
-def _check_mask_sum(seq_lens: torch.Tensor, bs: int, q_stride: int, dtype: torch.dtype) -> None:
-    """The CPU kernel's mask_indptr check, in its message."""
+def _check_running_sums(seq_lens: torch.Tensor, bs: int, kv_dtype: torch.dtype, q_stride: int,
+                        mask_dtype: Optional[torch.dtype]) -> None:
+    """The CPU kernel's running-sum checks (kv_indptr, then mask_indptr, row by row), in its messages."""
     if not on_host(seq_lens):
         return
-    limit = INT32_MAX if dtype == torch.int32 else 2**63 - 1
+    mask_max = None if mask_dtype is None else INT32_MAX if mask_dtype == torch.int32 else 2**63 - 1
     total = 0
     for b, v in enumerate(values(seq_lens, bs)):
         total += v
-        if q_stride * (total + (b + 1) * q_stride) > limit:
+        if kv_dtype == torch.int32 and total > INT32_MAX:
+            raise RuntimeError(f"sgl_meta.{_OP}: the running sum of seq_lens[0..{b}] = {total} does not fit "
+                               "kv_indptr (int32)")
+        if mask_max is not None and q_stride * (total + (b + 1) * q_stride) > mask_max:
             raise RuntimeError(
                 f"sgl_meta.{_OP}: the running sum of q_stride * (seq_lens + q_stride) over rows 0..{b} "
                 f"(seq_lens summed: {total}, q_stride = {q_stride}) does not fit mask_indptr "
-                f"({'int32' if dtype == torch.int32 else 'int64'})")
+                f"({'int32' if mask_dtype == torch.int32 else 'int64'})")
 
 
 def _splits(lens: torch.Tensor, bs: int, num_group: int, num_head: int, num_kv_head: int, max_kv_splits: int,
@@ -99,9 +91,8 @@ def build_kv_indices(
     if bs == 0:
         return
     if write_indptr:
-        _check_running_sum(seq_lens, bs, kv_indptr.dtype)
-        if mask_indptr is not None:
-            _check_mask_sum(seq_lens, bs, q_stride, mask_indptr.dtype)
+        _check_running_sums(seq_lens, bs, kv_indptr.dtype, q_stride,
+                            None if mask_indptr is None else mask_indptr.dtype)
     device = req_to_token.device
     lens = seq_lens[:bs].long().clamp(0, INT32_MAX)
     if write_indptr:

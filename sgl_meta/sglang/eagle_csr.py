@@ -42,7 +42,7 @@ def _csr(translator, plan, req_pool_indices: torch.Tensor, lens: torch.Tensor, d
     """kv_indices, cum_kv_seq_len (over ``lens + delta``) and qo_indptr as 0.5.23
     returns them, or None (nothing launched) where the source is not one ours takes."""
     bs = req_pool_indices.numel()
-    source = translator_source(translator, plan, bs, req_pool_indices) if bs > 0 else None
+    source = translator_source(translator, plan, bs, req_pool_indices) if bs > 0 and tokens_per_req > 0 else None
     if source is None:  # (an empty batch too: 0.5.23's cum_kv_seq_len is zeros, ours would be unwritten)
         return None
     if delta:

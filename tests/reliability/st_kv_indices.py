@@ -224,6 +224,7 @@ BAD_INPUT_ROWS = [
        "mask_indptr must have dtype int32 or int64"),
     _r(OP, "mask_indptr without write_indptr", set_(write_indptr=False), "mask_indptr needs write_indptr"),
     _r(OP, "q_stride negative", set_(q_stride=-1), "q_stride = -1 is outside"),
+    _r(OP, "q_stride 0 with the verify outputs", set_(q_stride=0), "q_stride must be >= 1 with qo_indptr"),
     _r(OP, "q_stride times bs past int32", set_(q_stride=2**30), "req_pool_indices.numel() * q_stride"),
     _r(OP, "mask_indptr aliases kv_indptr", lambda kw: kw.update(mask_indptr=kw["kv_indptr"]),
        "kv_indptr and mask_indptr overlap in memory"),

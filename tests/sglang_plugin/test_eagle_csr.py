@@ -62,7 +62,7 @@ def test_equals_sglangs_method(mode, source, gen, device):
 
 
 @pytest.mark.parametrize("change", ["sliding_window_kind", "unknown_keyword", "host_sum_missing", "short_mask",
-                                    "lengths_per_token", "empty_batch"])
+                                    "lengths_per_token", "empty_batch", "no_query_tokens"])
 @pytest.mark.parametrize("mode", ["verify", "draft_extend"])
 def test_uncovered_runs_sglangs_method(mode, change, gen):
     _, hook = _methods()[mode]
@@ -80,6 +80,8 @@ def test_uncovered_runs_sglangs_method(mode, change, gen):
         kw["paged_kernel_lens_sum"] = None
     elif change == "lengths_per_token":
         lens = lens.repeat(2)
+    elif change == "no_query_tokens":  # (0.5.23's arange raises on a step of 0, walks back on a negative one)
+        setattr(spec, "draft_token_num" if mode == "verify" else "num_tokens_per_req", 0)
     elif change == "empty_batch":  # 0.5.23's cum_kv_seq_len is zeros: [0] = 0 even then
         req, lens = req[:0], lens[:0]
         if mode == "draft_extend":
