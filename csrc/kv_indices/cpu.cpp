@@ -27,6 +27,7 @@ template <typename... Args>
 struct Row {
   const int32_t* in;  // source row
   int64_t start, n, lo;
+  int64_t mask;  // mask_indptr[b + 1] (with mask_indptr)
 };
 
 // Checks row b (given the running sum `sum` of the rows before it) and
@@ -42,7 +43,7 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
   const int64_t seq = s.seq_lens[b];
   if (!length_fits(seq)) fail(kOp, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
   const int64_t n = kv_indices_live(p, seq, start);
-  int64_t lo = sum;
+  int64_t lo = sum, mask = 0;
   if (p.write_indptr) {
     if (sum + seq > p.indptr_max)
       fail(kOp, "the running sum of seq_lens[0..", b, "] = ", sum + seq, " does not fit kv_indptr (",
@@ -50,7 +51,6 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
     if (n > 0 && lo > p.out_size - n)
       fail(kOp, "row ", b, " holds ", n, " tokens at ", lo, " but kv_indices has ", p.out_size,
            " elements");
-    int64_t mask = 0;
     if (p.mask_indptr != nullptr && !mask_indptr_of(p, b + 1, sum + seq, &mask))
       fail(kOp, "the running sum of q_stride * (seq_lens + q_stride) over rows 0..", b,
            " (seq_lens summed: ", sum + seq, ", q_stride = ", p.q_stride, ") does not fit mask_indptr (",
@@ -65,7 +65,7 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
       fail(kOp, "row ", b, " holds ", n, " tokens but kv_indptr gives it [", lo, ", ", hi,
            ") in kv_indices of ", p.out_size, " elements");
   }
-  return {s.req_to_token + req * s.req_to_token_stride, start, n, lo};
+  return {s.req_to_token + req * s.req_to_token_stride, start, n, lo, mask};
 }
 
 int64_t checked_id(const KvIndicesParams& p, const Row& r, int64_t b, int64_t i) {
@@ -118,9 +118,7 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
     for (int64_t i = 0; i < r.n; ++i) store_id(p, r.lo + i, checked_id(p, r, b, i));
     sum += p.src.seq_lens[b];
     if (p.write_indptr) store_indptr(p, b + 1, sum);
-    int64_t mask = 0;
-    if (p.mask_indptr != nullptr) mask_indptr_of(p, b + 1, sum, &mask);  // checked above
-    store_verify_indptrs(p, b + 1, mask);
+    store_verify_indptrs(p, b + 1, r.mask);
   }
   write_kv_splits(p.splits, p.src);
 }

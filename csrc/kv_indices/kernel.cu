@@ -13,9 +13,9 @@
 // before it, which every block of the row forms itself (a block-wide sum over
 // b lengths, read from L2) instead of waiting for another block: no grid-wide
 // dependency, no second launch. Block (b, 0) writes entry b + 1 of kv_indptr
-// and of the verify companions (qo_indptr, mask_indptr) from the same sum. The extra row bs (num_kv_splits given) holds
-// one block that reduces the batch's largest and smallest lengths and writes
-// every row's split counts.
+// and of the verify companions (qo_indptr, mask_indptr) from the same sum.
+// The extra row bs (num_kv_splits given) holds one block that reduces the
+// batch's largest and smallest lengths and writes every row's split counts.
 //
 // build_draft_decode_kv_indices: grid (G + 1), G one wave, sized from bs and
 // the row width (and the window) only. The batch's prefixes, laid end to end,

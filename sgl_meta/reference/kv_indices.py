@@ -128,11 +128,12 @@ def build_kv_indices(
         kv_indices.copy_(torch.where(live, ids.to(kv_indices.dtype), kv_indices))
     if write_indptr:
         kv_indptr[: bs + 1].copy_(ptr)
-    rows = torch.arange(bs + 1, dtype=torch.int64, device=device)
-    if qo_indptr is not None:
-        qo_indptr[: bs + 1].copy_(rows * q_stride)
-    if mask_indptr is not None:
-        mask_indptr[: bs + 1].copy_(q_stride * (ptr + rows * q_stride))
+    if qo_indptr is not None or mask_indptr is not None:
+        starts = torch.arange(bs + 1, dtype=torch.int64, device=device) * q_stride  # qo_indptr
+        if qo_indptr is not None:
+            qo_indptr[: bs + 1].copy_(starts)
+        if mask_indptr is not None:
+            mask_indptr[: bs + 1].copy_(q_stride * (ptr + starts))
     if num_kv_splits is not None:
         counts, uneven = _splits(lens, bs, num_group, num_head, num_kv_head, max_kv_splits, device_core_count)
         num_kv_splits[: bs * num_group].copy_(counts.repeat_interleave(num_group))

@@ -13,7 +13,8 @@ and write ``qo_indptr``, ``cum_kv_seq_len`` and ``kv_indices`` with one
 the source ``pack_read_stream`` would read: 6 launches -> 2 (verify), 5 -> 1
 (draft extend).
 
-Covered: a non-empty batch, FULL ids (no sliding-window source), a source
+Covered: a non-empty batch with query tokens (at least one per request), FULL
+ids (no sliding-window source), a source
 :func:`sgl_meta.sglang.kv_indices.translator_source` takes, one length per
 request, a host length sum (draft extend: 0.5.23 sizes ``kv_indices`` from the
 device sum otherwise), and in verify a custom mask already large enough (0.5.23
