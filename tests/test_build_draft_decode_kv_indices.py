@@ -267,6 +267,19 @@ def test_cuda_batches_past_one_chunk(case, gen):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("case", [Case(bs=5, pool=8, max_len=9000, window_size=3000, sink_size=1500, topk=2,
+                                       page_size=16),
+                                  Case(bs=40, pool=48, max_len=5000, window_size=2100, sink_size=1030, out64=True)],
+                         ids=["sink_past_a_tile", "sink_ends_mid_tile"])
+def test_cuda_window_tiles(case, gen):
+    """Windows whose sink and recent tokens span several of a warp's 1024-token tiles: tiles all sink, a tile
+    where the sink ends, tiles all recent."""
+    kw = make(case, gen, "cpu")
+    cpu = run(sgl_meta.build_draft_decode_kv_indices, kw)
+    assert_outputs_equal(run(sgl_meta.build_draft_decode_kv_indices, on_cuda(kw)), cpu, f"CUDA vs CPU, {case}")
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("name", ["one_branch", "topk4_pages_of_64", "window"])
 def test_cuda_graph_replays_with_new_lengths(name, gen):
     case = CASES[name]

@@ -179,6 +179,7 @@ void build_draft_decode_kv_indices(T req_to_token, T req_pool_indices, T seq_len
   p.out64 = kv_indices.scalar_type() == ScalarType::Long;
   p.out_stride = kv_indices.stride(0);
   p.out_width = kv_indices.size(1);
+  p.cum_max = p.out_width / topk;
   p.indptr = kv_indptr.data_ptr();
   p.indptr64 = kv_indptr.scalar_type() == ScalarType::Long;
   p.indptr_stride = kv_indptr.stride(0);

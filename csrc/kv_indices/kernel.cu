@@ -18,14 +18,14 @@
 // batch's largest and smallest lengths and writes every row's split counts.
 //
 // build_draft_decode_kv_indices: grid (G + 1), G one wave, sized from bs and
-// the row width (and the window) only. The batch's prefixes, laid end to end,
-// split into G equal ranges: a block reads each prefix token of its range once
-// and stores it into every step's and branch's copy, so a 128k request among
-// short ones takes its share of the GPU instead of a fixed number of blocks.
-// Every block scans the prefix lengths itself (offsets, row checks; no
-// grid-wide dependency), then writes the draft chains of its requests. The
-// extra block G scans positions and writes every step's kv_indptr (and the
-// split counts, when asked).
+// the row width (and the window) only. Each request's prefix is cut into
+// tiles of 1024 tokens, dealt round-robin to the warps: a warp reads each
+// token of its tiles once and stores it into every step's and branch's copy,
+// so a 128k request among short ones takes its share of the GPU instead of a
+// fixed number of blocks. Every block scans the prefix lengths itself
+// (offsets, tile counts, row checks; no grid-wide dependency), then writes the
+// draft chains of its requests. The extra block G scans positions and writes
+// every step's kv_indptr (and the split counts, when asked).
 #include <climits>
 
 #include <cub/block/block_scan.cuh>
@@ -251,24 +251,32 @@ SGL_FAILURE_PATH void fail_draft_indptr(int64_t z, int64_t v, bool position) {
   __trap();
 }
 
+// Positions or rows a thread takes per pass of a block-wide scan, all loaded
+// before the scan: one memory round trip per kThreads * kScanItems.
+constexpr int kScanItems = 4;
+
 // The extra block: every step's kv_indptr[s][1 .. bs * topk], a scan of the
-// capped positions in passes of 256.
+// capped positions in passes of kThreads * kScanItems.
 __device__ void draft_indptr_block(const DraftKvIndicesParams& p) {
   using Scan = cub::BlockScan<int64_t, kThreads>;
   __shared__ typename Scan::TempStorage tmp;
   const int64_t n = p.src.bs * p.topk;
   int64_t carry = 0;
-  for (int64_t tile = 0; tile < n; tile += kThreads) {
-    const int64_t z = tile + threadIdx.x;
-    const int64_t v = z < n ? p.positions[z] : 0;
-    const bool bad = z < n && !length_fits(v);
-    const int64_t term = bad ? 0 : (p.cap > 0 ? min_i64(v, p.cap) : v);
-    int64_t incl, total;
-    Scan(tmp).InclusiveSum(term, incl, total);
+  for (int64_t pass = 0; pass < n; pass += kThreads * kScanItems) {
+    const int64_t z0 = pass + threadIdx.x * kScanItems;
+    int64_t v[kScanItems], incl[kScanItems], total;
+#pragma unroll
+    for (int j = 0; j < kScanItems; ++j) v[j] = z0 + j < n ? p.positions[z0 + j] : 0;
+#pragma unroll
+    for (int j = 0; j < kScanItems; ++j) incl[j] = !length_fits(v[j]) ? 0 : (p.cap > 0 ? min_i64(v[j], p.cap) : v[j]);
+    Scan(tmp).InclusiveSum(incl, incl, total);
     __syncthreads();  // tmp is reused by the next pass
-    if (bad) fail_draft_indptr(z, v, true);
-    if (z < n) {
-      const int64_t base = carry + incl;  // positions[0..z] summed: kv_indptr[s][z + 1] - (z + 1) * it
+#pragma unroll
+    for (int j = 0; j < kScanItems; ++j) {
+      const int64_t z = z0 + j;
+      if (z >= n) break;
+      if (!length_fits(v[j])) fail_draft_indptr(z, v[j], true);
+      const int64_t base = carry + incl[j];  // positions[0..z] summed: kv_indptr[s][z + 1] - (z + 1) * it
       if (base + (z + 1) * p.num_steps > p.indptr_max) fail_draft_indptr(z + 1, base + (z + 1) * p.num_steps, false);
       for (int64_t s = 0; s < p.num_steps; ++s) store_draft_indptr(p, s, z + 1, base + (z + 1) * (s + 1));
     }
@@ -279,63 +287,169 @@ __device__ void draft_indptr_block(const DraftKvIndicesParams& p) {
 // Rows whose cumulative offsets, row pointers and read shifts a block holds
 // at once; larger batches go through in chunks of this many rows.
 constexpr int kDraftChunk = 1024;
-constexpr int kDraftVec = 4;  // prefix tokens per thread per pass, loaded before any store
-constexpr int64_t kDraftTile = int64_t{kThreads} * kDraftVec;
-// Four resident blocks per SM: 64 registers, no spills (the int64 offsets of
-// every step and branch); the grid is one wave of them.
-constexpr int kDraftBlocksPerSm = 4;
+// A warp copies a tile of kDraftTile prefix tokens of one row, each lane
+// kDraftVec of them, all loaded before any store (enough reads in flight to
+// cover the latency); the row's offsets are warp-uniform, so a token costs
+// one load and one store per step and branch.
+constexpr int kDraftVec = 32;
+constexpr int64_t kDraftTile = int64_t{32} * kDraftVec;
+// Two resident blocks per SM: 128 registers, the tile's values without
+// spills; the grid is one wave of them.
+constexpr int kDraftBlocksPerSm = 2;
 
 struct DraftChunk {
   int64_t cum[kDraftChunk + 1];      // prefix tokens of the requests before each (absolute)
+  int64_t tiles[kDraftChunk + 1];    // tiles of the requests before each (from the chunk's first)
   const int32_t* row[kDraftChunk];   // req_to_token row, nullptr for a request that fails its check
   int32_t shift[kDraftChunk];        // len - prefix: where the window's recent tokens start
 };
+static_assert(kDraftChunk == kThreads * kScanItems, "a chunk is one scan pass");
 
-// Rows [c0, c0 + n) into the chunk: a scan of their prefix lengths from
-// carry, each row's check; returns the running sum past the chunk.
-__device__ int64_t load_draft_chunk(const DraftKvIndicesParams& p, DraftChunk& c, int64_t c0, int n,
-                                    int64_t carry) {
-  using Scan = cub::BlockScan<int64_t, kThreads>;
-  __shared__ typename Scan::TempStorage tmp;
-  for (int pass = 0; pass < n; pass += kThreads) {
-    const int local = pass + static_cast<int>(threadIdx.x);
-    const int64_t r = c0 + local;
-    const int64_t len = local < n ? p.src.seq_lens[r] : 0;
-    const int64_t term = local < n ? draft_cum_term(p, len) : 0;
-    int64_t excl, total;
-    Scan(tmp).ExclusiveSum(term, excl, total);
-    __syncthreads();  // tmp is reused by the next pass
-    if (local < n) {
-      const int64_t cum = carry + excl;
-      const bool ok = draft_row_error(p, r, cum) == kDraftOk;
-      c.cum[local] = cum;
-      c.row[local] = ok ? p.src.req_to_token + p.src.req_pool_indices[r] * p.src.req_to_token_stride : nullptr;
-      c.shift[local] = ok ? static_cast<int32_t>(len - draft_prefix_len(p, len)) : 0;
-    }
-    carry += total;
+// A row's two running sums: prefix tokens and tiles.
+struct DraftSums {
+  int64_t cum = 0, tiles = 0;
+  __device__ DraftSums& operator+=(const DraftSums& o) {
+    cum += o.cum;
+    tiles += o.tiles;
+    return *this;
   }
-  if (threadIdx.x == 0) c.cum[n] = carry;
-  __syncthreads();
-  return carry;
+};
+
+__device__ DraftSums warp_inclusive_sum(DraftSums v, int lane) {
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int64_t cum = __shfl_up_sync(kFullMask, v.cum, d), tiles = __shfl_up_sync(kFullMask, v.tiles, d);
+    if (lane >= d) v += DraftSums{cum, tiles};
+  }
+  return v;
 }
 
-// The chunk row holding flattened prefix token g (the last row whose start
-// is <= g: empty rows before it share its start), searched from row r up.
-__device__ int draft_row_of(const DraftChunk& c, int n, int r, int64_t g) {
-  if (g < c.cum[r + 1]) return r;
+// Rows [c0, c0 + n) into the chunk: a scan of their prefix lengths (from
+// carry) and tile counts (from 0), each row's check; returns the running sum
+// of prefix lengths past the chunk. Warp j scans rows [j * 128, j * 128 + 128),
+// kScanItems per lane, loaded before any arithmetic; warps past n only wait
+// (a small batch costs a warp or two, not the whole block).
+__device__ int64_t load_draft_chunk(const DraftKvIndicesParams& p, DraftChunk& c, int64_t c0, int n,
+                                    int64_t carry) {
+  __shared__ DraftSums warp_sums[kWarps];
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) & 31;
+  const int l0 = (warp * 32 + lane) * kScanItems;
+  const bool active = warp * 32 * kScanItems < n;  // warp-uniform
+  int64_t len[kScanItems], req[kScanItems];
+  DraftSums at[kScanItems], lane_sum, lane_before;  // row j's start within the lane's rows; their sum
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < kScanItems; ++j) {
+      len[j] = l0 + j < n ? p.src.seq_lens[c0 + l0 + j] : 0;
+      req[j] = l0 + j < n ? p.src.req_pool_indices[c0 + l0 + j] : 0;
+    }
+#pragma unroll
+    for (int j = 0; j < kScanItems; ++j) {
+      at[j] = lane_sum;
+      const int64_t term = l0 + j < n ? draft_cum_term(p, len[j]) : 0;
+      lane_sum += DraftSums{term, (term + kDraftTile - 1) / kDraftTile};
+    }
+    const DraftSums incl = warp_inclusive_sum(lane_sum, lane);
+    if (lane == 31) warp_sums[warp] = incl;
+    lane_before = DraftSums{incl.cum - lane_sum.cum, incl.tiles - lane_sum.tiles};
+  } else if (lane == 0) {
+    warp_sums[warp] = DraftSums{};
+  }
+  __syncthreads();
+  DraftSums total{carry, 0};
+  for (int w = 0; w < kWarps; ++w) {
+    if (w == warp) lane_before += total;
+    total += warp_sums[w];
+  }
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < kScanItems; ++j) {
+      const int local = l0 + j;
+      if (local >= n) break;
+      const int64_t cum = lane_before.cum + at[j].cum;
+      const bool ok = draft_row_check(p, c0 + local, req[j], len[j], cum) == kDraftOk;
+      c.cum[local] = cum;
+      c.tiles[local] = lane_before.tiles + at[j].tiles;
+      c.row[local] = ok ? p.src.req_to_token + req[j] * p.src.req_to_token_stride : nullptr;
+      c.shift[local] = ok ? static_cast<int32_t>(len[j] - draft_prefix_len(p, len[j])) : 0;
+    }
+  }
+  if (threadIdx.x == 0) {
+    c.cum[n] = total.cum;
+    c.tiles[n] = total.tiles;
+  }
+  __syncthreads();
+  return total.cum;
+}
+
+// The chunk row holding tile w (the last row whose first tile is <= w: empty
+// rows before it share its start), searched from row r up.
+__device__ int draft_row_of(const DraftChunk& c, int n, int r, int64_t w) {
+  if (w < c.tiles[r + 1]) return r;
   int lo = r + 1, hi = n - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (c.cum[mid] <= g) lo = mid; else hi = mid - 1;
+    if (c.tiles[mid] <= w) lo = mid; else hi = mid - 1;
   }
   return lo;
 }
 
-// Grid (G + 1): blocks 0 .. G - 1 split the batch's prefix tokens (all
-// requests' prefixes laid end to end) into G equal ranges, so a long request
-// takes as many blocks as its share of the tokens, whatever the other
-// lengths; block x also writes the chains of (and checks) requests x, x + G,
-// ... Block G scans positions into kv_indptr.
+// Tile w's prefix tokens [i0, i0 + kDraftTile) of chunk row r, lane by lane:
+// the lane's k-th token i0 + k * 32 + lane exists iff k * 32 < rem (r advances
+// from the warp's previous tile; a failed row has rem <= 0 and reads nothing).
+struct DraftTile {
+  int r = 0;
+  int rem = 0;
+  int64_t i0 = 0;
+  int32_t v[kDraftVec];
+};
+
+__device__ void load_draft_tile(const DraftKvIndicesParams& p, const DraftChunk& c, int n, int64_t w, DraftTile& t) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  t.r = draft_row_of(c, n, t.r, w);
+  t.i0 = (w - c.tiles[t.r]) * kDraftTile;
+  const int32_t* row = c.row[t.r];
+  if (row == nullptr) {
+    t.rem = 0;
+    return;
+  }
+  t.rem = static_cast<int>(min_i64(c.cum[t.r + 1] - c.cum[t.r] - t.i0, kDraftTile)) - lane;
+  const int32_t* sink = row + t.i0 + lane;  // the window's first tokens, read in place
+  const int32_t* recent = sink + c.shift[t.r];
+  if (t.i0 >= p.sink) {  // the whole tile past the sink (always, without a window)
+#pragma unroll
+    for (int k = 0; k < kDraftVec; ++k)
+      if (k * 32 < t.rem) t.v[k] = recent[k * 32];
+  } else {
+    const int64_t left = min_i64(p.sink - t.i0 - lane, kDraftTile);  // > -32
+#pragma unroll
+    for (int k = 0; k < kDraftVec; ++k)
+      if (k * 32 < t.rem) t.v[k] = k * 32 < left ? sink[k * 32] : recent[k * 32];
+  }
+}
+
+// The tile into every step's and branch's copy of request b = c0 + t.r.
+template <typename Out>
+__device__ void store_draft_tile(const DraftKvIndicesParams& p, const DraftChunk& c, int64_t c0, const DraftTile& t) {
+  if (c.row[t.r] == nullptr) return;
+  const int64_t b = c0 + t.r, cum = c.cum[t.r], prefix = c.cum[t.r + 1] - cum;
+  Out* const base = static_cast<Out*>(p.out) + t.i0 + (threadIdx.x & 31);
+  for (int64_t s = 0; s < p.num_steps; ++s) {
+    for (int64_t branch = 0; branch < p.topk; ++branch) {
+      Out* const dst = base + s * p.out_stride + draft_offset(p, cum, b, branch, prefix, s);
+#pragma unroll
+      for (int k = 0; k < kDraftVec; ++k)
+        if (k * 32 < t.rem) dst[k * 32] = t.v[k];
+    }
+  }
+}
+
+// Grid (G + 1): the batch's rows cut into tiles of kDraftTile prefix tokens,
+// dealt round-robin to the G * kWarps warps, so a long request takes as many
+// warps as its share of the tokens, whatever the other lengths; block x also
+// writes the chains of (and checks) requests x, x + G, ... Block G scans
+// positions into kv_indptr.
+template <typename Out>
 __global__ void __launch_bounds__(kThreads, kDraftBlocksPerSm)
     draft_kv_indices_kernel(const __grid_constant__ DraftKvIndicesParams p) {
   const int64_t blocks = gridDim.x - 1, x = blockIdx.x;
@@ -346,57 +460,37 @@ __global__ void __launch_bounds__(kThreads, kDraftBlocksPerSm)
   }
   __shared__ DraftChunk c;
   const int steps = static_cast<int>(p.num_steps), k2 = steps * steps;
-  int64_t carry = 0;
+  const int64_t warps = blocks * kWarps, warp = x * kWarps + threadIdx.x / 32;
+  int64_t carry = 0, dealt = 0;  // tiles of the chunks before
   for (int64_t c0 = 0; c0 < p.src.bs; c0 += kDraftChunk) {
     const int n = static_cast<int>(min_i64(kDraftChunk, p.src.bs - c0));
-    const int64_t start = carry;
     carry = load_draft_chunk(p, c, c0, n, carry);
-    const int64_t share = max_i64((carry - start + blocks - 1) / blocks, kThreads);
-    const int64_t lo = start + x * share, hi = min_i64(lo + share, carry);
-    int r = 0;
-    for (int64_t base = lo; base < hi; base += kDraftTile) {
-      int rows[kDraftVec];
-      int32_t v[kDraftVec];
-#pragma unroll
-      for (int k = 0; k < kDraftVec; ++k) {
-        const int64_t g = base + k * kThreads + threadIdx.x;
-        rows[k] = -1;
-        if (g < hi) {
-          r = draft_row_of(c, n, r, g);
-          const int32_t* row = c.row[r];
-          if (row != nullptr) {
-            const int64_t i = g - c.cum[r];
-            rows[k] = r;
-            v[k] = row[i < p.sink ? i : i + c.shift[r]];
-          }
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < kDraftVec; ++k) {
-        if (rows[k] < 0) continue;
-        const int64_t b = c0 + rows[k], cum = c.cum[rows[k]], prefix = c.cum[rows[k] + 1] - cum;
-        const int64_t i = base + k * kThreads + threadIdx.x - cum;
-        for (int64_t s = 0; s < p.num_steps; ++s)
-          for (int64_t t = 0; t < p.topk; ++t) store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + i, v[k]);
-      }
-    }
-    // This block's requests: the draft chains, entry (t, s, j) for j <= s
-    // (32-bit: topk * K * K <= 2**22), or the failed check.
-    for (int64_t b = c0 + ((x - c0) % blocks + blocks) % blocks; b < c0 + n; b += blocks) {
-      const int local = static_cast<int>(b - c0);
+    // This block's requests x, x + G, ...: the draft chains, entry (t, s, j)
+    // for j <= s, one per thread (every row's loads out at once), or the
+    // failed check. A checked row's length is its prefix plus its shift.
+    const int first = static_cast<int>(((x - c0) % blocks + blocks) % blocks);
+    const int64_t mine = first < n ? (n - 1 - first) / blocks + 1 : 0, per_row = p.topk * k2;
+    for (int64_t k = threadIdx.x; k < mine * per_row; k += kThreads) {
+      const int local = first + static_cast<int>(k / per_row * blocks);
+      const int e = static_cast<int>(k % per_row), t = e / k2, s = e % k2 / steps, j = e % steps;
       const int32_t* row = c.row[local];
-      const int64_t cum = c.cum[local], prefix = c.cum[local + 1] - cum;
+      const int64_t b = c0 + local, cum = c.cum[local], prefix = c.cum[local + 1] - cum;
       if (row == nullptr) {
-        if (threadIdx.x == 0) fail_draft_row(p, static_cast<uint32_t>(b), draft_row_error(p, b, cum));
+        if (e == 0) fail_draft_row(p, static_cast<uint32_t>(b), draft_row_error(p, b, cum));
         continue;
       }
-      const int64_t len = p.src.seq_lens[b];
-      for (int k = threadIdx.x; k < static_cast<int>(p.topk) * k2; k += kThreads) {
-        const int t = k / k2, s = k % k2 / steps, j = k % steps;
-        if (j > s) continue;
-        store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + prefix + j, row[draft_chain_start(p, len, t) + j]);
-      }
+      if (j > s) continue;
+      const int64_t len = prefix + c.shift[local];
+      store_draft(p, s, draft_offset(p, cum, b, t, prefix, s) + prefix + j, row[draft_chain_start(p, len, t) + j]);
     }
+    // The warp's tiles: w, w + warps, ... of the batch's (dealt on from the
+    // chunks before), the row found from the previous tile's.
+    DraftTile tile;
+    for (int64_t w = ((warp - dealt) % warps + warps) % warps; w < c.tiles[n]; w += warps) {
+      load_draft_tile(p, c, n, w, tile);
+      store_draft_tile<Out>(p, c, c0, tile);
+    }
+    dealt += c.tiles[n];
     __syncthreads();  // the next chunk overwrites c
   }
 }
@@ -410,9 +504,14 @@ const char* build_draft_decode_kv_indices_cuda(const DraftKvIndicesParams& p, vo
   // (bs rows of at most the window or the row) fills fewer tiles.
   const int64_t wave = int64_t{current_device_sm_count(132)} * kDraftBlocksPerSm;
   const int64_t cap = p.cap > 0 ? min_i64(p.cap, p.src.row_len) : p.src.row_len;
+  const int64_t tiles_per_row = (cap + kDraftTile - 1) / kDraftTile;
   int64_t blocks = wave;
-  if (cap < wave * kDraftTile / bs) blocks = max_i64((bs * cap + kDraftTile - 1) / kDraftTile, 1);
-  draft_kv_indices_kernel<<<static_cast<unsigned>(blocks + 1), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  if (tiles_per_row < wave * kWarps / bs) blocks = max_i64((bs * tiles_per_row + kWarps - 1) / kWarps, 1);
+  const dim3 grid(static_cast<unsigned>(blocks + 1));
+  if (p.out64)
+    draft_kv_indices_kernel<int64_t><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  else
+    draft_kv_indices_kernel<int32_t><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
   const cudaError_t err = cudaGetLastError();
   return err == cudaSuccess ? nullptr : cudaGetErrorString(err);
 }

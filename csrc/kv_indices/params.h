@@ -246,6 +246,7 @@ struct DraftKvIndicesParams {
   void* out = nullptr;  // kv_indices [>= num_steps, out_width], step rows by out_stride
   bool out64 = false;
   int64_t out_stride = 0, out_width = 0;
+  int64_t cum_max = 0;  // out_width / topk: the largest running sum a request may start at
   void* indptr = nullptr;  // kv_indptr [>= num_steps, >= bs * topk + 1]
   bool indptr64 = false;
   int64_t indptr_stride = 0;
@@ -269,8 +270,8 @@ SGL_HD int64_t draft_prefix_pos(const DraftKvIndicesParams& p, int64_t len, int6
 // The row position of branch t's first draft token.
 SGL_HD int64_t draft_chain_start(const DraftKvIndicesParams& p, int64_t len, int64_t t) {
   if (p.src.page_size == 1 || p.topk == 1) return len + t * p.num_steps;
-  const int64_t last = len % p.src.page_size;
-  const int64_t pages = (last + p.num_steps + p.src.page_size - 1) / p.src.page_size;
+  const int64_t last = len - p.src.div.div(len) * p.src.page_size;
+  const int64_t pages = p.src.div.ceil(last + p.num_steps);
   return len - last + t * pages * p.src.page_size + last;
 }
 
@@ -303,24 +304,27 @@ SGL_HD int64_t draft_cum_term(const DraftKvIndicesParams& p, int64_t len) {
   return draft_prefix_len(p, len < 0 ? 0 : min_i64(len, p.src.row_len));
 }
 
-// What is wrong with request b (0: nothing), given cum; the last step's
-// branches end furthest (every offset grows with the step).
+// What is wrong with request b (0: nothing), given cum and its
+// req_pool_indices and seq_lens values; the last step's branches end
+// furthest (every offset grows with the step).
 enum DraftRowError : int { kDraftOk = 0, kDraftReq, kDraftLen, kDraftRow, kDraftOut };
 
-SGL_HD int draft_row_error(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
-  const int64_t req = p.src.req_pool_indices[b];
+SGL_HD int draft_row_check(const DraftKvIndicesParams& p, int64_t b, int64_t req, int64_t len, int64_t cum) {
   if (req < 0 || req >= p.src.pool_size) return kDraftReq;
-  const int64_t len = p.src.seq_lens[b];
   if (!length_fits(len)) return kDraftLen;
   // The prefix reads positions below len; the last branch's chain ends at
   // chain_start + K - 1.
   if (len > p.src.row_len || draft_chain_start(p, len, p.topk - 1) + p.num_steps > p.src.row_len)
     return kDraftRow;
-  if (cum > p.out_width / p.topk) return kDraftOut;  // (cum * topk below never overflows)
+  if (cum > p.cum_max) return kDraftOut;  // (cum * topk below never overflows)
   const int64_t prefix = draft_prefix_len(p, len);
   const int64_t end =
       draft_offset(p, cum, b, p.topk - 1, prefix, p.num_steps - 1) + prefix + p.num_steps;
   return end > p.out_width ? kDraftOut : kDraftOk;
+}
+
+SGL_HD int draft_row_error(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
+  return draft_row_check(p, b, p.src.req_pool_indices[b], p.src.seq_lens[b], cum);
 }
 
 void build_draft_decode_kv_indices_cpu(const DraftKvIndicesParams& p);
