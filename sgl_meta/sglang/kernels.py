@@ -166,17 +166,27 @@ class FlashmlaKvIndicesKernel(KernelStandIn):
                                    a["kv_start_idx"], a["kv_indices_ptr"], page_size=a["PAGED_SIZE"])
 
 
+def _draft_steps(grid: tuple, num_steps: int) -> int:
+    """The draft steps of a launch: the grid's first extent, or with token blocks
+    (``NUM_STEPS`` > 0) ``NUM_STEPS`` where that extent is a whole number of blocks per
+    step (0, which no launch ours covers, otherwise)."""
+    if num_steps == 0:
+        return grid[0]
+    return num_steps if num_steps > 0 and grid[0] >= num_steps and grid[0] % num_steps == 0 else 0
+
+
 class DraftDecodeKvIndicesKernel(KernelStandIn):
     """``generate_draft_decode_kv_indices`` (``sglang.kernels.ops.speculative.cache_locs``),
     EAGLE multi-step draft decode's per-step ``kv_indices`` / ``kv_indptr``:
-    :func:`sgl_meta.build_draft_decode_kv_indices` for the launch SGLang 0.5.23's Triton
-    multi-step draft backend makes, and its FlashInfer one with a single token block, over
-    a static pool (grid ``(steps, requests, topk)``, ``NUM_STEPS`` 0: one program walks a
-    request's whole prefix per step and branch; the strides the tensors' own, the
-    power-of-two bounds at least the counts they bound, a token-granular source without
-    ``v2p``). Other launches run SGLang's kernel: the unified pool's translated sources,
-    and FlashInfer's token-block launch (``NUM_STEPS`` > 0), which spreads long prefixes
-    over 512-token programs and which ours does not beat everywhere yet (docs/sglang.md)."""
+    :func:`sgl_meta.build_draft_decode_kv_indices` for the launches SGLang 0.5.23's Triton,
+    FlashInfer and FlashInfer MLA multi-step draft backends make over a static pool: grid
+    ``(steps, requests, topk)`` with ``NUM_STEPS`` 0 (one program walks a request's whole
+    prefix per step and branch), or FlashInfer's token-block launch, grid
+    ``(NUM_STEPS * blocks, requests, topk)`` (the same outputs, long prefixes spread over
+    512-token programs); the strides the tensors' own, the power-of-two bounds at least the
+    counts they bound, a token-granular source without ``v2p``. Other launches run SGLang's
+    kernel: the unified pool's translated sources, a token-block grid that is not a whole
+    number of blocks per step."""
 
     __signature__ = _params("req_pool_indices", "req_to_token", "paged_kernel_lens", "kv_indices", "kv_indptr",
                             "positions", "row_stride", "kv_indices_stride", "kv_indptr_stride", "bs_upper",
@@ -184,18 +194,13 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
                             ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False)
 
     @classmethod
-    def declines(cls, kwargs: dict) -> bool:
-        """FlashInfer's token-block launch (``NUM_STEPS`` > 0), on its every draft decode step."""
-        return kwargs.get("NUM_STEPS", 0) != 0
-
-    @classmethod
     def covers(cls, grid, a: dict) -> bool:
         """A launch ours writes exactly as SGLang's kernel does, with arguments the op accepts (where the
         op would refuse what SGLang's kernel runs, or SGLang's would refuse to compile, SGLang's runs)."""
         g = _grid(grid)
-        if g is None or len(g) != 3 or type(a["NUM_STEPS"]) is not int or a["NUM_STEPS"] != 0:
+        if g is None or len(g) != 3 or type(a["NUM_STEPS"]) is not int:
             return False
-        steps, seqs, topk = g
+        steps, seqs, topk = _draft_steps(g, a["NUM_STEPS"]), g[1], g[2]
         if not (1 <= steps <= 64 and seqs >= 0 and 1 <= topk <= 1024):
             return False
         if a["ENTRY_PAGE_SIZE"] != 1 or a["TRANSLATE"] or a["v2p"] is not None:
@@ -226,7 +231,8 @@ class DraftDecodeKvIndicesKernel(KernelStandIn):
 
     @classmethod
     def run(cls, grid, a: dict) -> None:
-        steps, seqs, topk = _grid(grid)
+        g = _grid(grid)
+        steps, seqs, topk = _draft_steps(g, a["NUM_STEPS"]), g[1], g[2]
         req = a["req_pool_indices"]
         build_draft_decode_kv_indices(
             req_to_token=a["req_to_token"], req_pool_indices=req if req.numel() == seqs else req[:seqs],

@@ -1,8 +1,8 @@
 """Run in a child process with TRITON_INTERPRET=1 (test_draft_kv_indices_kernel.py):
 SGLang 0.5.23's own ``generate_draft_decode_kv_indices`` (interpreted) against the
-plugin's stand-in, launched as its Triton backend and its FlashInfer backend with
-one token block launch it (``NUM_STEPS = 0``), on poisoned buffers of their dtypes
-(int64 and int32 ids). The stand-in is bound to a kernel that fails if called:
+plugin's stand-in, launched as its Triton backend and its FlashInfer backend launch
+it (one token block, ``NUM_STEPS = 0``, or ``NUM_STEPS`` = steps over 1 to 4 token
+blocks per step), on poisoned buffers of their dtypes (int64 and int32 ids). The stand-in is bound to a kernel that fails if called:
 each launch must be one ours covers. Prints "ok <cases>" or raises.
 
     python draft_kv_indices_kernel_child.py <seed> <cases>
@@ -34,7 +34,8 @@ def main() -> None:
         return int(torch.randint(lo, hi + 1, (1,), generator=gen))
 
     for case in range(cases):
-        caller = ("triton", "flashinfer")[case % 2]
+        caller = ("triton", "flashinfer", "flashinfer_blocks")[case % 3]
+        blocks = rand(1, 4)
         seqs, topk, steps = rand(1, 6), (1, 2, 4)[rand(0, 2)], rand(1, 5)
         ps = (1, 16, 64)[rand(0, 2)]
         window, sink = ((0, 0), (0, 0), (32, 4))[rand(0, 2)]
@@ -59,8 +60,11 @@ def main() -> None:
                     ps, window, sink)
             if caller == "triton":  # TritonMultiStepDraftBackend.common_template
                 kernel[(steps, seqs, topk)](*args, ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False)
-            else:  # FlashInferMultiStepDraftBackend.common_template, one token block
+            elif caller == "flashinfer":  # FlashInferMultiStepDraftBackend.common_template, one token block
                 kernel[(steps, seqs, topk)](*args, ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False, NUM_STEPS=0)
+            else:  # the same, with token blocks
+                kernel[(steps * blocks, seqs, topk)](*args, ENTRY_PAGE_SIZE=1, v2p=None, TRANSLATE=False,
+                                                     NUM_STEPS=steps)
         for i, name in enumerate(("kv_indices", "kv_indptr")):
             mine, theirs = buffers["ours"][i], buffers["sglang"][i]
             if not torch.equal(mine, theirs):

@@ -1,8 +1,8 @@
 """The stand-in for SGLang's ``generate_draft_decode_kv_indices``
 (sgl_meta/sglang/kernels.py): launched as SGLang's Triton and FlashInfer
-multi-step draft backends launch the kernel without token blocks, it writes what the kernel writes
-(SGLang's own kernel, interpreted, in a child process); every launch it does
-not cover runs SGLang's kernel with the same arguments."""
+multi-step draft backends launch the kernel, with FlashInfer's token blocks or without, it writes
+what the kernel writes (SGLang's own kernel, interpreted, in a child process); every launch it
+does not cover runs SGLang's kernel with the same arguments."""
 
 from __future__ import annotations
 
@@ -46,8 +46,21 @@ def test_covered_launch_runs_ours(gen):
     assert kv_indices[0, 0] == args[1][args[0][0], 0]
 
 
-@pytest.mark.parametrize("change", ["translate", "v2p", "entry_pages", "grid_2d", "callable_grid", "token_blocks",
-                                    "one_token_block", "negative_seqs", "steps_65", "topk_0", "topk_1025",
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_token_block_launches_run_ours(blocks, gen):
+    """FlashInfer's token-block launch (NUM_STEPS > 0, grid[0] = NUM_STEPS * blocks) writes what the launch
+    without token blocks writes."""
+    grid, args = _launch(gen)
+    want = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    DraftDecodeKvIndicesKernel.bind(Recorder())[grid](*want)
+    sglang = Recorder()
+    DraftDecodeKvIndicesKernel.bind(sglang)[(grid[0] * blocks, grid[1], grid[2])](*args, NUM_STEPS=grid[0])
+    assert sglang.launches == []
+    assert torch.equal(args[3], want[3]) and torch.equal(args[4], want[4])
+
+
+@pytest.mark.parametrize("change", ["translate", "v2p", "entry_pages", "grid_2d", "callable_grid",
+                                    "blocks_below_steps", "negative_num_steps", "negative_seqs", "steps_65", "topk_0", "topk_1025",
                                     "bounds_not_powers_of_two", "page_size_0", "req_0d", "kv_indices_int16",
                                     "req_to_token_int64", "row_stride_tensor", "indices_stride_float",
                                     "blocks_ragged",
@@ -66,10 +79,10 @@ def test_uncovered_launches_run_sglangs_kernel(change, gen):
         grid = grid[:2]
     elif change == "callable_grid":
         grid = lambda meta: (3, 3, 2)  # noqa: E731
-    elif change == "token_blocks":  # FlashInfer's launch over long prefixes
-        grid, kwargs = (grid[0] * 3, grid[1], grid[2]), dict(NUM_STEPS=grid[0])
-    elif change == "one_token_block":  # FlashInfer's launch with the host plan
-        kwargs = dict(NUM_STEPS=grid[0])
+    elif change == "blocks_below_steps":  # no whole token block per step
+        grid, kwargs = (grid[0] - 1, grid[1], grid[2]), dict(NUM_STEPS=grid[0])
+    elif change == "negative_num_steps":
+        kwargs = dict(NUM_STEPS=-grid[0])
     elif change == "negative_seqs":  # SGLang's kernel launches no program
         grid = (grid[0], -1, grid[2])
     elif change == "steps_65":  # past what the op takes; SGLang's kernel runs it
