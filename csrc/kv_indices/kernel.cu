@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     if (threadIdx.x == 0) fail_row(row, req, s.pool_size, start, seq);
     return;
   }
-  int64_t lo, hi;
+  int64_t lo, hi, mask = 0;  // mask: mask_indptr[row + 1] (write_indptr only)
   if (p.write_indptr) {
     __shared__ int64_t scratch[kWarps];
     int64_t sum = 0;
@@ -177,17 +177,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       return;
     }
     if (blockIdx.y == 0 && threadIdx.x == 0) {
-      int64_t mask = 0;
       if (p.mask_indptr != nullptr && !mask_indptr_of(p, int64_t{row} + 1, hi, &mask)) {
         fail_mask(row, hi, p.q_stride, p.mask64);
         return;
       }
-      if (row == 0) {
-        store_indptr(p, 0, 0);
-        store_verify_indptrs(p, 0, 0);
-      }
+      if (row == 0) store_indptr(p, 0, 0);
       store_indptr(p, row + 1, hi);
-      store_verify_indptrs(p, int64_t{row} + 1, mask);
     }
   } else {
     lo = indptr_at(p, row);
@@ -196,10 +191,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, false);
       return;
     }
-    if (p.qo_indptr != nullptr && blockIdx.y == 0 && threadIdx.x == 0) {
-      if (row == 0) store_verify_indptrs(p, 0, 0);
-      store_verify_indptrs(p, int64_t{row} + 1, 0);
-    }
+  }
+  if (blockIdx.y == 0 && threadIdx.x == 0) {  // the verify row starts, whichever are given
+    if (row == 0) store_verify_indptrs(p, 0, 0);
+    store_verify_indptrs(p, int64_t{row} + 1, mask);
   }
   if (n > 0 && (n > hi - lo || lo > p.out_size - n)) {
     if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, false);
