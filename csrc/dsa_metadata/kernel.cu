@@ -75,7 +75,7 @@ union Smem {
   PageSmem page;
 };
 
-SGL_FAILURE_PATH void fail_request(const DsaGenParams& p, int64_t r, int64_t req) {
+SGL_FAILURE_PATH void fail_request(const DsaGenInputs& p, int64_t r, int64_t req) {
   // The named flag puts the argument in the assert text itself.
   const bool req_pool_indices_in_range = false;
   SGL_DEVICE_CHECK(req_pool_indices_in_range,
@@ -85,7 +85,7 @@ SGL_FAILURE_PATH void fail_request(const DsaGenParams& p, int64_t r, int64_t req
   __trap();
 }
 
-__device__ __forceinline__ void check_request(const DsaGenParams& p, int64_t r, int64_t req) {
+__device__ __forceinline__ void check_request(const DsaGenInputs& p, int64_t r, int64_t req) {
   if (__builtin_expect(!(req >= 0 && req < p.pool_size), 0)) fail_request(p, r, req);
 }
 
@@ -101,7 +101,7 @@ SGL_FAILURE_PATH void fail_extend(int64_t r, int64_t e) {
 // kCuSeqlensK / kDsaCuSeqlensK: the running sum written at row i.
 enum LengthCheck : int { kSeqLen, kCuSeqlensK, kDsaCuSeqlensK };
 
-SGL_FAILURE_PATH void fail_length(const DsaGenParams& p, int kind, int64_t i) {
+SGL_FAILURE_PATH void fail_length(const DsaGenInputs& p, int kind, int64_t i) {
   if (kind == kSeqLen) {
     const int64_t seq = p.seq_lens[i];
     const bool seq_lens_in_int32_range = length_fits(seq);
@@ -127,17 +127,17 @@ SGL_FAILURE_PATH void fail_length(const DsaGenParams& p, int kind, int64_t i) {
   __trap();
 }
 
-__device__ __forceinline__ void check_length(const DsaGenParams& p, bool ok, int kind, int64_t i) {
+__device__ __forceinline__ void check_length(const DsaGenInputs& p, bool ok, int kind, int64_t i) {
   if (__builtin_expect(!ok, 0)) fail_length(p, kind, i);
 }
 
 // Draft-extend: the expanded rows of a request extending by `ext` (or of
 // request r), whose rows start at `start`: the exclusive prefix of extend_len
 // over the requests before it (<= n after capping).
-__device__ __forceinline__ int64_t draft_rows_of(const DsaGenParams& p, int64_t ext, int64_t start) {
+__device__ __forceinline__ int64_t draft_rows_of(const DsaGenInputs& p, int64_t ext, int64_t start) {
   return start >= p.n ? 0 : min_i64(ext, p.n - start);
 }
-__device__ __forceinline__ int64_t draft_rows(const DsaGenParams& p, int64_t r, int64_t start) {
+__device__ __forceinline__ int64_t draft_rows(const DsaGenInputs& p, int64_t r, int64_t start) {
   return r >= p.bs ? 0 : draft_rows_of(p, extend_len(p, r), start);
 }
 
@@ -172,9 +172,10 @@ __device__ __forceinline__ void pass_sync() {
   if (!kWarp) __syncthreads();
 }
 
-__device__ void write_expanded(const DsaGenParams& p, int64_t e, int32_t len, int32_t dsa,
+template <class P>
+__device__ void write_expanded(const P& p, int64_t e, int32_t len, int32_t dsa,
                                uint32_t cu) {
-  for (int s = 0; s < p.num_sets; ++s) {
+  for (int s = 0; s < p.sets(); ++s) {
     const DsaGenSet& d = p.set[s];
     if (d.seqlens_expanded) d.seqlens_expanded[e] = len;
     d.dsa_cache_seqlens[e] = dsa;
@@ -188,7 +189,7 @@ __device__ void write_expanded(const DsaGenParams& p, int64_t e, int32_t len, in
 // values: page blocks check the index again before they read, and extend
 // lengths enter every sum clamped at 0.)
 template <int M>
-__device__ __forceinline__ void check_tile(const DsaGenParams& p, int64_t base) {
+__device__ __forceinline__ void check_tile(const DsaGenInputs& p, int64_t base) {
   const int64_t r = base + threadIdx.x;
   if (r >= p.bs) return;
   if (p.writes_pages()) check_request(p, r, p.req_pool_indices[r]);
@@ -200,8 +201,8 @@ __device__ __forceinline__ void check_tile(const DsaGenParams& p, int64_t base) 
 
 // Requests: cache_seqlens, cu_seqlens_k, paged_mqa_ctx_lens; DECODE also its
 // expanded rows (one per request, the same lengths).
-template <int M, bool kWarp>
-__device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
+template <int M, bool kWarp, class P>
+__device__ void scan_requests(const P& p, ScanSmem& sm) {
   uint32_t carry = 0, dsa_carry = 0;
   for (int64_t base = 0; base < p.bs; base += kPassRows<kWarp>) {
     const int64_t r = base + threadIdx.x;
@@ -221,7 +222,7 @@ __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
       check_length(p, fits, kSeqLen, r);
       check_length(p, running_sum_fits(carry + v), kCuSeqlensK, r);
       if (M == kDsaGenDecode) check_length(p, running_sum_fits(dsa_carry + dv), kDsaCuSeqlensK, r);
-      for (int s = 0; s < p.num_sets; ++s) {
+      for (int s = 0; s < p.sets(); ++s) {
         const DsaGenSet& d = p.set[s];
         d.cache_seqlens[r] = c;
         d.cu_seqlens_k[r + 1] = static_cast<int32_t>(carry + v);
@@ -240,8 +241,8 @@ __device__ void scan_requests(const DsaGenParams& p, ScanSmem& sm) {
 
 // TARGET_VERIFY: expanded row e is draft token j = e % next_n of request
 // e / next_n, length seq + j + 1 (not capped).
-template <bool kWarp>
-__device__ void scan_verify_rows(const DsaGenParams& p, ScanSmem& sm) {
+template <bool kWarp, class P>
+__device__ void scan_verify_rows(const P& p, ScanSmem& sm) {
   const uint32_t next_n = static_cast<uint32_t>(p.next_n);
   uint32_t carry = 0;
   for (int64_t base = 0; base < p.n; base += kPassRows<kWarp>) {
@@ -269,8 +270,8 @@ __device__ void scan_verify_rows(const DsaGenParams& p, ScanSmem& sm) {
 // request extends by a few tokens). Rows past every request take request 0's
 // length (upstream's scan default). Every length is loaded before the first
 // scan: one memory round trip.
-template <bool kWarp>
-__device__ void scan_draft_rows(const DsaGenParams& p, ScanSmem& sm) {
+template <bool kWarp, class P>
+__device__ void scan_draft_rows(const P& p, ScanSmem& sm) {
   const int32_t seq0 = to_i32(p.seq_lens[0]);
   int64_t start_carry = 0;
   uint32_t dsa_carry = 0;
@@ -319,7 +320,8 @@ __device__ void scan_draft_rows(const DsaGenParams& p, ScanSmem& sm) {
 // walking each request's rows, so that a row's path is one scan long. Lane r
 // loads request r's lengths; row e finds its request (the last one starting at
 // or before e) by a binary search over the lanes' starts.
-__device__ void scan_draft_rows_by_row(const DsaGenParams& p) {
+template <class P>
+__device__ void scan_draft_rows_by_row(const P& p) {
   constexpr unsigned kAll = 0xffffffffu;
   const int lane = static_cast<int>(threadIdx.x);
   const int bs = static_cast<int>(p.bs);
@@ -359,9 +361,9 @@ __device__ void scan_draft_rows_by_row(const DsaGenParams& p) {
 template <int M>
 constexpr int kScanBlocks = M == kDsaGenDecode ? 1 : 2;
 
-template <int M>
-__device__ void scan_block(const DsaGenParams& p, ScanSmem& sm) {
-  if (threadIdx.x < p.num_sets) {
+template <int M, class P>
+__device__ void scan_block(const P& p, ScanSmem& sm) {
+  if (threadIdx.x < p.sets()) {
     p.set[threadIdx.x].cu_seqlens_k[0] = 0;
     if (M == kDsaGenDecode) p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
   }
@@ -372,9 +374,9 @@ __device__ void scan_block(const DsaGenParams& p, ScanSmem& sm) {
     scan_requests<M, true>(p, sm);
 }
 
-template <int M>
-__device__ void row_block(const DsaGenParams& p, ScanSmem& sm) {
-  if (threadIdx.x < p.num_sets) p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
+template <int M, class P>
+__device__ void row_block(const P& p, ScanSmem& sm) {
+  if (threadIdx.x < p.sets()) p.set[threadIdx.x].dsa_cu_seqlens_k[0] = 0;
   if (p.bs == 0) return;
   // Verify scans its n expanded rows, draft-extend its bs requests.
   const int64_t rows = M == kDsaGenTargetVerify ? p.n : p.bs;
@@ -419,7 +421,8 @@ __device__ __forceinline__ void store_vec(int32_t* t, int nel, bool vec, const i
 // Columns [begin, end) of one request's live prefix into every row and set.
 // Both tables' loads are issued before the first store (a store could alias a
 // later load, so the compiler keeps that order as written).
-__device__ void copy_unit(const DsaGenParams& p, const int32_t* src, int64_t begin, int64_t end,
+template <class P>
+__device__ void copy_unit(const P& p, const int32_t* src, int64_t begin, int64_t end,
                           int64_t row_begin, int64_t row_count) {
   int32_t v[kVecs][4];
   int64_t col[kVecs];
@@ -453,7 +456,7 @@ __device__ void copy_unit(const DsaGenParams& p, const int32_t* src, int64_t beg
   bool full[kVecs];
 #pragma unroll
   for (int k = 0; k < kVecs; ++k) full[k] = p.page_table_1 && nel[k] == 4 && p.vec_store;
-  for (int s = 0; s < p.num_sets; ++s) {
+  for (int s = 0; s < p.sets(); ++s) {
     const DsaGenSet& d = p.set[s];
     if (p.page_table_1) {
       int32_t* out = d.page_table_1 + row_begin * d.page_table_1_stride;
@@ -478,8 +481,8 @@ __device__ void copy_unit(const DsaGenParams& p, const int32_t* src, int64_t beg
   }
 }
 
-template <int M>
-__device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tokens,
+template <int M, class P>
+__device__ void page_block(const P& p, PageSmem& sm, int64_t unit_tokens,
                            int64_t block, int64_t blocks) {
   int64_t unit_carry = 0;   // units of the tiles before this one
   int64_t start_carry = 0;  // DRAFT_EXTEND: rows of the requests before this tile
@@ -552,7 +555,7 @@ __device__ void page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tok
 // the scan block's prefix, summed here by the whole block (every thread of the
 // block calls this).
 template <int M>
-__device__ __forceinline__ void request_rows(const DsaGenParams& p, PageSmem& sm, int64_t r, int64_t ext,
+__device__ __forceinline__ void request_rows(const DsaGenInputs& p, PageSmem& sm, int64_t r, int64_t ext,
                                              int64_t& row_begin, int64_t& row_count) {
   row_begin = r, row_count = 1;
   if (M == kDsaGenTargetVerify) {
@@ -578,8 +581,8 @@ __device__ __forceinline__ void request_rows(const DsaGenParams& p, PageSmem& sm
 // (bs * units-per-row <= the grid cap): block b is column unit b % chunks of
 // request b / chunks, found without the tile scans. A block past its
 // request's live prefix exits after one round of loads.
-template <int M>
-__device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t unit_tokens,
+template <int M, class P>
+__device__ void direct_page_block(const P& p, PageSmem& sm, int64_t unit_tokens,
                                   uint32_t block, FastDivU32 chunks) {
   const uint32_t r = chunks.div(block);
   const int64_t begin = static_cast<int64_t>(block - r * chunks.divisor) * unit_tokens;
@@ -602,8 +605,8 @@ __device__ void direct_page_block(const DsaGenParams& p, PageSmem& sm, int64_t u
 // 32 bits. A thread holds one 16-byte vector of the unit, and a page's entry
 // comes from the vector that holds its first token (page starts and vectors
 // both lie at multiples of 4). Without page_table_1 a thread holds one page.
-template <int M>
-__device__ void lean_page_block(const DsaGenParams& p, PageSmem& sm, uint32_t unit_tokens,
+template <int M, class P>
+__device__ void lean_page_block(const P& p, PageSmem& sm, uint32_t unit_tokens,
                                 uint32_t block, FastDivU32 chunks) {
   const uint32_t r = chunks.div(block);
   const uint32_t begin = (block - r * chunks.divisor) * unit_tokens;
@@ -633,7 +636,7 @@ __device__ void lean_page_block(const DsaGenParams& p, PageSmem& sm, uint32_t un
   const bool has_page = p.real_page_table && (c & ((1u << shift) - 1)) == 0;
   const int32_t entry = v[0] >> shift;  // floor division, negative slots included
   const uint32_t q = c >> shift;
-  for (int s = 0; s < p.num_sets; ++s) {
+  for (int s = 0; s < p.sets(); ++s) {
     const DsaGenSet& d = p.set[s];
     int32_t* t1 = tokens ? d.page_table_1 + row_begin * d.page_table_1_stride + c : nullptr;
     int32_t* tr = has_page ? d.real_page_table + row_begin * d.real_page_table_stride + q : nullptr;
@@ -652,13 +655,14 @@ __device__ void lean_page_block(const DsaGenParams& p, PageSmem& sm, uint32_t un
 
 // One instantiation per mode and page-block kind: each holds only its own
 // code, which keeps a launch's instruction footprint (fetched by every block
-// before it can issue) small. The two scalars come before the params, beside
-// the params' own scalars at the front of the parameter bank.
+// before it can issue) small; and per set-table capacity (params.h). The two
+// scalars come before the params, beside the params' own scalars at the front
+// of the parameter bank.
 enum PageKind : int { kTiledPages, kDirectPages, kLeanPages };
 
-template <int M, int kKind>
+template <int M, int kKind, int kSlots>
 __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
-    fused_dsa_metadata_kernel(int64_t unit_tokens, FastDivU32 chunks, const __grid_constant__ DsaGenParams p) {
+    fused_dsa_metadata_kernel(int64_t unit_tokens, FastDivU32 chunks, const __grid_constant__ DsaGenArgs<kSlots> p) {
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_bytes);
   constexpr unsigned kScan = kScanBlocks<M>;
@@ -687,32 +691,45 @@ __global__ void __launch_bounds__(kThreads, kPageBlocksPerSm)
 // launch without it leaves the SM's L1 / shared split as the kernels around it
 // set it.
 template <int M>
-bool uses_smem(const DsaGenParams& p, int kind) {
+bool uses_smem(const DsaGenInputs& p, int kind) {
   if (kind == kTiledPages || p.bs > kWarpRows) return true;
   if (M == kDsaGenTargetVerify) return p.n > kWarpRows;
   if (M == kDsaGenDraftExtend) return !p.static_extend && p.bs > 1;
   return false;
 }
 
-template <int M>
-void launch(const DsaGenParams& p, int64_t page_blocks, int kind, int64_t unit_tokens, int64_t chunks,
-            cudaStream_t s) {
+template <int M, int kSlots>
+void launch_with(const DsaGenArgs<kSlots>& p, int64_t page_blocks, int kind, int64_t unit_tokens,
+                 int64_t chunks, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(kScanBlocks<M> + page_blocks));
   const FastDivU32 div = FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1));
   const size_t smem = uses_smem<M>(p, kind) ? sizeof(Smem) : 0;
   if (kind == kLeanPages)
-    fused_dsa_metadata_kernel<M, kLeanPages><<<grid, kThreads, smem, s>>>(unit_tokens, div, p);
+    fused_dsa_metadata_kernel<M, kLeanPages, kSlots><<<grid, kThreads, smem, s>>>(unit_tokens, div, p);
   else if (kind == kDirectPages)
-    fused_dsa_metadata_kernel<M, kDirectPages><<<grid, kThreads, smem, s>>>(unit_tokens, div, p);
+    fused_dsa_metadata_kernel<M, kDirectPages, kSlots><<<grid, kThreads, smem, s>>>(unit_tokens, div, p);
   else
-    fused_dsa_metadata_kernel<M, kTiledPages><<<grid, kThreads, smem, s>>>(unit_tokens, div, p);
+    fused_dsa_metadata_kernel<M, kTiledPages, kSlots><<<grid, kThreads, smem, s>>>(unit_tokens, div, p);
+}
+
+template <int M>
+void launch(const DsaGenParams& p, int64_t page_blocks, int kind, int64_t unit_tokens, int64_t chunks,
+            cudaStream_t s) {
+  if (p.num_sets > 1) {
+    launch_with<M>(p, page_blocks, kind, unit_tokens, chunks, s);
+    return;
+  }
+  DsaGenArgs<1> one;
+  static_cast<DsaGenInputs&>(one) = p;
+  one.set[0] = p.set[0];
+  launch_with<M>(one, page_blocks, kind, unit_tokens, chunks, s);
 }
 
 int sm_count() { return current_device_sm_count(kFallbackSms); }
 
 // The lean page block's unit (0: not applicable): one 16-byte vector per
 // thread with page_table_1, else one page per thread.
-int64_t lean_unit(const DsaGenParams& p) {
+int64_t lean_unit(const DsaGenInputs& p) {
   const int shift = p.page.shift;
   if (p.page_table_1) {
     if (!p.vec_load || !p.vec_store || (p.real_page_table && shift < 2)) return 0;

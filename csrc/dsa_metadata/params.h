@@ -24,7 +24,8 @@ enum DsaGenMode : int { kDsaGenDecode = 0, kDsaGenTargetVerify = 1, kDsaGenDraft
 // Destination sets per launch: the pointer table travels in the kernel's
 // parameter space (no device buffer, nothing to upload: graph safe), 16 sets of
 // 8 pointers + 3 strides = 1.4 KB. Larger K takes several launches, each of
-// which recomputes from the (read-only) inputs.
+// which recomputes from the (read-only) inputs. A one-set launch passes a
+// one-slot table instead (DsaGenArgs<1>).
 constexpr int kDsaGenMaxSets = 16;
 
 struct DsaGenSet {
@@ -41,7 +42,8 @@ struct DsaGenSet {
   int64_t paged_mqa_ctx_lens_stride = 0;
 };
 
-struct DsaGenParams {
+// Everything a launch reads but the destination sets.
+struct DsaGenInputs {
   // inputs
   IndexArray seq_lens;                    // [>= bs]
   IndexArray req_pool_indices;            // [>= bs]
@@ -69,12 +71,23 @@ struct DsaGenParams {
   bool vec_store = false;
 
   int32_t num_sets = 0;
-  // Last: the scalars above, num_sets among them, sit together at the front
-  // of the kernel's parameter bank.
-  DsaGenSet set[kDsaGenMaxSets];
 
   SGL_HD bool writes_pages() const { return page_table_1 || real_page_table; }
 };
+
+// The sets last: the scalars, num_sets among them, sit together at the front
+// of the kernel's parameter bank. kSlots: the table's capacity. The parameter
+// block is copied by every launch and read by the first instructions of every
+// block, so a one-set launch passes one slot (~0.25 KB instead of ~1.6 KB).
+template <int kSlots>
+struct DsaGenArgs : DsaGenInputs {
+  DsaGenSet set[kSlots];
+
+  // The sets to write: a one-slot table's loops have a constant trip count.
+  SGL_HD int sets() const { return kSlots == 1 ? 1 : num_sets; }
+};
+
+using DsaGenParams = DsaGenArgs<kDsaGenMaxSets>;
 
 // --- shared arithmetic (CPU and CUDA must agree bit for bit) ------------------
 
@@ -88,13 +101,13 @@ SGL_HD int32_t add_i32(int32_t a, int64_t b) {  // wrapping int32 sum
 // kMode: the mode where the caller knows it at compile time (a CUDA kernel
 // instantiated per mode); -1: p.mode.
 template <int kMode = -1>
-SGL_HD int mode_of(const DsaGenParams& p) {
+SGL_HD int mode_of(const DsaGenInputs& p) {
   return kMode >= 0 ? kMode : p.mode;
 }
 
 // cache_seqlens[r]: seq_lens[r] (+ next_n in TARGET_VERIFY), int32.
 template <int kMode = -1>
-SGL_HD int32_t cache_len(const DsaGenParams& p, int32_t seq) {
+SGL_HD int32_t cache_len(const DsaGenInputs& p, int32_t seq) {
   return mode_of<kMode>(p) == kDsaGenTargetVerify ? add_i32(seq, p.next_n) : seq;
 }
 
@@ -105,12 +118,12 @@ SGL_HD int32_t cache_len(const DsaGenParams& p, int32_t seq) {
 // seq - ext + j + 1 <= seq in draft-extend). Draft-extend's clamp at 0 (a
 // padded request shorter than its extend length) is upstream's, not an error.
 template <int kMode = -1>
-SGL_HD bool cache_len_fits(const DsaGenParams& p, int64_t seq) {
+SGL_HD bool cache_len_fits(const DsaGenInputs& p, int64_t seq) {
   return length_fits(seq) && length_fits(seq + (mode_of<kMode>(p) == kDsaGenTargetVerify ? p.next_n : 0));
 }
 
 // Columns of request r's page rows: its cache length clamped to [0, max_cols].
-SGL_HD int64_t live_len(const DsaGenParams& p, int32_t cache) {
+SGL_HD int64_t live_len(const DsaGenInputs& p, int32_t cache) {
   return cache <= 0 ? 0 : min_i64(cache, p.max_cols);
 }
 
@@ -118,8 +131,8 @@ SGL_HD int64_t live_len(const DsaGenParams& p, int32_t cache) {
 // elsewhere (device assert / RuntimeError) and counted as 0 here so that no
 // row index can go negative; capped at n (rows past n are never written), so
 // bs such values sum without overflow.
-SGL_HD int64_t extend_len_of(const DsaGenParams& p, int64_t e) { return e <= 0 ? 0 : min_i64(e, p.n); }
-SGL_HD int64_t extend_len(const DsaGenParams& p, int64_t r) {
+SGL_HD int64_t extend_len_of(const DsaGenInputs& p, int64_t e) { return e <= 0 ? 0 : min_i64(e, p.n); }
+SGL_HD int64_t extend_len(const DsaGenInputs& p, int64_t r) {
   return extend_len_of(p, p.extend_seq_lens[p.static_extend ? 0 : r]);
 }
 
