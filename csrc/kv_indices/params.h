@@ -103,12 +103,7 @@ SGL_HD void store_indptr(const KvIndicesParams& p, int64_t i, int64_t v) {
   store_index(p.kv_indptr, p.indptr64, i, v);
 }
 
-SGL_HD void store_id(const KvIndicesParams& p, int64_t i, int64_t v) {
-  if (p.out64)
-    static_cast<int64_t*>(p.out)[i] = v;
-  else
-    static_cast<int32_t*>(p.out)[i] = static_cast<int32_t>(v);
-}
+SGL_HD void store_id(const KvIndicesParams& p, int64_t i, int64_t v) { store_index(p.out, p.out64, i, v); }
 
 // A row's length as it enters a running sum: the checks reject anything
 // outside [0, 2**31 - 1]; until they have (other rows' blocks on CUDA), the
@@ -284,17 +279,11 @@ SGL_HD int64_t draft_offset(const DraftKvIndicesParams& p, int64_t cum, int64_t 
 }
 
 SGL_HD void store_draft(const DraftKvIndicesParams& p, int64_t s, int64_t i, int32_t v) {
-  if (p.out64)
-    static_cast<int64_t*>(p.out)[s * p.out_stride + i] = v;
-  else
-    static_cast<int32_t*>(p.out)[s * p.out_stride + i] = v;
+  store_index(p.out, p.out64, s * p.out_stride + i, v);
 }
 
 SGL_HD void store_draft_indptr(const DraftKvIndicesParams& p, int64_t s, int64_t z, int64_t v) {
-  if (p.indptr64)
-    static_cast<int64_t*>(p.indptr)[s * p.indptr_stride + z] = v;
-  else
-    static_cast<int32_t*>(p.indptr)[s * p.indptr_stride + z] = static_cast<int32_t>(v);
+  store_index(p.indptr, p.indptr64, s * p.indptr_stride + z, v);
 }
 
 // Request j's term of the running sum cum: its prefix length, the length
