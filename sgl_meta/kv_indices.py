@@ -42,7 +42,7 @@ build_kv_indices = _op.define(
               "(FlashInferIndicesUpdaterDecode.call_begin_forward, TritonAttnBackend._fill_kv_indptr_and_indices); "
               "sglang.kernels.ops.attention.metadata.get_num_kv_splits_triton"),
     index=("req_pool_indices", "seq_lens", "kv_indptr", "kv_indices", "kv_start_idx", "token_mapping",
-           "qo_indptr", "mask_indptr"),
+           "qo_indptr", "mask_indptr", "extend_seq_lens"),
     int64=("v2p",),
     doc="""Fill a CSR stream of KV ids (``kv_indices``), with its ``kv_indptr`` and split counts if asked.
 
@@ -77,8 +77,13 @@ build_kv_indices = _op.define(
     ``write_indptr``, ``mask_indptr[b] = q * (lo_b + b * q)``, the running
     sum of the custom-mask rows ``q * (seq_lens + q)`` (what 0.5.23 writes
     with ``torch.arange`` and ``mask_indptr[1:bs+1] = cumsum(...)``; its
-    ``mask_indptr[0]`` is the 0 its buffer holds). Nothing else is written;
-    ``bs == 0`` is a no-op.
+    ``mask_indptr[0]`` is the 0 its buffer holds). With ``extend_seq_lens``,
+    every length above (the ids, the running sum, the split counts, the mask
+    rows) is ``max(seq_lens[b] - extend_seq_lens[b], 0)`` instead of
+    ``seq_lens[b]``: the prefix of a draft-extend batch, as the Triton
+    backend's ``_update_draft_extend_buffers`` computes it with
+    ``torch.clamp(seq_lens - extend_seq_lens, min=0)`` before its gather.
+    Nothing else is written; ``bs == 0`` is a no-op.
 
     Args:
         req_to_token: ``[pool, width]`` int32 token slots (``E == 1``, or with
@@ -107,8 +112,11 @@ build_kv_indices = _op.define(
             ``mask_indptr``, and ``bs * q_stride`` fits int32; else unused).
         mask_indptr: ``[>= bs + 1]`` int32/int64 custom-mask row starts (needs
             ``write_indptr``), or None.
+        extend_seq_lens: ``[>= bs]`` int32/int64 tokens each row extends by,
+            taken off its length (clamped at 0), or None.
 
-    Lengths: ``seq_lens[b]`` must lie in ``[0, 2**31 - 1]`` and, with
+    Lengths: ``seq_lens[b]`` (and ``extend_seq_lens[b]``) must lie in
+    ``[0, 2**31 - 1]`` and, with
     ``write_indptr``, the running sum must fit ``kv_indptr``'s dtype (and
     ``mask_indptr``'s values its own); otherwise RuntimeError on CPU naming
     the value (nothing written), a named device assert on CUDA.

@@ -26,6 +26,7 @@ class Case:
     gaps: bool = False  # read mode: indptr rows with room to spare
     zero_lens: bool = True
     verify: bool = False  # qo_indptr (and with write_indptr mask_indptr), q_stride
+    extend: bool = False  # extend_seq_lens (the other index dtype), some past their row's length
 
 
 def _randint(gen, lo, hi, shape, device, dtype=torch.int64):
@@ -62,6 +63,10 @@ def make(case: Case, gen: torch.Generator, device) -> dict:
                         dtype=torch.int64).to(idx_t).to(device)
     kw = dict(req_to_token=r2t, req_pool_indices=req, seq_lens=lens, kv_start_idx=start,
               write_indptr=case.write_indptr, entry_page_size=E)
+    if case.extend:
+        ext_t = torch.int32 if case.index64 else torch.int64
+        kw["extend_seq_lens"] = torch.tensor([int(_randint(gen, 0, int(n) + 5, (1,), "cpu")) for n in lens.cpu()],
+                                             dtype=ext_t).to(device)
     spare = _randint(gen, 0, 7, (bs,), "cpu") if case.gaps else torch.zeros(bs, dtype=torch.int64)
     ptr = torch.zeros(bs + 1, dtype=torch.int64)
     ptr[1:] = (lens.long().cpu() + spare).cumsum(0)
@@ -114,6 +119,8 @@ def formula(kw: dict) -> dict:
     req = kw["req_pool_indices"].cpu().tolist()
     lens = kw["seq_lens"].cpu().tolist()
     bs = len(req)
+    if kw.get("extend_seq_lens") is not None:  # the prefix: max(seq_lens - extend_seq_lens, 0)
+        lens = [max(n - e, 0) for n, e in zip(lens, kw["extend_seq_lens"].cpu().tolist())]
     start = [0] * bs if kw.get("kv_start_idx") is None else kw["kv_start_idx"].cpu().tolist()
     E = kw.get("entry_page_size", 1)
     v2p: Optional[list] = None if kw.get("v2p") is None else kw["v2p"].cpu().tolist()

@@ -46,6 +46,9 @@ CASES = {
     "verify_int64_splits": Case(write_indptr=True, verify=True, index64=True, splits=True, zero_lens=False),
     "verify_many_rows": Case(bs=700, pool=800, width=33, write_indptr=True, verify=True),
     "verify_qo_read_indptr": Case(verify=True, gaps=True),
+    "draft_extend": Case(write_indptr=True, verify=True, extend=True),
+    "draft_extend_int64_splits": Case(write_indptr=True, splits=True, extend=True, index64=True, zero_lens=False),
+    "extend_read_indptr": Case(extend=True, gaps=True, kv_start=True),
 }
 
 
@@ -86,7 +89,7 @@ def test_random_cases(seed, gen, device):
                     kv_start=pick(False, True), token_mapping=not v2p and pick(False, True), v2p_page=v2p,
                     write_indptr=write, splits=pick(False, True), index64=pick(False, True),
                     out64=pick(False, True), gaps=not write and pick(False, True), zero_lens=pick(False, True),
-                    verify=pick(False, True))
+                    verify=pick(False, True), extend=pick(False, True))
         kw = make(case, gen, device)
         got = run(sgl_meta.build_kv_indices, kw)
         assert_outputs_equal(got, run(reference.build_kv_indices, kw), f"op vs reference, {case}")
@@ -183,6 +186,7 @@ def test_create_flashmla_kv_indices_errors_name_it(device):
 @pytest.mark.parametrize("what,match", [
     ("req", r"req_pool_indices\[1\] = 9 is outside"),
     ("len", r"seq_lens\[0\] = -1 is negative"),
+    ("extend", r"extend_seq_lens\[1\] = -3 is negative"),
     ("sum", r"the running sum of seq_lens\[0\.\.1\] = 4294967294 does not fit kv_indptr \(int32\)"),
     ("indptr", r"row 1 holds 5 tokens but kv_indptr gives it \[2, 4\)"),
     ("v2p", r"reads virtual page 9, outside v2p"),
@@ -200,6 +204,8 @@ def test_hostile_values_raise_on_cpu_and_write_nothing(what, match):
     if what == "sum":
         kw["seq_lens"] = torch.tensor([2**31 - 1, 2**31 - 1])
         kw["req_to_token"] = torch.zeros(2, 1, dtype=torch.int32)
+    if what == "extend":
+        kw.update(extend_seq_lens=torch.tensor([1, -3], dtype=torch.int32))
     if what == "v2p":
         kw.update(v2p=torch.arange(9), page_size=2)
     if what == "mapping":
@@ -226,6 +232,8 @@ def test_hostile_values_raise_on_cpu_and_write_nothing(what, match):
     (dict(max_kv_splits=0), "max_kv_splits = 0 is outside"),
     (dict(num_kv_splits=torch.zeros(3, dtype=torch.int32), num_group=2), r"num_kv_splits\.size\(0\) must be >= "),
     (dict(kv_indptr=torch.zeros(2, dtype=torch.int32)), r"kv_indptr\.size\(0\) must be >= "),
+    (dict(extend_seq_lens=torch.zeros(1, dtype=torch.int32)), r"extend_seq_lens\.size\(0\) must be >= "),
+    (dict(extend_seq_lens=torch.zeros(2, dtype=torch.float32)), r"extend_seq_lens must have dtype int32 or int64"),
     (dict(mask_indptr=torch.zeros(3, dtype=torch.int64), write_indptr=False), "mask_indptr needs write_indptr"),
     (dict(qo_indptr=torch.zeros(2, dtype=torch.int64), q_stride=1), r"qo_indptr\.size\(0\) must be >= "),
     (dict(mask_indptr=torch.zeros(3, dtype=torch.float32)), r"mask_indptr must have dtype int32 or int64"),
@@ -297,7 +305,8 @@ def test_cuda_vs_cpu(name, gen):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["write_indptr", "splits", "v2p", "pages_of_16", "token_mapping"])
+@pytest.mark.parametrize("name", ["write_indptr", "splits", "v2p", "pages_of_16", "token_mapping",
+                                  "draft_extend_int64_splits"])
 def test_cuda_graph_replays_with_new_lengths(name, gen):
     case = CASES[name]
     kw = make(case, gen, TEST_CUDA)
@@ -310,7 +319,7 @@ def test_cuda_graph_replays_with_new_lengths(name, gen):
     graph = capture_cuda_graph(lambda: sgl_meta.build_kv_indices(**live))
     for _ in range(3):
         fresh = make(case, gen, "cpu")
-        for k in ("seq_lens", "req_pool_indices", "req_to_token", "kv_start_idx", "kv_indptr"):
+        for k in ("seq_lens", "req_pool_indices", "req_to_token", "kv_start_idx", "kv_indptr", "extend_seq_lens"):
             if live.get(k) is not None and (k != "kv_indptr" or not case.write_indptr):
                 live[k].copy_(fresh[k])
         for k in OUTPUTS:  # poisoned again (the captured scalars, e.g. num_group, stay)
@@ -337,7 +346,7 @@ def test_cuda_flashmla_function_form(gen):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("what", ["req_pool_indices", "seq_lens", "kv_indptr", "token_mapping"])
+@pytest.mark.parametrize("what", ["req_pool_indices", "seq_lens", "kv_indptr", "token_mapping", "extend_seq_lens"])
 def test_hostile_values_trip_device_assert(what):
     """In a child process: a device assert poisons the CUDA context."""
     script = textwrap.dedent(
@@ -350,8 +359,9 @@ def test_hostile_values_trip_device_assert(what):
         indptr = torch.tensor([0, 3, 20 if what == "kv_indptr" else 36], dtype=torch.int32, device="cuda")
         mapping = torch.arange(10 if what == "token_mapping" else 1000, device="cuda")
         out = torch.zeros(100, dtype=torch.int32, device="cuda")
+        ext = torch.tensor([0, -5], device="cuda") if what == "extend_seq_lens" else None
         sgl_meta.build_kv_indices(req_to_token=r2t, req_pool_indices=idx, seq_lens=lens, kv_indptr=indptr,
-                                  kv_indices=out, write_indptr=False, token_mapping=mapping)
+                                  kv_indices=out, write_indptr=False, token_mapping=mapping, extend_seq_lens=ext)
         torch.cuda.synchronize()
         """
     )

@@ -42,7 +42,8 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
                       std::optional<T> num_kv_splits, std::optional<T> uneven_batch,
                       int64_t num_group, int64_t num_head, int64_t num_kv_head,
                       int64_t max_kv_splits, int64_t device_core_count,
-                      std::optional<T> qo_indptr, int64_t q_stride, std::optional<T> mask_indptr) {
+                      std::optional<T> qo_indptr, int64_t q_stride, std::optional<T> mask_indptr,
+                      std::optional<T> extend_seq_lens) {
   const ArgChecker check("build_kv_indices");
   check.require(entry_page_size >= 1, "entry_page_size must be >= 1, got ", entry_page_size);
   check.require(!v2p || entry_page_size == 1,
@@ -60,6 +61,8 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   check.tensor(kv_indptr, "kv_indptr", {KvDT::kIndex, 1, bs + 1, 0, "req_pool_indices.numel() + 1"},
                dev);
   check.tensor(kv_indices, "kv_indices", {KvDT::kIndex, 1}, dev);
+  check.optional_tensor(extend_seq_lens, "extend_seq_lens", {KvDT::kIndex, 1, bs, 0, "req_pool_indices.numel()"},
+                        dev);
   check.optional_tensor(token_mapping, "token_mapping", {KvDT::kIndex, 1}, dev);
   check.optional_tensor(num_kv_splits, "num_kv_splits",
                         {KvDT::kInt32, 1, bs * num_group, 0, "req_pool_indices.numel() * num_group"},
@@ -82,6 +85,7 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   std::vector<ArgChecker::WrittenOf<T>> inputs =
       read_inputs(req_to_token, req_pool_indices, seq_lens, v2p, kv_start_idx);
   inputs.push_back(ArgChecker::whole("token_mapping", token_mapping ? &*token_mapping : nullptr));
+  inputs.push_back(ArgChecker::whole("extend_seq_lens", extend_seq_lens ? &*extend_seq_lens : nullptr));
   std::vector<ArgChecker::WrittenOf<T>> outputs = {ArgChecker::whole("kv_indices", &kv_indices)};
   if (write_indptr)
     outputs.push_back({"kv_indptr", &kv_indptr, 1, bs + 1});
@@ -93,6 +97,7 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   if (mask_indptr) outputs.push_back({"mask_indptr", &*mask_indptr, 1, bs + 1});
   check.template disjoint<T>(outputs, inputs);
 
+  if (extend_seq_lens) p.extend_seq_lens = index_array_of(*extend_seq_lens);
   p.entry_page_size = entry_page_size;
   p.entry_div = PageDivisor::make(entry_page_size);
   const int64_t row_len = p.src.row_len;

@@ -40,8 +40,12 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
          ")");
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
   if (start < 0) fail(kOp, "kv_start_idx[", b, "] = ", start, " is negative");
-  const int64_t seq = s.seq_lens[b];
-  if (!length_fits(seq)) fail(kOp, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+  const int64_t raw = s.seq_lens[b];
+  if (!length_fits(raw)) fail(kOp, "seq_lens[", b, "] = ", raw, raw < 0 ? " is negative" : " does not fit int32");
+  const int64_t ext = extend_at(p.extend_seq_lens, b);
+  if (!length_fits(ext))
+    fail(kOp, "extend_seq_lens[", b, "] = ", ext, ext < 0 ? " is negative" : " does not fit int32");
+  const int64_t seq = kv_len(raw, ext);
   const int64_t n = kv_indices_live(p, seq, start);
   int64_t lo = sum, mask = 0;
   if (p.write_indptr) {
@@ -85,16 +89,16 @@ int64_t checked_id(const KvIndicesParams& p, const Row& r, int64_t b, int64_t i)
 }
 
 // The split counts from the lengths of the bs requests (checked before).
-void write_kv_splits(const KvSplits& k, const KvReadSource& s) {
+void write_kv_splits(const KvSplits& k, const KvReadSource& s, const IndexArray& extend) {
   if (k.num_kv_splits == nullptr) return;
   int64_t max_len = 0, min_len = INT64_MAX;
   for (int64_t b = 0; b < s.bs; ++b) {
-    max_len = max_i64(max_len, s.seq_lens[b]);
-    min_len = min_i64(min_len, s.seq_lens[b]);
+    max_len = max_i64(max_len, kv_row_len(s, extend, b));
+    min_len = min_i64(min_len, kv_row_len(s, extend, b));
   }
   const KvSplitPlan plan = kv_split_plan(k, s.bs, max_len, min_len);
   for (int64_t b = 0; b < s.bs; ++b) {
-    const int32_t v = kv_splits_of(plan, s.seq_lens[b]);
+    const int32_t v = kv_splits_of(plan, kv_row_len(s, extend, b));
     for (int64_t g = 0; g < k.num_group; ++g) k.num_kv_splits[b * k.num_group + g] = v;
   }
   if (k.uneven_batch != nullptr) k.uneven_batch[0] = plan.uneven ? 1 : 0;
@@ -108,7 +112,7 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
   for (int64_t b = 0; b < bs; ++b) {  // checks: nothing is written before they pass
     const Row r = check_row(p, b, sum);
     for (int64_t i = 0; i < r.n; ++i) checked_id(p, r, b, i);
-    sum += p.src.seq_lens[b];
+    sum += kv_row_len(p.src, p.extend_seq_lens, b);
   }
   sum = 0;
   if (p.write_indptr) store_indptr(p, 0, 0);
@@ -116,11 +120,11 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
   for (int64_t b = 0; b < bs; ++b) {
     const Row r = check_row(p, b, sum);
     for (int64_t i = 0; i < r.n; ++i) store_id(p, r.lo + i, checked_id(p, r, b, i));
-    sum += p.src.seq_lens[b];
+    sum += kv_row_len(p.src, p.extend_seq_lens, b);
     if (p.write_indptr) store_indptr(p, b + 1, sum);
     store_verify_indptrs(p, b + 1, r.mask);
   }
-  write_kv_splits(p.splits, p.src);
+  write_kv_splits(p.splits, p.src, p.extend_seq_lens);
 }
 
 namespace {
@@ -190,7 +194,7 @@ void build_draft_decode_kv_indices_cpu(const DraftKvIndicesParams& p) {
     sum += p.cap > 0 ? min_i64(v, p.cap) : v;
     for (int64_t s = 0; s < p.num_steps; ++s) store_draft_indptr(p, s, z, sum + z * (s + 1));
   }
-  write_kv_splits(p.splits, p.src);
+  write_kv_splits(p.splits, p.src, IndexArray{});
 }
 
 }  // namespace sgl_meta

@@ -5,7 +5,8 @@
 // kv_indices), optionally with its row starts (kv_indptr, the running sum of
 // the lengths) and the Triton decode kernel's split counts, in one launch.
 // For row b < bs, req = req_pool_indices[b], start = kv_start_idx[b] (0
-// without it), token i < n_b, pos = start + i:
+// without it), L_b = seq_lens[b] (with extend_seq_lens: max(seq_lens[b] -
+// extend_seq_lens[b], 0)), token i < n_b (L_b cut at the row's end), pos = start + i:
 //
 //   no v2p:  id = src[req, pos / E] * E + pos % E     (E = entry_page_size;
 //            E == 1 copies req_to_token verbatim, negative values included)
@@ -13,13 +14,13 @@
 //            virtual page of the page's first slot, through v2p
 //   token_mapping: id = id < 0 ? -1 : token_mapping[id]
 //   kv_indices[lo_b + i] = id,  lo_b = kv_indptr[b] or (write_indptr) the
-//   sum of the lengths of rows < b
+//   sum of L over the rows < b
 //
 // A verify batch's other row starts in the same launch, for b <= bs
 // (q = q_stride, the query tokens of each row):
 //   qo_indptr[b]   = b * q
 //   mask_indptr[b] = q * (lo_b + b * q)   (write_indptr: the running sum of the
-//                    custom-mask rows q * (seq_lens + q), SGLang's mask_indptr)
+//                    custom-mask rows q * (L + q), SGLang's mask_indptr)
 #pragma once
 
 #include <cmath>
@@ -41,6 +42,8 @@ struct KvIndicesParams {
   // Rows, lengths, window starts, and with v2p the translation (page_size is
   // v2p's page size; seq_len_delta is 0).
   KvReadSource src;
+  // [>= bs] or absent: row b's length is then max(seq_lens[b] - extend_seq_lens[b], 0)
+  IndexArray extend_seq_lens;
   int64_t entry_page_size = 1;  // tokens per source entry (no v2p)
   PageDivisor entry_div;
   int64_t row_positions = 0;  // token positions a source row covers (row_len * E, saturated)
@@ -109,6 +112,19 @@ SGL_HD void store_id(const KvIndicesParams& p, int64_t i, int64_t v) { store_ind
 // outside [0, 2**31 - 1]; until they have (other rows' blocks on CUDA), the
 // clamp keeps the sum defined and non-negative.
 SGL_HD int64_t clamped_len(int64_t v) { return v < 0 ? 0 : min_i64(v, INT32_MAX); }
+
+// Row b's length from its seq_lens and extend_seq_lens values (ext = 0
+// without extend_seq_lens): seq - ext clamped at 0, the Triton backend's
+// draft-extend prefix (clamp(seq_lens - extend_seq_lens, min=0)). The checks
+// reject either value outside [0, 2**31 - 1]; until they have, the clamps keep
+// a hostile pair's length in that range.
+SGL_HD int64_t kv_len(int64_t seq, int64_t ext) {
+  return ext == 0 ? seq : max_i64(clamped_len(seq) - clamped_len(ext), 0);
+}
+SGL_HD int64_t extend_at(const IndexArray& extend, int64_t b) { return extend.present() ? extend[b] : 0; }
+SGL_HD int64_t kv_row_len(const KvReadSource& s, const IndexArray& extend, int64_t b) {
+  return kv_len(s.seq_lens[b], extend_at(extend, b));
+}
 
 // Ids row b writes: its length, cut at the positions its source row holds
 // past its start (no read past the row).

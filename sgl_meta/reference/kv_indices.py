@@ -84,10 +84,14 @@ def build_kv_indices(
     qo_indptr: Optional[torch.Tensor] = None,
     q_stride: int = 0,
     mask_indptr: Optional[torch.Tensor] = None,
+    extend_seq_lens: Optional[torch.Tensor] = None,
 ) -> None:
     """Eager reference of :func:`sgl_meta.build_kv_indices`."""
     bs = req_pool_indices.numel()
     check_rows(_OP, seq_lens, bs, "seq_lens")
+    if extend_seq_lens is not None:
+        check_rows(_OP, extend_seq_lens, bs, "extend_seq_lens")
+        seq_lens = (seq_lens[:bs].long() - extend_seq_lens[:bs].long()).clamp(min=0)
     if bs == 0:
         return
     if write_indptr:

@@ -408,6 +408,13 @@ HOOKS: tuple[Hook, ...] = (
         (CudaKernel("build_kv_indices"), Keywords(_BUILD_KV_INDICES, ("qo_indptr", "q_stride", "mask_indptr"))),
         kind="AROUND",
     ),
+    # Its draft extend: qo_indptr, the prefix lengths and kv_indptr + kv_indices in one launch.
+    Hook(
+        "sglang.srt.layers.attention.triton_backend.TritonAttnBackend._update_draft_extend_buffers",
+        "sgl_meta.sglang.kv_indices:update_draft_extend_buffers",
+        (CudaKernel("build_kv_indices"), Keywords(_BUILD_KV_INDICES, ("qo_indptr", "q_stride", "extend_seq_lens"))),
+        kind="AROUND",
+    ),
     # The gather every other caller of the translator makes (the FlashInfer backends after their kv_indptr
     # cumsum): pack_read_stream's create_flashinfer_kv_indices_triton branch.
     Hook(

@@ -233,6 +233,32 @@ def update_target_verify_buffers(original: Callable, self, plan, bs, seq_lens, s
     return qo_indptr, kv_indptr, custom_mask, mask_indptr, self.window_kv_indptr, None, None, None
 
 
+def update_draft_extend_buffers(original: Callable, self, plan, bs, seq_lens, forward_mode, spec_info,
+                                req_pool_indices) -> Any:
+    """AROUND ``TritonAttnBackend._update_draft_extend_buffers``: ``qo_indptr``
+    (0.5.23: ``torch.arange`` and a copy), the prefix lengths
+    (``clamp(seq_lens - extend_seq_lens, min=0)``: a subtraction, a clamp, a
+    cast) and ``kv_indptr`` + ``kv_indices`` (a cumsum, a copy, the gather) in
+    one launch, returning 0.5.23's tuple. A sliding window (its window buffers
+    are rebuilt from the prefix lengths), a source ours does not take, or a
+    backend without the prefill buffers runs SGLang's method."""
+    qo = getattr(self, "qo_indptr", None)
+    kv = getattr(self, "kv_indptr", None)
+    kv_indices = getattr(self, "cuda_graph_kv_indices", None)
+    source = None
+    if ((getattr(self, "sliding_window_size", None) or 0) <= 0 and qo is not None and kv is not None
+            and kv_indices is not None and seq_lens.dim() == 1 and seq_lens.numel() >= bs):
+        source = _source(self, plan, bs, req_pool_indices)
+    if source is None:
+        return original(self, plan, bs, seq_lens, forward_mode, spec_info, req_pool_indices)
+    n = self.num_draft_tokens if forward_mode.is_draft_extend_v2() else self.speculative_num_steps + 1
+    ext = getattr(spec_info, "extend_seq_lens_tensor", None) if spec_info is not None else None
+    qo_indptr, kv_indptr = qo[: bs + 1], kv[: bs + 1]
+    build_kv_indices(**source, seq_lens=seq_lens[:bs], extend_seq_lens=None if ext is None else ext[:bs],
+                     kv_indptr=kv_indptr, kv_indices=kv_indices, write_indptr=True, qo_indptr=qo_indptr, q_stride=n)
+    return qo_indptr, kv_indptr, n
+
+
 def _draft_source(self, forward_batch, bs: int) -> Optional[tuple]:
     """``req_to_token`` and the request rows the draft kernel would read: a
     token-granular source without ``v2p`` (a static pool), rows by ``stride(0)``."""

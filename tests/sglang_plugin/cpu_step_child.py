@@ -4,7 +4,7 @@ step loop, with the hooks of the backends measured applied by hand (the plugin
 stays inactive without a GPU): FlashInfer (planner left out) in decode, target
 verify, draft extend and its multi-step draft decode, FlashInfer MLA (planner left
 out) in decode, target verify and draft decode, FlashMLA in every mode (its
-planner left out), the Triton backend's target verify, and the Triton and
+planner left out), the Triton backend's target verify and draft extend, and the Triton and
 TRT-LLM MLA multi-step draft decodes
 (the scheduler's page size published; the Triton backend told of 132 SMs, so its split counts take
 get_num_kv_splits_triton), and FA3's top-k 4 target verify and draft decode. A JSON report on stdout's last line: per
@@ -22,7 +22,8 @@ from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend", "draft_decode")] + [
     ("flashinfer_mla", m) for m in ("decode", "target_verify", "draft_decode")] + [
-    ("triton", "target_verify"), ("triton", "draft_decode"), ("trtllm_mla", "draft_decode")] + [("flashmla", m) for m in points.MODES] + [
+    ("triton", "target_verify"), ("triton", "draft_extend"), ("triton", "draft_decode"),
+    ("trtllm_mla", "draft_decode")] + [("flashmla", m) for m in points.MODES] + [
     ("fa3_topk4", "target_verify"),
     ("fa3_topk4", "draft_decode")]
 HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3_topk4", "triton", "flashmla"}
@@ -55,6 +56,7 @@ def main() -> None:
                (tb.TritonAttnBackend, "_fill_kv_indptr_and_indices", kv_indices.fill_kv_indptr_and_indices),
                (tb.TritonAttnBackend, "_apply_cuda_graph_metadata", kv_indices.apply_cuda_graph_metadata),
                (tb.TritonAttnBackend, "_update_target_verify_buffers", kv_indices.update_target_verify_buffers),
+               (tb.TritonAttnBackend, "_update_draft_extend_buffers", kv_indices.update_draft_extend_buffers),
                (tb.TritonMultiStepDraftBackend, "init_forward_metadata_out_graph",
                 kv_indices.multi_step_draft_init_forward_metadata_out_graph),
                (tmb.TRTLLMMLABackend, "_apply_cuda_graph_metadata", trtllm_mla.apply_cuda_graph_metadata),

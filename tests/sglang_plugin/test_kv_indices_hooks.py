@@ -165,21 +165,72 @@ def test_target_verify_equals_sglangs_sequence(source, gen):
         assert torch.equal(getattr(b, k), getattr(want, k)), k
 
 
-@pytest.mark.parametrize("change", ["window", "skip_prefill", "no_mask_buffer", "strided_source", "two_dim_lens"])
-def test_target_verify_uncovered_runs_sglangs_method(change, gen):
-    b, req, lens = _verify_backend(gen)
+
+
+class DraftExtendMode:
+    def __init__(self, v2: bool):
+        self.v2 = v2
+
+    def is_draft_extend_v2(self):
+        return self.v2
+
+
+def _draft_extend_backend(gen, source: str = "verbatim"):
+    b, req, lens = _backend(gen, source)
+    bs = lens.numel()
+    b.__dict__.update(qo_indptr=torch.full((bs + 4,), -7, dtype=torch.int32), num_draft_tokens=4,
+                      speculative_num_steps=2)
+    return b, req, lens
+
+
+@pytest.mark.parametrize("source", ["verbatim", "table", "v2p"])
+@pytest.mark.parametrize("extend", ["tensor", "none", "v1"])
+def test_draft_extend_equals_sglangs_sequence(source, extend, gen):
+    """0.5.23's _update_draft_extend_buffers: qo_indptr by arange (num_draft_tokens
+    per request in draft extend v2, else steps + 1), kv_lens = clamp(seq_lens -
+    extend_seq_lens, min=0) (zeros without the tensor), then the fill over the
+    padded seq_lens' first bs."""
+    b, req, lens = _draft_extend_backend(gen, source)
+    bs = lens.numel()
+    padded = torch.cat([lens, torch.ones(2, dtype=lens.dtype)])
+    ext = torch.randint(0, 9, (bs + 2,), generator=gen, dtype=torch.int32)
+    ext[0] = int(lens[0]) + 3  # past its row's length: clamped to 0
+    spec = None if extend == "none" else types.SimpleNamespace(extend_seq_lens_tensor=ext)
+    n = 3 if extend == "v1" else 4
+    want = types.SimpleNamespace(**{k: v.clone() for k, v in vars(b).items() if isinstance(v, torch.Tensor)})
+    want.qo_indptr[: bs + 1] = torch.arange(0, bs * n + 1, step=n, dtype=torch.int32)
+    e = ext[:bs] if spec is not None else torch.zeros(bs, dtype=torch.int32)
+    kv_lens = torch.clamp(padded[:bs] - e, min=0).to(torch.int32)
+    _sglang_sequence(b, bs, kv_lens, req, want.cuda_graph_kv_indices, want.kv_indptr[: bs + 1], splits=False)
+    got = hooks.update_draft_extend_buffers(_never, b, OWN_PLAN, bs, padded, DraftExtendMode(extend != "v1"), spec,
+                                            req)
+    assert [t.data_ptr() for t in got[:2]] == [b.qo_indptr.data_ptr(), b.kv_indptr.data_ptr()] and got[2] == n
+    for k in ("qo_indptr", "kv_indptr", "cuda_graph_kv_indices"):
+        assert torch.equal(getattr(b, k), getattr(want, k)), k
+
+
+@pytest.mark.parametrize("mode,change", [
+    ("verify", "window"), ("verify", "skip_prefill"), ("verify", "no_mask_buffer"), ("verify", "strided_source"),
+    ("verify", "two_dim_lens"), ("extend", "window"), ("extend", "no_qo_buffer"), ("extend", "strided_source"),
+    ("extend", "two_dim_lens")])
+def test_uncovered_verify_and_draft_extend_run_sglangs_method(mode, change, gen):
+    b, req, lens = _verify_backend(gen) if mode == "verify" else _draft_extend_backend(gen)
     if change == "window":
         b.sliding_window_size = 64
     elif change == "skip_prefill":
         b.skip_prefill = True
-    elif change == "no_mask_buffer":
-        b.mask_indptr = None
+    elif change in ("no_mask_buffer", "no_qo_buffer"):
+        setattr(b, "mask_indptr" if change == "no_mask_buffer" else "qo_indptr", None)
     elif change == "strided_source":
         b.kv_index_translator.table.ids = b.kv_index_translator.table.ids[:, ::2]
     else:
         lens = lens[None]
     ran = []
-    hooks.update_target_verify_buffers(lambda *a: ran.append(a), b, OWN_PLAN, req.numel(), lens, None, req)
+    if mode == "verify":
+        hooks.update_target_verify_buffers(lambda *a: ran.append(a), b, OWN_PLAN, req.numel(), lens, None, req)
+    else:
+        hooks.update_draft_extend_buffers(lambda *a: ran.append(a), b, OWN_PLAN, req.numel(), lens,
+                                          DraftExtendMode(True), None, req)
     assert len(ran) == 1
 
 

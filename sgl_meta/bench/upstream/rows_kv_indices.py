@@ -12,6 +12,10 @@ Static pool (``req_to_token`` holds physical slots: shuffled whole pages of 64,
 * Triton target verify (``TritonAttnBackend._update_target_verify_buffers``,
   4 draft tokens): ``qo_indptr[:bs+1] = torch.arange(...)``, the FlashInfer
   decode pair, ``mask_indptr[1:bs+1] = torch.cumsum(n * (seq_lens + n))``.
+* Triton draft extend (``TritonAttnBackend._update_draft_extend_buffers``, 4
+  draft tokens, extend lengths 1-4): ``qo_indptr[:bs+1] = torch.arange(...)``,
+  ``kv_lens = torch.clamp(seq_lens - extend_seq_lens, min=0).to(torch.int32)``,
+  then the FlashInfer decode pair over ``kv_lens``.
 * TRT-LLM MLA / FlashMLA: ``create_flashmla_kv_indices_triton[(bs, blocks)]``.
 * EAGLE multi-step draft decode (3 steps): ``generate_draft_decode_kv_indices``
   as ``TritonMultiStepDraftBackend.common_template`` launches it
@@ -59,6 +63,9 @@ class Fixture:
         self.req_to_token, self.req_pool_indices = request_pool(n, PAGES, PAGE_SIZE, dev, gen)
         self.lens = uniform_lengths(n, 1, PAGES * PAGE_SIZE, dev, gen)
         self.tokens = int(self.lens[:STREAM_BS].long().sum())  # once, at setup
+        self.extend = torch.randint(1, VERIFY_TOKENS + 1, (STREAM_BS,), generator=gen, device=dev,
+                                    dtype=torch.int32)
+        self.prefix_tokens = int((self.lens[:STREAM_BS].long() - self.extend.long()).clamp(min=0).sum())
         self.out = OutputSets({"kv_indptr": ((STREAM_BS + 1,), torch.int32), "kv_indices": ((self.tokens,), torch.int32),
                                "num_kv_splits": ((STREAM_BS,), torch.int32), "uneven_batch": ((1,), torch.int32),
                                "qo_indptr": ((STREAM_BS + 1,), torch.int64),
@@ -75,10 +82,12 @@ def _fixture(ctx) -> Fixture:
     return ctx.fixture("kv_indices", Fixture)
 
 
-def _upstream_stream(up, f: Fixture, out: dict, splits: bool, verify: bool = False) -> None:
+def _upstream_stream(up, f: Fixture, out: dict, splits: bool, verify: bool = False, extend: bool = False) -> None:
     bs, lens, n = STREAM_BS, f.lens[:STREAM_BS], VERIFY_TOKENS
-    if verify:
+    if verify or extend:
         out["qo_indptr"][: bs + 1] = torch.arange(0, (1 + bs) * n, step=n, dtype=torch.int32, device=lens.device)
+    if extend:
+        lens = torch.clamp(lens - f.extend, min=0).to(torch.int32)
     out["kv_indptr"][1: bs + 1] = torch.cumsum(lens, dim=0)
     getattr(up, FLASHINFER)[(bs, 1)](f.req_to_token, f.req_pool_indices[:bs], lens, out["kv_indptr"], None,
                                      out["kv_indices"], f.req_to_token.stride(0))
@@ -89,27 +98,30 @@ def _upstream_stream(up, f: Fixture, out: dict, splits: bool, verify: bool = Fal
         out["mask_indptr"][1: bs + 1] = torch.cumsum(n * (lens + n), dim=0)
 
 
-def _ours_stream(fn, f: Fixture, out: dict, splits: bool, verify: bool = False) -> None:
+def _ours_stream(fn, f: Fixture, out: dict, splits: bool, verify: bool = False, extend: bool = False) -> None:
     extra = dict(num_kv_splits=out["num_kv_splits"], uneven_batch=out["uneven_batch"], num_head=HEADS,
                  num_kv_head=KV_HEADS, max_kv_splits=MAX_SPLITS, device_core_count=CORES) if splits else {}
     if verify:
         extra.update(qo_indptr=out["qo_indptr"], q_stride=VERIFY_TOKENS, mask_indptr=out["mask_indptr"])
+    if extend:
+        extra.update(qo_indptr=out["qo_indptr"], q_stride=VERIFY_TOKENS, extend_seq_lens=f.extend)
     fn(req_to_token=f.req_to_token, req_pool_indices=f.req_pool_indices[:STREAM_BS], seq_lens=f.lens[:STREAM_BS],
        kv_indptr=out["kv_indptr"], kv_indices=out["kv_indices"], write_indptr=True, **extra)
 
 
-def build_stream(ctx, up, *, splits: bool, name: str, verify: bool = False):
+def build_stream(ctx, up, *, splits: bool, name: str, verify: bool = False, extend: bool = False):
     f = _fixture(ctx)
-    calls = {impl: [functools.partial(_ours_stream, fn, f, f.out[impl], splits, verify)]
+    calls = {impl: [functools.partial(_ours_stream, fn, f, f.out[impl], splits, verify, extend)]
              for impl, fn in (("ours", sgl_meta.build_kv_indices), ("ref", reference.build_kv_indices))}
-    calls["upstream"] = [functools.partial(_upstream_stream, up, f, f.out["upstream"], splits, verify)]
+    calls["upstream"] = [functools.partial(_upstream_stream, up, f, f.out["upstream"], splits, verify, extend)]
     names = (["kv_indptr", "kv_indices"] + (["num_kv_splits", "uneven_batch"] if splits else [])
-             + (["qo_indptr", "mask_indptr"] if verify else []))
-    regions = {"kv_indptr": (slice(1, STREAM_BS + 1),), "kv_indices": (slice(0, f.tokens),),
+             + (["qo_indptr", "mask_indptr"] if verify else []) + (["qo_indptr"] if extend else []))
+    tokens = f.prefix_tokens if extend else f.tokens
+    regions = {"kv_indptr": (slice(1, STREAM_BS + 1),), "kv_indices": (slice(0, tokens),),
                "num_kv_splits": (slice(0, STREAM_BS),), "uneven_batch": (slice(0, 1),),
                "qo_indptr": (slice(0, STREAM_BS + 1),), "mask_indptr": (slice(1, STREAM_BS + 1),)}
-    params = dict(bs=STREAM_BS, tokens=f.tokens, lengths="uniform", splits=splits)
-    if verify:
+    params = dict(bs=STREAM_BS, tokens=tokens, lengths="uniform", splits=splits)
+    if verify or extend:
         params["draft_tokens"] = VERIFY_TOKENS
     return make_row(f.out, names, name=name, group="kv indices", params=params, calls=calls,
                     regions={k: regions[k] for k in names})
@@ -195,6 +207,8 @@ _FI = f"FlashInfer decode kv_indptr + kv_indices bs{STREAM_BS} (upstream: cumsum
 _TR = f"Triton decode kv_indptr + kv_indices + num_kv_splits bs{STREAM_BS} (upstream: 4 launches)"
 _TV = (f"Triton target verify qo_indptr + kv_indptr + kv_indices + mask_indptr bs{STREAM_BS} "
        "(upstream: 9 launches)")
+_TE = (f"Triton draft extend qo_indptr + prefix lengths + kv_indptr + kv_indices bs{STREAM_BS} "
+       "(upstream: 8 launches)")
 _MLA = "FlashMLA / TRT-LLM MLA block table bs256 x 2048 pages of 64"
 _D1 = "EAGLE draft decode kv_indices + kv_indptr, 3 steps, bs1 x 128k (upstream: the Triton backend's launch)"
 _D64 = "EAGLE draft decode kv_indices + kv_indptr, 3 steps, bs64 (upstream: the Triton backend's launch)"
@@ -206,6 +220,8 @@ ROWS = (
             upstream=(FLASHINFER, SPLITS), build=lambda ctx, up: build_stream(ctx, up, splits=True, name=_TR)),
     RowSpec(name=_TV, group="kv indices", families=(TRITON,), ours=("build_kv_indices",), upstream=(FLASHINFER,),
             build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_TV, verify=True)),
+    RowSpec(name=_TE, group="kv indices", families=(TRITON,), ours=("build_kv_indices",), upstream=(FLASHINFER,),
+            build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_TE, extend=True)),
     RowSpec(name=_MLA, group="kv indices", families=(TRITON,), ours=("create_flashmla_kv_indices",),
             upstream=(FLASHMLA,), build=lambda ctx, up: build_flashmla(ctx, up, bs=256, name=_MLA)),
     RowSpec(name=_D1, group="kv indices", families=(TRITON,), ours=("build_draft_decode_kv_indices",),
