@@ -61,7 +61,7 @@ def cases(draw) -> Case:
         token_mapping=not v2p and draw(st.booleans()), v2p_page=v2p, write_indptr=write,
         splits=draw(st.booleans()), index64=draw(st.booleans()), out64=draw(st.booleans()),
         negatives=draw(st.booleans()), gaps=not write and draw(st.booleans()), zero_lens=draw(st.booleans()),
-        verify=draw(st.booleans()))
+        verify=draw(st.booleans()), extend=draw(st.booleans()))
     kw = kv_indices_cases.make(c, gen, "cpu")
     if bs and draw(st.integers(0, 4)) == 0:  # the last row past its req_to_token row: capped, never read past
         extra_len = draw(st.integers(1, 50))
@@ -82,6 +82,7 @@ def events(case: Case) -> list[str]:
         "source=" + ("v2p" if e["v2p_page"] else "verbatim" if e["entry_page_size"] == 1 else "pages"),
         f"write_indptr={e['write_indptr']}", f"splits={e['splits']}", f"token_mapping={e['token_mapping']}",
         f"kv_start={e['kv_start']}", "out=" + ("int64" if e["out64"] else "int32"), f"verify={e['verify']}",
+        f"extend={e['extend']}",
     ]
 
 
@@ -228,6 +229,12 @@ BAD_INPUT_ROWS = [
     _r(OP, "q_stride times bs past int32", set_(q_stride=2**30), "req_pool_indices.numel() * q_stride"),
     _r(OP, "mask_indptr aliases kv_indptr", lambda kw: kw.update(mask_indptr=kw["kv_indptr"]),
        "kv_indptr and mask_indptr overlap in memory"),
+    _r(OP, "extend_seq_lens too short", lambda kw: kw.update(extend_seq_lens=kw["seq_lens"][:3]),
+       "extend_seq_lens.size(0) must be >= req_pool_indices.numel() = 4, got 3"),
+    _r(OP, "extend_seq_lens float", lambda kw: kw.update(extend_seq_lens=kw["seq_lens"].float()),
+       "extend_seq_lens must have dtype int32 or int64"),
+    _r(OP, "extend_seq_lens aliases kv_indptr", lambda kw: kw.update(extend_seq_lens=kw["kv_indptr"][:4]),
+       "kv_indptr (written) and extend_seq_lens (read) overlap"),
     _r(OP, "kv_indices on meta", apply("kv_indices", lambda t: torch.empty_like(t, device="meta")), "kv_indices",
        "meta"),
     _r(OP, "token_mapping on cuda, rest on cpu", apply("token_mapping", lambda t: t.to("cuda")),
@@ -306,6 +313,10 @@ HOSTILE_ROWS = [
     hostile(OP, "kv_indptr row too short", both(set_(write_indptr=False, mask_indptr=None), apply("kv_indptr", lambda t: t.copy_(
         t.new_tensor([0, 0, 10, 50, 53, 0])))), "row 1 holds 17 tokens but kv_indptr gives it [0, 10)"),
     hostile(OP, "kv_indices too small", apply("kv_indices", lambda t: t[:50]), "row 2 holds 40 tokens at 17"),
+    hostile(OP, "extend_seq_lens negative", lambda kw: kw.update(extend_seq_lens=kw["seq_lens"].new_tensor([0, 1, -2, 0])),
+            "extend_seq_lens[2] = -2 is negative"),
+    hostile(OP, "extend past the length: an empty prefix",
+            lambda kw: kw.update(extend_seq_lens=kw["seq_lens"].new_tensor([5, 30, 1, 2**31 - 1])), raises=()),
     hostile(OP, "mask_indptr past int32", both(apply("mask_indptr", lambda t: t.int()), at("seq_lens", 3, 2**29)),
             "q_stride * (seq_lens + q_stride) over rows 0..3"),
     # must succeed: sentinels, capped windows, values never read
