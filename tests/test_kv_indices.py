@@ -369,3 +369,5 @@ def test_hostile_values_trip_device_assert(what):
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out
     assert "sgl_meta: build_kv_indices" in out, out
+    if what == "extend_seq_lens":
+        assert "extend_seq_lens[1] = -5 is negative" in out, out

@@ -15,7 +15,7 @@ import torch
 
 from .. import _op
 from .. import kv_indices as dropins
-from ._lengths import INT32_MAX, check_rows, on_host, values
+from ._lengths import INT32_MAX, check_length, check_rows, on_host, values
 from .kv_read_table import _entries, kv_read_page_table
 
 _OP = "build_kv_indices"
@@ -88,9 +88,13 @@ def build_kv_indices(
 ) -> None:
     """Eager reference of :func:`sgl_meta.build_kv_indices`."""
     bs = req_pool_indices.numel()
-    check_rows(_OP, seq_lens, bs, "seq_lens")
-    if extend_seq_lens is not None:
-        check_rows(_OP, extend_seq_lens, bs, "extend_seq_lens")
+    if extend_seq_lens is None:
+        check_rows(_OP, seq_lens, bs, "seq_lens")
+    else:  # row by row, each row's two values in turn (the kernels' order)
+        if bs > 0 and on_host(seq_lens) and on_host(extend_seq_lens):
+            for i, (n, e) in enumerate(zip(values(seq_lens, bs), values(extend_seq_lens, bs))):
+                check_length(_OP, f"seq_lens[{i}]", n)
+                check_length(_OP, f"extend_seq_lens[{i}]", e)
         seq_lens = (seq_lens[:bs].long() - extend_seq_lens[:bs].long()).clamp(min=0)
     if bs == 0:
         return

@@ -87,7 +87,9 @@ def main() -> None:
                          (kernels, "build_draft_decode_kv_indices"), (kv_indices, "build_draft_decode_kv_indices"),
                          (kernels, "create_flashmla_kv_indices")):
         real = getattr(module, name)
-        setattr(module, name, lambda *a, _real=real, **k: (calls.append(switch.state), _real(*a, **k))[1])
+        # Tagged "+q" when the call writes qo_indptr: a verify or draft-extend hook's own launch.
+        setattr(module, name, lambda *a, _real=real, **k: (
+            calls.append(switch.state + ("+q" if k.get("qo_indptr") is not None else "")), _real(*a, **k))[1])
     report = {}
     for backend, mode in POINTS:
         for bs, ctx in ((1, 2048), (3, 1024)):
@@ -100,7 +102,8 @@ def main() -> None:
             snaps = result["off"]["snapshots"]
             report[f"{backend}-{mode}-bs{bs}"] = {
                 "diffs": compare(result["off"], result["on"]), "compared": len(snaps), "keys": sorted(snaps[0]),
-                "ours_off": calls.count("off"), "ours_on": calls.count("on")}
+                "ours_off": sum(c.startswith("off") for c in calls), "ours_on": sum(c.startswith("on") for c in calls),
+                "ours_on_qo": calls.count("on+q")}
             switch.off()
     print(json.dumps(report))
 

@@ -45,6 +45,6 @@ def test_buffers_equal_and_the_hooks_take_the_point(report, point):
         assert any(k.endswith("block_kv_indices") for k in r["keys"]), r
     if point.startswith("triton-target_verify"):
         assert {"qo_indptr", "kv_indptr", "kv_indices", "mask_indptr"} <= set(r["keys"]), r
-    if point.startswith("triton-draft_extend"):
-        assert {"qo_indptr", "kv_indptr", "kv_indices"} <= set(r["keys"]), r
+    if point.startswith(("triton-draft_extend", "triton-target_verify")):  # the method's hook, not only the fill's
+        assert {"qo_indptr", "kv_indptr", "kv_indices"} <= set(r["keys"]) and r["ours_on_qo"] >= 3, r
     assert r["ours_off"] == 0 and (r["ours_on"] >= 3) == (point.split("-")[0] in HOOKED), r

@@ -209,6 +209,30 @@ def test_draft_extend_equals_sglangs_sequence(source, extend, gen):
         assert torch.equal(getattr(b, k), getattr(want, k)), k
 
 
+@pytest.mark.parametrize("v2", [True, False])
+def test_draft_extend_equals_sglangs_own_method(v2, gen):
+    """SGLang 0.5.23's _update_draft_extend_buffers itself (its qo_indptr, its
+    clamp of seq_lens - extend_seq_lens) over the stand-in backend, its fill
+    taken by the fill hook (held to SGLang's sequence above): extend lengths
+    from 0 to past the row's length, padded rows, int64 seq_lens."""
+    tb = pytest.importorskip("sglang.srt.layers.attention.triton_backend", reason="SGLang is not installed")
+    b, req, lens = _draft_extend_backend(gen)
+    bs = lens.numel()
+    padded = torch.cat([lens, torch.ones(3, dtype=lens.dtype)])
+    ext = torch.randint(0, 12, (bs + 3,), generator=gen, dtype=torch.int32)
+    ext[1] = int(lens[1]) + 1  # past its row's length: an empty prefix
+    spec = types.SimpleNamespace(extend_seq_lens_tensor=ext)
+    theirs = types.SimpleNamespace(**{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in vars(b).items()})
+    theirs.device = "cpu"
+    theirs._fill_kv_indptr_and_indices = lambda *a: hooks.fill_kv_indptr_and_indices(_never, theirs, *a)
+    want = tb.TritonAttnBackend._update_draft_extend_buffers(theirs, OWN_PLAN, bs, padded, DraftExtendMode(v2), spec,
+                                                            req)
+    got = hooks.update_draft_extend_buffers(_never, b, OWN_PLAN, bs, padded, DraftExtendMode(v2), spec, req)
+    assert got[2] == want[2] and all(torch.equal(g, w) for g, w in zip(got[:2], want[:2]))
+    for k in ("qo_indptr", "kv_indptr", "cuda_graph_kv_indices"):
+        assert torch.equal(getattr(b, k), getattr(theirs, k)), k
+
+
 @pytest.mark.parametrize("mode,change", [
     ("verify", "window"), ("verify", "skip_prefill"), ("verify", "no_mask_buffer"), ("verify", "strided_source"),
     ("verify", "two_dim_lens"), ("extend", "window"), ("extend", "no_qo_buffer"), ("extend", "strided_source"),
