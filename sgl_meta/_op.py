@@ -277,8 +277,12 @@ class _Adapter:
                 names += [(rf"\b{a.name}\[{k}\]", g) for k, g in enumerate(given)]
                 optional = a.default is None  # an optional output list
                 annotations |= dict.fromkeys(given, _ANNOTATIONS["Tensor?" if optional else "Tensor"])
-                if optional:
-                    values.append(f"_all_or_none({name!r}, {given!r}, ({', '.join(given)},))")
+                if optional:  # the all-None and all-given cases inline (a call per list costs ~0.5 us)
+                    listed = ", ".join(given)
+                    none = " and ".join(f"{g} is None" for g in given)
+                    some = " and ".join(f"{g} is not None" for g in given)
+                    values.append(f"(() if {none} else [{listed}] if {some} "
+                                  f"else _all_or_none({name!r}, {given!r}, ({listed},)))")
                 else:
                     values.append(f"[{', '.join(given)}]")
             else:
