@@ -26,6 +26,7 @@ template <typename... Args>
 
 struct Row {
   const int32_t* in;  // source row
+  int64_t len;        // its length (kv_len: less its extend length, when given)
   int64_t start, n, lo;
   int64_t mask;  // mask_indptr[b + 1] (with mask_indptr)
 };
@@ -69,7 +70,7 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
       fail(kOp, "row ", b, " holds ", n, " tokens but kv_indptr gives it [", lo, ", ", hi,
            ") in kv_indices of ", p.out_size, " elements");
   }
-  return {s.req_to_token + req * s.req_to_token_stride, start, n, lo, mask};
+  return {s.req_to_token + req * s.req_to_token_stride, seq, start, n, lo, mask};
 }
 
 int64_t checked_id(const KvIndicesParams& p, const Row& r, int64_t b, int64_t i) {
@@ -93,8 +94,9 @@ void write_kv_splits(const KvSplits& k, const KvReadSource& s, const IndexArray&
   if (k.num_kv_splits == nullptr) return;
   int64_t max_len = 0, min_len = INT64_MAX;
   for (int64_t b = 0; b < s.bs; ++b) {
-    max_len = max_i64(max_len, kv_row_len(s, extend, b));
-    min_len = min_i64(min_len, kv_row_len(s, extend, b));
+    const int64_t len = kv_row_len(s, extend, b);
+    max_len = max_i64(max_len, len);
+    min_len = min_i64(min_len, len);
   }
   const KvSplitPlan plan = kv_split_plan(k, s.bs, max_len, min_len);
   for (int64_t b = 0; b < s.bs; ++b) {
@@ -112,7 +114,7 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
   for (int64_t b = 0; b < bs; ++b) {  // checks: nothing is written before they pass
     const Row r = check_row(p, b, sum);
     for (int64_t i = 0; i < r.n; ++i) checked_id(p, r, b, i);
-    sum += kv_row_len(p.src, p.extend_seq_lens, b);
+    sum += r.len;
   }
   sum = 0;
   if (p.write_indptr) store_indptr(p, 0, 0);
@@ -120,7 +122,7 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
   for (int64_t b = 0; b < bs; ++b) {
     const Row r = check_row(p, b, sum);
     for (int64_t i = 0; i < r.n; ++i) store_id(p, r.lo + i, checked_id(p, r, b, i));
-    sum += kv_row_len(p.src, p.extend_seq_lens, b);
+    sum += r.len;
     if (p.write_indptr) store_indptr(p, b + 1, sum);
     store_verify_indptrs(p, b + 1, r.mask);
   }
