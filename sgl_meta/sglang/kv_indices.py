@@ -252,7 +252,7 @@ def update_draft_extend_buffers(original: Callable, self, plan, bs, seq_lens, fo
     if source is None:
         return original(self, plan, bs, seq_lens, forward_mode, spec_info, req_pool_indices)
     n = self.num_draft_tokens if forward_mode.is_draft_extend_v2() else self.speculative_num_steps + 1
-    ext = getattr(spec_info, "extend_seq_lens_tensor", None) if spec_info is not None else None
+    ext = getattr(spec_info, "extend_seq_lens_tensor", None)  # (None without spec_info: zeros upstream)
     qo_indptr, kv_indptr = qo[: bs + 1], kv[: bs + 1]
     build_kv_indices(**source, seq_lens=seq_lens[:bs], extend_seq_lens=None if ext is None else ext[:bs],
                      kv_indptr=kv_indptr, kv_indices=kv_indices, write_indptr=True, qo_indptr=qo_indptr, q_stride=n)
