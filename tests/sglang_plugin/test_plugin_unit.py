@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -324,6 +325,16 @@ def test_log_line_says_replaces_and_wraps(fake_modules, registry, monkeypatch, c
     monkeypatch.setattr(plugin, "HOOKS", (Hook("plug_upstream.g", "plug_ours:around", kind="AROUND"),))
     (line,) = _register_line(monkeypatch, capsys)
     assert ": wraps SGLang's g [sgl_meta from " in line and "replaces" not in line, line
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/sglang.md"])
+def test_documented_log_line_names_every_hook(doc):
+    """The line the docs quote is the one a build whose every hook applies prints."""
+    text = (Path(__file__).parents[2] / doc).read_text()
+    quoted = [line.split(" SGLang plugin: ", 1)[1] for line in text.splitlines() if line.startswith("sgl-meta ") and " SGLang plugin: replaces " in line]
+    replaces = ", ".join(h.name for h in HOOKS if h.kind == "REPLACE")
+    wraps = ", ".join(h.name for h in HOOKS if h.kind == "AROUND")
+    assert quoted == [f"replaces SGLang's {replaces}; wraps SGLang's {wraps}"], doc
 
 
 def _register_line(monkeypatch, capsys) -> list[str]:
