@@ -50,15 +50,16 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
   const int64_t n = kv_indices_live(p, seq, start);
   int64_t lo = sum, mask = 0;
   if (p.write_indptr) {
+    const char* lens = p.extend_seq_lens.present() ? "(seq_lens - extend_seq_lens)" : "seq_lens";
     if (sum + seq > p.indptr_max)
-      fail(kOp, "the running sum of seq_lens[0..", b, "] = ", sum + seq, " does not fit kv_indptr (",
+      fail(kOp, "the running sum of ", lens, "[0..", b, "] = ", sum + seq, " does not fit kv_indptr (",
            p.indptr64 ? "int64" : "int32", ")");
     if (n > 0 && lo > p.out_size - n)
       fail(kOp, "row ", b, " holds ", n, " tokens at ", lo, " but kv_indices has ", p.out_size,
            " elements");
     if (p.mask_indptr != nullptr && !mask_indptr_of(p, b + 1, sum + seq, &mask))
-      fail(kOp, "the running sum of q_stride * (seq_lens + q_stride) over rows 0..", b,
-           " (seq_lens summed: ", sum + seq, ", q_stride = ", p.q_stride, ") does not fit mask_indptr (",
+      fail(kOp, "the running sum of q_stride * (", lens, " + q_stride) over rows 0..", b, " (", lens,
+           " summed: ", sum + seq, ", q_stride = ", p.q_stride, ") does not fit mask_indptr (",
            p.mask64 ? "int64" : "int32", ")");
   } else {
     lo = indptr_at(p, b);
