@@ -11,13 +11,13 @@
 #include <climits>
 #include <optional>
 #include <ostream>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/core/ScalarType.h>
+
+#include "common/errors.h"
 
 namespace sgl_meta {
 
@@ -127,10 +127,7 @@ class ArgChecker {
 
   template <typename... Args>
   [[noreturn]] void fail(const Args&... args) const {
-    std::ostringstream msg;
-    msg << "sgl_meta." << op_ << ": ";
-    ((msg << args), ...);
-    throw std::runtime_error(msg.str());
+    raise_error(op_, args...);
   }
 
   // Message arguments are only formatted on failure; keep them cheap to pass

@@ -2,27 +2,23 @@
 // arithmetic is in params.h); hostile device values raise before anything is
 // written instead of tripping a device assert.
 #include <cstring>
-#include <sstream>
-#include <stdexcept>
 #include <vector>
 
+#include "common/errors.h"
 #include "dsa_metadata/params.h"
 
 namespace sgl_meta {
 namespace {
 
+constexpr const char* kOp = "fused_dsa_metadata";
+
 [[noreturn]] void fail_index(const char* name, int64_t i, int64_t v, const char* why) {
-  std::ostringstream msg;
-  msg << "sgl_meta.fused_dsa_metadata: " << name << "[" << i << "] = " << v << " " << why;
-  throw std::runtime_error(msg.str());
+  raise_error(kOp, name, "[", i, "] = ", v, " ", why);
 }
 
 // "<terms>[0..i] summed (<sum>[i + 1]) = v does not fit int32".
 [[noreturn]] void fail_sum(const char* terms, const char* sum, int64_t i, int64_t v) {
-  std::ostringstream msg;
-  msg << "sgl_meta.fused_dsa_metadata: " << terms << "[0.." << i << "] summed (" << sum << "["
-      << i + 1 << "]) = " << v << " does not fit int32";
-  throw std::runtime_error(msg.str());
+  raise_error(kOp, terms, "[0..", i, "] summed (", sum, "[", i + 1, "]) = ", v, " does not fit int32");
 }
 
 // Request r's page rows: [begin, begin + count) of the expanded rows.
@@ -75,11 +71,9 @@ void validate(const DsaGenParams& p) {
   if (p.writes_pages()) {
     for (int64_t r = 0; r < p.bs; ++r) {
       const int64_t req = p.req_pool_indices[r];
-      if (req < 0 || req >= p.pool_size) {
-        std::ostringstream why;
-        why << "is outside [0, req_to_token.size(0) = " << p.pool_size << ")";
-        fail_index("req_pool_indices", r, req, why.str().c_str());
-      }
+      if (req < 0 || req >= p.pool_size)
+        raise_error(kOp, "req_pool_indices[", r, "] = ", req,
+                    " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
     }
   }
   if (p.mode == kDsaGenDraftExtend && p.n > 0) {
@@ -94,12 +88,8 @@ void validate(const DsaGenParams& p) {
     const int64_t seq = p.seq_lens[r];
     if (!length_fits(seq))
       fail_index("seq_lens", r, seq, seq < 0 ? "is negative" : "does not fit int32");
-    if (!cache_len_fits(p, seq)) {
-      std::ostringstream msg;
-      msg << "sgl_meta.fused_dsa_metadata: seq_lens[" << r << "] + next_n = " << seq + p.next_n
-          << " does not fit int32 cache_seqlens";
-      throw std::runtime_error(msg.str());
-    }
+    if (!cache_len_fits(p, seq))
+      raise_error(kOp, "seq_lens[", r, "] + next_n = ", seq + p.next_n, " does not fit int32 cache_seqlens");
     cu += cache_len(p, to_i32(seq));
     if (cu > INT32_MAX) fail_sum("cache_seqlens", "cu_seqlens_k", r, cu);
   }

@@ -6,23 +6,15 @@
 // mapping, a length outside [0, 2**31 - 1]) raises std::runtime_error before
 // anything is written, where CUDA trips a device-side assert.
 #include <algorithm>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
 #include "flash_attention_metadata/params.h"
 
 namespace sgl_meta {
 namespace {
 
-template <typename... Args>
-[[noreturn]] void fail(const char* op, const Args&... args) {
-  std::ostringstream msg;
-  msg << "sgl_meta." << op << ": ";
-  ((msg << args), ...);
-  throw std::runtime_error(msg.str());
-}
 
 constexpr const char* kOp = "update_flash_attention_metadata";
 constexpr const char* kSpecOp = "flash_attention_swa_spec_page_table";
@@ -36,8 +28,8 @@ std::string of_set(const FaInputs& in, const char* name, int s) {
 
 // "<what> = value is negative" / "... does not fit int32 <out>".
 [[noreturn]] void bad_length(const std::string& what, int64_t value, const std::string& out) {
-  if (value < 0) fail(kOp, what, " = ", value, " is negative");
-  fail(kOp, what, " = ", value, " does not fit int32 ", out);
+  if (value < 0) raise_error(kOp, what, " = ", value, " is negative");
+  raise_error(kOp, what, " = ", value, " does not fit int32 ", out);
 }
 
 // Every length and running sum, in row order (the CUDA kernel's predicates).
@@ -91,32 +83,32 @@ void validate_indices(const FaInputs& in, const FaDest* sets, int num_sets) {
   for (int64_t i = 0; in.tables && i < in.bs; ++i) {
     const int64_t req = in.req_pool_indices[i];
     if (req < 0 || req >= in.pool_size)
-      fail(kOp, "req_pool_indices[", i, "] = ", req, " is outside [0, ", in.pool_size,
-           ") (req_to_token.size(0))");
+      raise_error(kOp, "req_pool_indices[", i, "] = ", req, " is outside [0, ", in.pool_size,
+                  ") (req_to_token.size(0))");
     const int32_t* row_in = in.req_to_token + req * in.req_to_token_stride;
     const int64_t cols = gathered_columns(in, sets, num_sets, in.seq_lens[i]);
     for (int64_t c = 0; c < cols; ++c) {
       const int32_t slot = row_in[c * in.page.page_size];
       const int64_t vpage = fa_vpage(in, slot);
       if (in.full_v2p.present() && vpage >= in.full_v2p_size)
-        fail(kOp, "virtual page ", gathered_slot(i, c), " // page_size = ", vpage,
-             " is outside [0, ", in.full_v2p_size, ") (full_v2p.numel())");
+        raise_error(kOp, "virtual page ", gathered_slot(i, c), " // page_size = ", vpage, " is outside [0, ",
+                    in.full_v2p_size, ") (full_v2p.numel())");
       if (!in.swa_table) continue;
       if (in.swa_v2p.present()) {
         if (vpage >= in.swa_v2p_size)
-          fail(kOp, "virtual page ", gathered_slot(i, c), " // page_size = ", vpage,
-               " is outside [0, ", in.swa_v2p_size, ") (swa_v2p.numel())");
+          raise_error(kOp, "virtual page ", gathered_slot(i, c), " // page_size = ", vpage,
+                      " is outside [0, ", in.swa_v2p_size, ") (swa_v2p.numel())");
       } else if (slot >= in.swa_mapping_size) {
-        fail(kOp, gathered_slot(i, c), " = ", slot, " is outside [0, ", in.swa_mapping_size,
-             ") (full_to_swa_index_mapping.numel())");
+        raise_error(kOp, gathered_slot(i, c), " = ", slot, " is outside [0, ", in.swa_mapping_size,
+                    ") (full_to_swa_index_mapping.numel())");
       }
     }
   }
   for (int64_t k = 0; k < in.swa_out_len; ++k) {
     const int64_t loc = in.out_cache_loc[k];
     if (loc >= in.swa_mapping_size)
-      fail(kOp, "out_cache_loc[", k, "] = ", loc, " is outside [0, ", in.swa_mapping_size,
-           ") (full_to_swa_index_mapping.numel())");
+      raise_error(kOp, "out_cache_loc[", k, "] = ", loc, " is outside [0, ", in.swa_mapping_size,
+                  ") (full_to_swa_index_mapping.numel())");
   }
 }
 
@@ -189,12 +181,12 @@ void flash_attention_swa_spec_page_table_cpu(const FaSwaSpecParams& p) {
   for (int64_t a = 0; a < bs; ++a) {
     const int64_t la = p.seq_len_a[a];
     if (!length_fits(la))
-      fail(kSpecOp, "seq_len_a[", a, "] = ", la, la < 0 ? " is negative" : " does not fit int32");
+      raise_error(kSpecOp, "seq_len_a[", a, "] = ", la, la < 0 ? " is negative" : " does not fit int32");
   }
   for (int64_t m = 0; m < p.rows; ++m) {
     const int64_t lb = p.seq_len_b[m];
     if (!length_fits(lb))
-      fail(kSpecOp, "seq_len_b[", m, "] = ", lb, lb < 0 ? " is negative" : " does not fit int32");
+      raise_error(kSpecOp, "seq_len_b[", m, "] = ", lb, lb < 0 ? " is negative" : " does not fit int32");
   }
   for (int64_t m = 0; m < p.rows; ++m) {
     const int64_t la = p.seq_len_a[m / p.repeat];
@@ -210,10 +202,12 @@ namespace {
 template <class P>
 int64_t checked_request(const char* op, const P& p, int64_t b) {
   const int64_t seq = p.seq_lens[b];
-  if (!length_fits(seq)) fail(op, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+  if (!length_fits(seq))
+    raise_error(op, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
   const int64_t req = p.req_pool_indices[b];
   if (req < 0 || req >= p.pool_size)
-    fail(op, "req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
+    raise_error(op, "req_pool_indices[", b, "] = ", req,
+                " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
   return seq;
 }
 
@@ -225,16 +219,16 @@ void flash_attention_verify_expand_cpu(const FaVerifyExpandParams& p) {
   for (int64_t b = 0; b < p.bs; ++b) {
     const int64_t seq = checked_request(kExpandOp, p, b);
     if (seq + p.n > p.ctx)
-      fail(kExpandOp, "seq_lens[", b, "] + num_draft_tokens = ", seq + p.n,
-           " is past the req_to_token row (req_to_token.size(1) = ", p.ctx, ")");
+      raise_error(kExpandOp, "seq_lens[", b, "] + num_draft_tokens = ", seq + p.n,
+                  " is past the req_to_token row (req_to_token.size(1) = ", p.ctx, ")");
   }
   int64_t base = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t seq = p.seq_lens[r / p.n];
     const int64_t last = fa_mask_index(p, r, base, seq, p.n - 1);
     if (last >= p.mask_size)
-      fail(kExpandOp, "custom_mask index ", last, " (row ", r, ") is outside custom_mask [0, ",
-           p.mask_size, ")");
+      raise_error(kExpandOp, "custom_mask index ", last, " (row ", r, ") is outside custom_mask [0, ",
+                  p.mask_size, ")");
     base += seq + p.n;
   }
   base = 0;
@@ -266,14 +260,15 @@ void flash_attention_draft_decode_topk_cpu(const FaDraftTopkParams& p) {
     const int64_t seq = checked_request(kDraftOp, p, b);
     const bool expand_lens = p.set[0].expand_cache_seqlens != nullptr;
     if (expand_lens && fa_last_page_len(seq, p.page.shift) > INT32_MAX - p.max_decode_length)
-      fail(kDraftOp, "seq_lens[", b, "] mod page_size + decode_length does not fit int32 expand_cache_seqlens");
+      raise_error(kDraftOp, "seq_lens[", b,
+                  "] mod page_size + decode_length does not fit int32 expand_cache_seqlens");
   }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < p.max_decode_length; ++j) {
       const int64_t k = r * p.num_steps + j, entry = p.page.div(p.out_cache_loc[k]);
       if (entry < INT32_MIN || entry > INT32_MAX)
-        fail(kDraftOp, "out_cache_loc[", k, "] = ", p.out_cache_loc[k],
-             " gives an expand_page_table entry outside int32");
+        raise_error(kDraftOp, "out_cache_loc[", k, "] = ", p.out_cache_loc[k],
+                    " gives an expand_page_table entry outside int32");
     }
   const int shift = p.page.shift;
   for (int64_t b = 0; b < p.bs; ++b) {

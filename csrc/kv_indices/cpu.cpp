@@ -5,9 +5,8 @@
 // slot or outside kv_indices, a virtual page past v2p, an id past
 // token_mapping or outside kv_indices' dtype) raises std::runtime_error
 // before anything is written, where CUDA trips a device-side assert.
-#include <sstream>
-#include <stdexcept>
 
+#include "common/errors.h"
 #include "kv_indices/params.h"
 
 namespace sgl_meta {
@@ -16,13 +15,6 @@ namespace {
 constexpr const char* kOp = "build_kv_indices";
 constexpr const char* kDraftOp = "build_draft_decode_kv_indices";
 
-template <typename... Args>
-[[noreturn]] void fail(const char* op, const Args&... args) {
-  std::ostringstream msg;
-  msg << "sgl_meta." << op << ": ";
-  ((msg << args), ...);
-  throw std::runtime_error(msg.str());
-}
 
 struct Row {
   const int32_t* in;  // source row
@@ -37,39 +29,40 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
   const KvReadSource& s = p.src;
   const int64_t req = s.req_pool_indices[b];
   if (req < 0 || req >= s.pool_size)
-    fail(kOp, "req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ", s.pool_size,
-         ")");
+    raise_error(kOp, "req_pool_indices[", b, "] = ", req,
+                " is outside [0, req_to_token.size(0) = ", s.pool_size, ")");
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
-  if (start < 0) fail(kOp, "kv_start_idx[", b, "] = ", start, " is negative");
+  if (start < 0) raise_error(kOp, "kv_start_idx[", b, "] = ", start, " is negative");
   const int64_t raw = s.seq_lens[b];
-  if (!length_fits(raw)) fail(kOp, "seq_lens[", b, "] = ", raw, raw < 0 ? " is negative" : " does not fit int32");
+  if (!length_fits(raw))
+    raise_error(kOp, "seq_lens[", b, "] = ", raw, raw < 0 ? " is negative" : " does not fit int32");
   const int64_t ext = extend_at(p.extend_seq_lens, b);
   if (!length_fits(ext))
-    fail(kOp, "extend_seq_lens[", b, "] = ", ext, ext < 0 ? " is negative" : " does not fit int32");
+    raise_error(kOp, "extend_seq_lens[", b, "] = ", ext, ext < 0 ? " is negative" : " does not fit int32");
   const int64_t seq = kv_len(raw, ext);
   const int64_t n = kv_indices_live(p, seq, start);
   int64_t lo = sum, mask = 0;
   if (p.write_indptr) {
     const char* lens = p.extend_seq_lens.present() ? "(seq_lens - extend_seq_lens)" : "seq_lens";
     if (sum + seq > p.indptr_max)
-      fail(kOp, "the running sum of ", lens, "[0..", b, "] = ", sum + seq, " does not fit kv_indptr (",
-           p.indptr64 ? "int64" : "int32", ")");
+      raise_error(kOp, "the running sum of ", lens, "[0..", b, "] = ", sum + seq, " does not fit kv_indptr (",
+                  p.indptr64 ? "int64" : "int32", ")");
     if (n > 0 && lo > p.out_size - n)
-      fail(kOp, "row ", b, " holds ", n, " tokens at ", lo, " but kv_indices has ", p.out_size,
-           " elements");
+      raise_error(kOp, "row ", b, " holds ", n, " tokens at ", lo, " but kv_indices has ", p.out_size,
+                  " elements");
     if (p.mask_indptr != nullptr && !mask_indptr_of(p, b + 1, sum + seq, &mask))
-      fail(kOp, "the running sum of q_stride * (", lens, " + q_stride) over rows 0..", b, " (", lens,
-           " summed: ", sum + seq, ", q_stride = ", p.q_stride, ") does not fit mask_indptr (",
-           p.mask64 ? "int64" : "int32", ")");
+      raise_error(kOp, "the running sum of q_stride * (", lens, " + q_stride) over rows 0..", b, " (", lens,
+                  " summed: ", sum + seq, ", q_stride = ", p.q_stride, ") does not fit mask_indptr (",
+                  p.mask64 ? "int64" : "int32", ")");
   } else {
     lo = indptr_at(p, b);
     const int64_t hi = indptr_at(p, b + 1);
     if (lo < 0 || hi < lo)
-      fail(kOp, "kv_indptr must be non-negative and non-decreasing, got kv_indptr[", b, "] = ", lo,
-           ", kv_indptr[", b + 1, "] = ", hi);
+      raise_error(kOp, "kv_indptr must be non-negative and non-decreasing, got kv_indptr[", b, "] = ", lo,
+                  ", kv_indptr[", b + 1, "] = ", hi);
     if (n > 0 && (n > hi - lo || lo > p.out_size - n))
-      fail(kOp, "row ", b, " holds ", n, " tokens but kv_indptr gives it [", lo, ", ", hi,
-           ") in kv_indices of ", p.out_size, " elements");
+      raise_error(kOp, "row ", b, " holds ", n, " tokens but kv_indptr gives it [", lo, ", ", hi,
+                  ") in kv_indices of ", p.out_size, " elements");
   }
   return {s.req_to_token + req * s.req_to_token_stride, seq, start, n, lo, mask};
 }
@@ -79,14 +72,14 @@ int64_t checked_id(const KvIndicesParams& p, const Row& r, int64_t b, int64_t i)
   int64_t bad = 0;
   const int64_t id = kv_index_id(p, r.in, r.start + i, &err, &bad);
   if (err == kIdV2p)
-    fail(kOp, "row ", b, ", token ", i, " reads virtual page ", bad, ", outside v2p (v2p.numel() = ",
-         p.src.v2p_size, ")");
+    raise_error(kOp, "row ", b, ", token ", i, " reads virtual page ", bad,
+                ", outside v2p (v2p.numel() = ", p.src.v2p_size, ")");
   if (err == kIdMapping)
-    fail(kOp, "row ", b, ", token ", i, ": id ", bad, " is outside token_mapping (token_mapping.numel() = ",
-         p.token_mapping_size, ")");
+    raise_error(kOp, "row ", b, ", token ", i, ": id ", bad,
+                " is outside token_mapping (token_mapping.numel() = ", p.token_mapping_size, ")");
   if (err == kIdFits)
-    fail(kOp, "row ", b, ", token ", i, ": its id does not fit kv_indices (", p.out64 ? "int64" : "int32",
-         ")");
+    raise_error(kOp, "row ", b, ", token ", i, ": its id does not fit kv_indices (",
+                p.out64 ? "int64" : "int32", ")");
   return id;
 }
 
@@ -135,17 +128,17 @@ namespace {
 void check_draft_row(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
   switch (draft_row_error(p, b, cum)) {
     case kDraftReq:
-      fail(kDraftOp, "req_pool_indices[", b, "] = ", p.src.req_pool_indices[b],
-                 " is outside [0, req_to_token.size(0) = ", p.src.pool_size, ")");
+      raise_error(kDraftOp, "req_pool_indices[", b, "] = ", p.src.req_pool_indices[b],
+                  " is outside [0, req_to_token.size(0) = ", p.src.pool_size, ")");
     case kDraftLen:
-      fail(kDraftOp, "seq_lens[", b, "] = ", p.src.seq_lens[b], " is negative or does not fit int32");
+      raise_error(kDraftOp, "seq_lens[", b, "] = ", p.src.seq_lens[b], " is negative or does not fit int32");
     case kDraftRow:
-      fail(kDraftOp, "request ", b, " (seq_lens = ", p.src.seq_lens[b],
-                 ") reads past its req_to_token row of ", p.src.row_len,
-                 " positions (its prefix and every branch's ", p.num_steps, " draft slots)");
+      raise_error(kDraftOp, "request ", b, " (seq_lens = ", p.src.seq_lens[b],
+                  ") reads past its req_to_token row of ", p.src.row_len,
+                  " positions (its prefix and every branch's ", p.num_steps, " draft slots)");
     case kDraftOut:
-      fail(kDraftOp, "request ", b, "'s ids of the last step end past kv_indices.size(1) = ",
-                 p.out_width);
+      raise_error(kDraftOp, "request ", b,
+                  "'s ids of the last step end past kv_indices.size(1) = ", p.out_width);
     default:
       return;
   }
@@ -158,12 +151,13 @@ void check_positions(const DraftKvIndicesParams& p) {
   int64_t sum = 0;
   for (int64_t z = 0; z < n; ++z) {
     const int64_t v = p.positions[z];
-    if (!length_fits(v)) fail(kDraftOp, "positions[", z, "] = ", v, " is negative or does not fit int32");
+    if (!length_fits(v))
+      raise_error(kDraftOp, "positions[", z, "] = ", v, " is negative or does not fit int32");
     sum += p.cap > 0 ? min_i64(v, p.cap) : v;
   }
   if (sum > p.indptr_max - n * p.num_steps)
-    fail(kDraftOp, "kv_indptr's last value (", sum, " + ", n, " * ", p.num_steps,
-               ") does not fit kv_indptr (", p.indptr64 ? "int64" : "int32", ")");
+    raise_error(kDraftOp, "kv_indptr's last value (", sum, " + ", n, " * ", p.num_steps,
+                ") does not fit kv_indptr (", p.indptr64 ? "int64" : "int32", ")");
 }
 
 }  // namespace

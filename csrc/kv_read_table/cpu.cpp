@@ -4,9 +4,8 @@
 // slot whose virtual page lies past v2p, an id that does not fit out's dtype,
 // a CSR row outside its slot) raises std::runtime_error before anything is
 // written, where CUDA trips a device-side assert.
-#include <sstream>
-#include <stdexcept>
 
+#include "common/errors.h"
 #include "kv_read_table/params.h"
 
 namespace sgl_meta {
@@ -15,13 +14,6 @@ namespace {
 constexpr const char* kPageOp = "kv_read_page_table";
 constexpr const char* kStreamOp = "kv_read_token_stream";
 
-template <typename... Args>
-[[noreturn]] void fail(const char* op, const Args&... args) {
-  std::ostringstream msg;
-  msg << "sgl_meta." << op << ": ";
-  ((msg << args), ...);
-  throw std::runtime_error(msg.str());
-}
 
 // The row scalars both forms check for every row b < bs, whatever its length
 // (the request index, the window start, the lengths).
@@ -34,17 +26,17 @@ struct Row {
 Row check_row(const char* op, const KvReadSource& s, int64_t b) {
   const int64_t req = s.req_pool_indices[b];
   if (req < 0 || req >= s.pool_size)
-    fail(op, "req_pool_indices[", b, "] = ", req, " is outside [0, req_to_token.size(0) = ",
-         s.pool_size, ")");
+    raise_error(op, "req_pool_indices[", b, "] = ", req,
+                " is outside [0, req_to_token.size(0) = ", s.pool_size, ")");
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
-  if (start < 0) fail(op, "kv_start_idx[", b, "] = ", start, " is negative");
+  if (start < 0) raise_error(op, "kv_start_idx[", b, "] = ", start, " is negative");
   const int64_t seq = s.seq_lens[b];
   if (!length_fits(seq))
-    fail(op, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+    raise_error(op, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
   const int64_t len = window_len(s, seq);
   if (!length_fits(len))
-    fail(op, "seq_lens[", b, "] + seq_len_delta = ", len,
-         len < 0 ? " is negative" : " does not fit int32");
+    raise_error(op, "seq_lens[", b, "] + seq_len_delta = ", len,
+                len < 0 ? " is negative" : " does not fit int32");
   return {req, start, s.req_to_token + req * s.req_to_token_stride};
 }
 
@@ -56,8 +48,8 @@ int64_t checked_entry(const char* op, const KvReadSource& s, const Row& r, int64
   const int64_t vpage = virtual_page(s, slot);
   if (!s.translate) return vpage;
   if (vpage >= s.v2p_size)
-    fail(op, "req_to_token[", r.req, ", ", col, "] = ", slot, " (row ", b,
-         ") reads virtual page ", vpage, ", outside v2p (v2p.numel() = ", s.v2p_size, ")");
+    raise_error(op, "req_to_token[", r.req, ", ", col, "] = ", slot, " (row ", b, ") reads virtual page ",
+                vpage, ", outside v2p (v2p.numel() = ", s.v2p_size, ")");
   return max_i64(s.v2p[vpage], 0);
 }
 
@@ -72,8 +64,8 @@ void kv_read_page_table_cpu(const KvReadPageTableParams& p) {
     for (int64_t c = 0; c < n; ++c) {
       const int64_t e = checked_entry(kPageOp, s, r, b, r.start + c * ps);
       if (e > INT32_MAX)
-        fail(kPageOp, "v2p[", virtual_page(s, r.in[r.start + c * ps]), "] = ", e,
-             " does not fit the int32 out (row ", b, ", column ", c, ")");
+        raise_error(kPageOp, "v2p[", virtual_page(s, r.in[r.start + c * ps]), "] = ", e,
+                    " does not fit the int32 out (row ", b, ", column ", c, ")");
     }
   }
   for (int64_t b = 0; b < s.bs; ++b) {
@@ -95,21 +87,21 @@ void kv_read_token_stream_cpu(const KvReadTokenStreamParams& p) {
     const int64_t lo = p.indptr[b], hi = p.indptr[b + 1];
     // Non-decreasing, non-negative row starts: rows cannot overlap.
     if (lo < 0 || hi < lo)
-      fail(kStreamOp, "indptr must be non-negative and non-decreasing, got indptr[", b, "] = ",
-           lo, ", indptr[", b + 1, "] = ", hi);
+      raise_error(kStreamOp, "indptr must be non-negative and non-decreasing, got indptr[", b, "] = ", lo,
+                  ", indptr[", b + 1, "] = ", hi);
     const int64_t n = live_tokens(s, s.seq_lens[b], r.start);
     if (n == 0) continue;
     if (n > hi - lo || lo > p.out_size - n)
-      fail(kStreamOp, "row ", b, " holds ", n, " tokens but indptr gives it [", lo, ", ", hi,
-           ") in out of ", p.out_size, " elements");
+      raise_error(kStreamOp, "row ", b, " holds ", n, " tokens but indptr gives it [", lo, ", ", hi,
+                  ") in out of ", p.out_size, " elements");
     for (int64_t i = 0; i < n; ++i) {
       const int64_t pos = r.start + i;
       const int64_t page = s.div.div(pos);
       const int64_t off = pos - page * ps;
       const int64_t e = checked_entry(kStreamOp, s, r, b, page * ps);
       if (e > p.max_entry && (off > p.out_max || e > (p.out_max - off) / ps))
-        fail(kStreamOp, "page entry ", e, " of row ", b, ", token ", i, ": ", e,
-             " * page_size + ", off, " does not fit out (", p.out64 ? "int64" : "int32", ")");
+        raise_error(kStreamOp, "page entry ", e, " of row ", b, ", token ", i, ": ", e, " * page_size + ",
+                    off, " does not fit out (", p.out64 ? "int64" : "int32", ")");
     }
   }
   for (int64_t b = 0; b < s.bs; ++b) {

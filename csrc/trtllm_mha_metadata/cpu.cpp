@@ -3,27 +3,23 @@
 // written) instead of tripping a device assert.
 #include <algorithm>
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "common/errors.h"
 #include "trtllm_mha_metadata/params.h"
 
 namespace sgl_meta {
 namespace {
 
 const char* op_name(const TrtllmMhaInputs& in) {
-  return in.multi ? "sgl_meta.update_trtllm_mha_graph_metadata_multi"
-                  : "sgl_meta.update_trtllm_mha_graph_metadata";
+  return in.multi ? "update_trtllm_mha_graph_metadata_multi" : "update_trtllm_mha_graph_metadata";
 }
 
 // "<what> = value is outside [0, bound) (bound_name)".
 [[noreturn]] void out_of_range(const TrtllmMhaInputs& in, const std::string& what,
                                int64_t value, const char* bound_name, int64_t bound) {
-  std::ostringstream msg;
-  msg << op_name(in) << ": " << what << " = " << value << " is outside [0, " << bound << ") ("
-      << bound_name << ")";
-  throw std::runtime_error(msg.str());
+  raise_error(op_name(in), what, " = ", value, " is outside [0, ", bound, ") (", bound_name, ")");
 }
 
 std::string gathered_slot(int64_t row, int64_t col) {
@@ -105,13 +101,8 @@ void validate(const TrtllmMhaInputs& in, const TrtllmMhaDest* sets, int num_sets
 // negative" or "... does not fit int32 <out>".
 [[noreturn]] void bad_length(const TrtllmMhaInputs& in, const std::string& what,
                              const std::string& value, bool negative, const std::string& out) {
-  std::ostringstream msg;
-  msg << op_name(in) << ": " << what << " = " << value;
-  if (negative)
-    msg << " is negative";
-  else
-    msg << " does not fit int32 " << out;
-  throw std::runtime_error(msg.str());
+  if (negative) raise_error(op_name(in), what, " = ", value, " is negative");
+  raise_error(op_name(in), what, " = ", value, " does not fit int32 ", out);
 }
 
 // The name of set s's scalar or output: `name` for the single op, name[s] for

@@ -1,21 +1,14 @@
 // build_trtllm_mha_page_table: CPU kernel. Same results as the CUDA kernel;
 // a hostile request index, length or SWA slot raises instead of tripping a
 // device assert.
-#include <sstream>
-#include <stdexcept>
 
+#include "common/errors.h"
 #include "trtllm_mha_page_table/params.h"
 
 namespace sgl_meta {
 namespace {
 
-template <typename... Args>
-[[noreturn]] void fail(const Args&... args) {
-  std::ostringstream msg;
-  msg << "sgl_meta.build_trtllm_mha_page_table: ";
-  ((msg << args), ...);
-  throw std::runtime_error(msg.str());
-}
+constexpr const char* kOp = "build_trtllm_mha_page_table";
 
 }  // namespace
 
@@ -27,12 +20,11 @@ void build_trtllm_mha_page_table_cpu(const TrtllmMhaPageTableParams& p) {
   for (int64_t r = 0; r < p.bs; ++r) {
     const int64_t req = p.req_pool_indices[r];
     if (req < 0 || req >= p.pool_size)
-      fail("req_pool_indices[", r, "] = ", req, " is outside [0, req_to_token.size(0) = ",
-           p.pool_size, ")");
+      raise_error(kOp, "req_pool_indices[", r, "] = ", req,
+                  " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
     const int64_t len = p.cache_seqlens[r];
     if (!length_fits(len))
-      fail("cache_seqlens[", r, "] = ", len,
-           len < 0 ? " is negative" : " does not fit int32");
+      raise_error(kOp, "cache_seqlens[", r, "] = ", len, len < 0 ? " is negative" : " does not fit int32");
   }
   if (p.swa_page_table != nullptr) {
     for (int64_t r = 0; r < p.bs; ++r) {
@@ -41,8 +33,8 @@ void build_trtllm_mha_page_table_cpu(const TrtllmMhaPageTableParams& p) {
       for (int64_t c = 0; c < n; ++c) {
         const int32_t slot = row_in[c * p.page.page_size];
         if (slot >= p.full_to_swa_size)
-          fail("req_to_token[req_pool_indices[", r, "], ", c, " * page_size] = ", slot,
-               " is outside full_to_swa [0, ", p.full_to_swa_size, ")");
+          raise_error(kOp, "req_to_token[req_pool_indices[", r, "], ", c, " * page_size] = ", slot,
+                      " is outside full_to_swa [0, ", p.full_to_swa_size, ")");
       }
     }
   }

@@ -2,35 +2,26 @@
 // vllm_prepare_pos_seq_lens, vllm_prepare_step): same results as the CUDA
 // kernel; every hostile value it reads raises std::runtime_error before
 // anything is written, where CUDA trips a device-side assert.
-#include <sstream>
-#include <stdexcept>
 
+#include "common/errors.h"
 #include "vllm_block_table/params.h"
 
 namespace sgl_meta {
 namespace {
 
-template <typename... Args>
-[[noreturn]] void fail(const VllmStepParams& p, const Args&... args) {
-  std::ostringstream msg;
-  msg << "sgl_meta." << vllm_step_op_name(p.op) << ": ";
-  ((msg << args), ...);
-  throw std::runtime_error(msg.str());
-}
-
 void fail_row(const VllmStepParams& p, const VllmRow& r) {
   switch (r.fault) {
     case kVllmBadRequest:
-      fail(p, "idx_mapping[", r.at, "] = ", r.value, " is outside [-1, ", p.req_limit,
-           ") (the request rows of the tables it indexes)");
+      raise_error(vllm_step_op_name(p.op), "idx_mapping[", r.at, "] = ", r.value, " is outside [-1, ",
+                  p.req_limit, ") (the request rows of the tables it indexes)");
     case kVllmBadQueryStart:
-      fail(p, "query_start_loc[", r.at, "] = ", r.value,
-           " is negative, decreasing or past the token buffers (", p.token_cap, " tokens)");
+      raise_error(vllm_step_op_name(p.op), "query_start_loc[", r.at, "] = ", r.value,
+                  " is negative, decreasing or past the token buffers (", p.token_cap, " tokens)");
     case kVllmBadComputed:
-      fail(p, "num_computed_tokens[", r.at, "] = ", r.value, " is negative");
+      raise_error(vllm_step_op_name(p.op), "num_computed_tokens[", r.at, "] = ", r.value, " is negative");
     case kVllmBadSeqLen:
-      fail(p, "num_computed_tokens + query length of row ", r.at, " = ", r.value,
-           " does not fit int32 seq_lens");
+      raise_error(vllm_step_op_name(p.op), "num_computed_tokens + query length of row ", r.at, " = ", r.value,
+                  " does not fit int32 seq_lens");
     default: return;
   }
 }
@@ -38,15 +29,15 @@ void fail_row(const VllmStepParams& p, const VllmRow& r) {
 void fail_group(const VllmStepParams& p, VllmFault f, int g, int64_t b, int64_t t, int64_t value) {
   switch (f) {
     case kVllmBadPosition:
-      fail(p, "positions[", t, "] = ", value, " is negative");
+      raise_error(vllm_step_op_name(p.op), "positions[", t, "] = ", value, " is negative");
     case kVllmBadBlockSize:
-      fail(p, "block_sizes[", g, "] = ", value, " is < 1");
+      raise_error(vllm_step_op_name(p.op), "block_sizes[", g, "] = ", value, " is < 1");
     case kVllmBadBlockColumn:
-      fail(p, "position of token ", t, " (row ", b, ") reads block column ", value,
-           ", past block_tables[", g, "].size(1) = ", p.group[g].src_cols);
+      raise_error(vllm_step_op_name(p.op), "position of token ", t, " (row ", b, ") reads block column ",
+                  value, ", past block_tables[", g, "].size(1) = ", p.group[g].src_cols);
     case kVllmBadNumBlocks:
-      fail(p, "num_blocks[", g, ", ", p.idx_mapping[b], "] = ", value, " (row ", b,
-           ") is outside [0, the block tables' width]");
+      raise_error(vllm_step_op_name(p.op), "num_blocks[", g, ", ", p.idx_mapping[b], "] = ", value, " (row ",
+                  b, ") is outside [0, the block tables' width]");
     default: return;
   }
 }
@@ -74,8 +65,8 @@ void check_all(const VllmStepParams& p) {
   }
   int64_t tail = 0;
   if (p.reads_tokens() && vllm_check_tail(p, &tail) != kVllmOk)
-    fail(p, "query_start_loc[", p.n, "] = ", tail, " is negative or past the token buffers (",
-         p.token_cap, " tokens)");
+    raise_error(vllm_step_op_name(p.op), "query_start_loc[", p.n, "] = ", tail,
+                " is negative or past the token buffers (", p.token_cap, " tokens)");
 }
 
 }  // namespace

@@ -1,20 +1,17 @@
 // vllm_copy_page_indices on CPU: same results as the CUDA kernel; a hostile
 // cu_num_blocks raises std::runtime_error before anything is written, where
 // CUDA trips a device-side assert.
-#include <sstream>
-#include <stdexcept>
 
+#include "common/errors.h"
 #include "vllm_flashinfer/params.h"
 
 namespace sgl_meta {
 namespace {
 
 [[noreturn]] void fail_row(const VllmCopyPagesParams& p, int64_t r, const VllmPageSpan& v) {
-  std::ostringstream msg;
-  msg << "sgl_meta.vllm_copy_page_indices: cu_num_blocks[" << r << "] = " << v.start << ", cu_num_blocks["
-      << r + 1 << "] = " << v.end << " must be non-negative, non-decreasing, within page_indices ("
-      << p.size << " entries) and span at most block_table.size(1) = " << p.cols << " blocks";
-  throw std::runtime_error(msg.str());
+  raise_error("vllm_copy_page_indices", "cu_num_blocks[", r, "] = ", v.start, ", cu_num_blocks[", r + 1,
+              "] = ", v.end, " must be non-negative, non-decreasing, within page_indices (", p.size,
+              " entries) and span at most block_table.size(1) = ", p.cols, " blocks");
 }
 
 }  // namespace

@@ -1,36 +1,31 @@
 // vllm_combine_sampled_and_draft_tokens on CPU: same results as the CUDA
 // kernel; every hostile value raises std::runtime_error before anything is
 // written, where CUDA trips a device-side assert.
-#include <sstream>
-#include <stdexcept>
 
+#include "common/errors.h"
 #include "vllm_input_batch/params.h"
 
 namespace sgl_meta {
 namespace {
 
-template <typename... Args>
-[[noreturn]] void fail(const Args&... args) {
-  std::ostringstream msg;
-  msg << "sgl_meta.vllm_combine_sampled_and_draft_tokens: ";
-  ((msg << args), ...);
-  throw std::runtime_error(msg.str());
-}
+constexpr const char* kOp = "vllm_combine_sampled_and_draft_tokens";
 
 void check_row(const VllmCombineParams& p, int64_t b, const VllmCombineRow& r) {
   switch (r.fault) {
     case kCombineBadRequest:
-      fail("idx_mapping[", b, "] = ", r.req, " is outside [-1, ", p.req_limit, ")");
+      raise_error(kOp, "idx_mapping[", b, "] = ", r.req, " is outside [-1, ", p.req_limit, ")");
     case kCombineBadLogits:
-      fail("cu_num_logits[", b, "] = ", p.cu_num_logits[b], ", cu_num_logits[", b + 1, "] = ",
-           p.cu_num_logits[b + 1], " must be non-negative, non-decreasing and within logits_indices (",
-           p.logits_size, " entries)");
+      raise_error(kOp, "cu_num_logits[", b, "] = ", p.cu_num_logits[b], ", cu_num_logits[", b + 1,
+                  "] = ", p.cu_num_logits[b + 1],
+                  " must be non-negative, non-decreasing and within logits_indices (", p.logits_size,
+                  " entries)");
     case kCombineTooManyLogits:
-      fail("row ", b, " has ", r.nl, " logits, more than draft_tokens.size(1) + num_new_sampled_tokens = ",
-           p.steps + p.num_new_sampled);
+      raise_error(
+          kOp, "row ", b, " has ", r.nl,
+          " logits, more than draft_tokens.size(1) + num_new_sampled_tokens = ", p.steps + p.num_new_sampled);
     case kCombineBadQuery:
-      fail("query_start_loc of row ", b, " = [", r.start, ", ", r.end, ") cannot hold its ", r.nl,
-           " logits inside input_ids (", p.input_ids_size, " tokens)");
+      raise_error(kOp, "query_start_loc of row ", b, " = [", r.start, ", ", r.end, ") cannot hold its ", r.nl,
+                  " logits inside input_ids (", p.input_ids_size, " tokens)");
     default: return;
   }
 }

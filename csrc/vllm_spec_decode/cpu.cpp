@@ -2,9 +2,8 @@
 // hostile current_draft_step raises std::runtime_error before anything is
 // written, where CUDA trips a device-side assert.
 #include <cstring>
-#include <sstream>
-#include <stdexcept>
 
+#include "common/errors.h"
 #include "vllm_spec_decode/params.h"
 
 namespace sgl_meta {
@@ -24,10 +23,8 @@ void vllm_update_draft_inputs_cpu(const VllmDraftInputsParams& p) {
   if (p.n == 0) return;  // as on CUDA: no request, no block reads the step
   const int64_t step = p.current_draft_step[0];
   if (!vllm_draft_step_ok(p, step)) {
-    std::ostringstream msg;
-    msg << "sgl_meta.vllm_update_draft_inputs: current_draft_step = " << step << " is outside [0, " << p.cols
-        << ") (output_draft_tokens.size(1))";
-    throw std::runtime_error(msg.str());
+    raise_error("vllm_update_draft_inputs", "current_draft_step = ", step, " is outside [0, ", p.cols,
+                ") (output_draft_tokens.size(1))");
   }
   const bool next_step = step < p.num_speculative_steps - 1;
   for (int64_t r = 0; r < p.n; ++r) {
