@@ -59,6 +59,13 @@ def assert_same(got: dict, want: dict, context: str = "") -> None:
             )
 
 
+def assert_sets(got: list, want: list, context: str = "") -> None:
+    """assert_same for each of a list of destination sets."""
+    assert len(got) == len(want), (context, len(got), len(want))
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert_same(g, w, f"{context} [set {i}]")
+
+
 # The CUDA device the GPU tests put their tensors on: "cuda" (the current one),
 # or e.g. SGLMETA_TEST_CUDA=cuda:1 on a two-GPU machine, to run the suite with
 # the op tests' tensors on device 1 while device 0 stays current (tensor-parallel

@@ -29,7 +29,7 @@ from dsa_metadata_cases import (
     random_case,
 )
 from dsa_metadata_upstream_model import upstream_writes
-from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_
+from helpers import TEST_CUDA, assert_same, assert_sets, capture_cuda_graph, poison_
 
 OP = torch.ops.sgl_meta.fused_dsa_metadata.default
 
@@ -38,12 +38,6 @@ def run(fn, inputs, sets, scalars):
     out = clone_sets(sets)
     fn(**inputs, **lists_of(out), **scalars)
     return out
-
-
-def assert_sets(got, want, context):
-    assert len(got) == len(want)
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_same(g, w, f"{context} [set {i}]")
 
 
 def check(case: GenCase, gen, device):

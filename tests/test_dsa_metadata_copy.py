@@ -24,7 +24,7 @@ from dsa_metadata_copy_cases import (
     multi_lists,
     random_case,
 )
-from helpers import TEST_CUDA, assert_same, capture_cuda_graph, poison_
+from helpers import TEST_CUDA, assert_sets, capture_cuda_graph, poison_
 
 # Every test runs through the eager fast path and through torch.ops (conftest.py).
 pytestmark = pytest.mark.usefixtures("call_path")
@@ -51,12 +51,6 @@ def run_reference(sources, dests, scalars):
     for d in out:
         reference.fused_metadata_copy(**sources, **d, **scalars)
     return out
-
-
-def assert_sets(got, want, context):
-    assert len(got) == len(want)
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert_same(g, w, f"{context} [set {i}]")
 
 
 def check_single(case: DsaCase, gen, device):
