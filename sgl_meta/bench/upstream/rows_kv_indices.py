@@ -82,11 +82,11 @@ def _fixture(ctx) -> Fixture:
     return ctx.fixture("kv_indices", Fixture)
 
 
-def _upstream_stream(up, f: Fixture, out: dict, splits: bool, verify: bool = False, extend: bool = False) -> None:
+def _upstream_stream(up, f: Fixture, out: dict, splits: bool, mode: str) -> None:
     bs, lens, n = STREAM_BS, f.lens[:STREAM_BS], VERIFY_TOKENS
-    if verify or extend:
+    if mode != "decode":
         out["qo_indptr"][: bs + 1] = torch.arange(0, (1 + bs) * n, step=n, dtype=torch.int32, device=lens.device)
-    if extend:
+    if mode == "extend":
         lens = torch.clamp(lens - f.extend, min=0).to(torch.int32)
     out["kv_indptr"][1: bs + 1] = torch.cumsum(lens, dim=0)
     getattr(up, FLASHINFER)[(bs, 1)](f.req_to_token, f.req_pool_indices[:bs], lens, out["kv_indptr"], None,
@@ -94,34 +94,35 @@ def _upstream_stream(up, f: Fixture, out: dict, splits: bool, verify: bool = Fal
     if splits:
         getattr(up, SPLITS)[(1,)](out["num_kv_splits"], lens, bs, 1, HEADS, KV_HEADS, MAX_SPLITS, CORES,
                                   MAX_NUM_SEQ=256, uneven_batch_ptr=out["uneven_batch"])
-    if verify:
+    if mode == "verify":
         out["mask_indptr"][1: bs + 1] = torch.cumsum(n * (lens + n), dim=0)
 
 
-def _ours_stream(fn, f: Fixture, out: dict, splits: bool, verify: bool = False, extend: bool = False) -> None:
+def _ours_stream(fn, f: Fixture, out: dict, splits: bool, mode: str) -> None:
     extra = dict(num_kv_splits=out["num_kv_splits"], uneven_batch=out["uneven_batch"], num_head=HEADS,
                  num_kv_head=KV_HEADS, max_kv_splits=MAX_SPLITS, device_core_count=CORES) if splits else {}
-    if verify:
+    if mode == "verify":
         extra.update(qo_indptr=out["qo_indptr"], q_stride=VERIFY_TOKENS, mask_indptr=out["mask_indptr"])
-    if extend:
+    if mode == "extend":
         extra.update(qo_indptr=out["qo_indptr"], q_stride=VERIFY_TOKENS, extend_seq_lens=f.extend)
     fn(req_to_token=f.req_to_token, req_pool_indices=f.req_pool_indices[:STREAM_BS], seq_lens=f.lens[:STREAM_BS],
        kv_indptr=out["kv_indptr"], kv_indices=out["kv_indices"], write_indptr=True, **extra)
 
 
-def build_stream(ctx, up, *, splits: bool, name: str, verify: bool = False, extend: bool = False):
+def build_stream(ctx, up, *, splits: bool, name: str, mode: str = "decode"):
+    """A Triton / FlashInfer replay-prep row; mode: decode, verify (target verify) or extend (draft extend)."""
     f = _fixture(ctx)
-    calls = {impl: [functools.partial(_ours_stream, fn, f, f.out[impl], splits, verify, extend)]
+    calls = {impl: [functools.partial(_ours_stream, fn, f, f.out[impl], splits, mode)]
              for impl, fn in (("ours", sgl_meta.build_kv_indices), ("ref", reference.build_kv_indices))}
-    calls["upstream"] = [functools.partial(_upstream_stream, up, f, f.out["upstream"], splits, verify, extend)]
+    calls["upstream"] = [functools.partial(_upstream_stream, up, f, f.out["upstream"], splits, mode)]
     names = (["kv_indptr", "kv_indices"] + (["num_kv_splits", "uneven_batch"] if splits else [])
-             + (["qo_indptr", "mask_indptr"] if verify else []) + (["qo_indptr"] if extend else []))
-    tokens = f.prefix_tokens if extend else f.tokens
+             + {"decode": [], "verify": ["qo_indptr", "mask_indptr"], "extend": ["qo_indptr"]}[mode])
+    tokens = f.prefix_tokens if mode == "extend" else f.tokens
     regions = {"kv_indptr": (slice(1, STREAM_BS + 1),), "kv_indices": (slice(0, tokens),),
                "num_kv_splits": (slice(0, STREAM_BS),), "uneven_batch": (slice(0, 1),),
                "qo_indptr": (slice(0, STREAM_BS + 1),), "mask_indptr": (slice(1, STREAM_BS + 1),)}
     params = dict(bs=STREAM_BS, tokens=tokens, lengths="uniform", splits=splits)
-    if verify or extend:
+    if mode != "decode":
         params["draft_tokens"] = VERIFY_TOKENS
     return make_row(f.out, names, name=name, group="kv indices", params=params, calls=calls,
                     regions={k: regions[k] for k in names})
@@ -219,9 +220,9 @@ ROWS = (
     RowSpec(name=_TR, group="kv indices", families=(TRITON,), ours=("build_kv_indices",),
             upstream=(FLASHINFER, SPLITS), build=lambda ctx, up: build_stream(ctx, up, splits=True, name=_TR)),
     RowSpec(name=_TV, group="kv indices", families=(TRITON,), ours=("build_kv_indices",), upstream=(FLASHINFER,),
-            build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_TV, verify=True)),
+            build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_TV, mode="verify")),
     RowSpec(name=_TE, group="kv indices", families=(TRITON,), ours=("build_kv_indices",), upstream=(FLASHINFER,),
-            build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_TE, extend=True)),
+            build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_TE, mode="extend")),
     RowSpec(name=_MLA, group="kv indices", families=(TRITON,), ours=("create_flashmla_kv_indices",),
             upstream=(FLASHMLA,), build=lambda ctx, up: build_flashmla(ctx, up, bs=256, name=_MLA)),
     RowSpec(name=_D1, group="kv indices", families=(TRITON,), ours=("build_draft_decode_kv_indices",),
