@@ -476,6 +476,26 @@ def test_sglang_step_control_and_measured_runs_do_not_merge():
     assert len(merge_runs([bare, explicit])["rows"]) == len(doc["rows"])
 
 
+def test_sglang_step_merge_publishes_the_grid(tmp_path):
+    """Parts of the grid joined with --merge --publish: the published pair, every row, the footer."""
+    import json
+
+    from sgl_meta.bench.sglang_step.cli import main
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "2026-12-04-h200-sglang-step.json"
+    doc = json.loads(path.read_text())
+    parts = []
+    for i, keep in enumerate((lambda r: r["backend"] == "flashinfer", lambda r: r["backend"] != "flashinfer")):
+        parts.append(tmp_path / f"part{i}.json")
+        parts[-1].write_text(json.dumps({**doc, "rows": [r for r in doc["rows"] if keep(r)]}))
+    assert main(["--merge", *map(str, parts), "--publish", str(tmp_path / "out")]) == 0
+    (md,) = (tmp_path / "out").glob("*-sglang-step.md")
+    assert md.name == "2026-12-04-h200-sglang-step.md"
+    published = json.loads(md.with_suffix(".json").read_text())
+    assert [r["backend"] for r in published["rows"]] == [r["backend"] for r in doc["rows"]]
+    assert "bash scripts/publish_results.sh" in md.read_text()
+
+
 def test_sglang_step_on_minus_off_and_slower_rows():
     """The step bench's verdict: per step, plugin on minus off; a row is slower
     only where the whole 95% interval lies above 0. A constant +0.5 us on every

@@ -6,6 +6,7 @@ table per measurement, named by date, GPU and what they measure:
     benchmarks/results/<date>-<gpu>-bench.{json,md}      python -m sgl_meta.bench (the trace replay)
     benchmarks/results/<date>-<gpu>-upstream.{json,md}   python -m sgl_meta.bench --upstream (vs SGLang 0.5.23)
     benchmarks/results/<date>-<gpu>-op-shapes.{json,md}  benchmarks/op_shapes.py (fixed shapes)
+    benchmarks/results/<date>-<gpu>-sglang-step.{json,md} python -m sgl_meta.bench --sglang (SGLang's replay step, plugin off / on)
 
 ``scripts/publish_results.sh`` writes all of them on a GPU machine; the tools
 write theirs with ``--publish DIR``.

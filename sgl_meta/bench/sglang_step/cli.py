@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "into one table, rows in grid order")
     p.add_argument("--json", metavar="PATH", help="write environment, grid and numbers as JSON")
     p.add_argument("--markdown", metavar="PATH", help="write the table as markdown")
+    p.add_argument("--publish", metavar="DIR",
+                   help="write the published pair <date>-<gpu>-sglang-step.{json,md} into DIR (e.g. "
+                        "benchmarks/results), once the whole grid is measured or merged")
     return p
 
 
@@ -156,8 +159,12 @@ def merge_runs(docs: list) -> dict:
     return {**first, "left_out": left_out, "rows": rows}
 
 
-def _write(args, doc: dict) -> str:
+def _write(args, doc: dict, final: bool = True) -> str:
     text = table.markdown(doc)
+    if args.publish and final:
+        from ..publish import write
+
+        write(args.publish, "sglang-step", doc, text)
     if args.json:
         write_json(args.json, doc)
     if args.markdown:
@@ -210,7 +217,7 @@ def main(argv=None) -> int:
         left_out = backends.LEFT_OUT + list(points.NOT_MEASURED.values())
         doc = {"environment": env, "stubbed": stubbed, "plugin": hooks, "left_out": left_out,
                "plan": vars(plan), "rows": rows}
-        text = _write(args, doc)
+        text = _write(args, doc, final=len(rows) == len(grid))
         if len(rows) == len(grid):
             print(text)
 
