@@ -24,7 +24,7 @@ _compiling = torch.compiler.is_compiling
 
 def _type_name(value) -> str:
     if isinstance(value, torch.Tensor):
-        return f"a Tensor of shape {tuple(value.shape)}"
+        return f"a {value.dtype} Tensor of shape {tuple(value.shape)}"
     return type(value).__name__
 
 
@@ -37,7 +37,8 @@ def integer(fn: str, name: str, value, *, tensors: bool = False) -> int:
         return value if _INT64_MIN <= value <= _INT64_MAX else _int64_overflow(fn, name, value)
     if isinstance(value, torch.SymInt):
         return value
-    if not isinstance(value, bool) and (tensors or not isinstance(value, torch.Tensor)):
+    is_tensor = isinstance(value, torch.Tensor)
+    if not isinstance(value, bool) and (not is_tensor or (tensors and value.dtype != torch.bool)):
         try:
             index = operator.index(value)
         except TypeError:

@@ -14,7 +14,7 @@ directly, live prefixes only.
 
 from __future__ import annotations
 
-from . import _op
+from . import _errors, _op
 
 _OPTIONAL_LISTS = ("seqlens_expanded", "page_table_1", "real_page_table", "paged_mqa_ctx_lens_2d")
 
@@ -68,8 +68,8 @@ fused_dsa_metadata = _op.define(
     ``bs == 0`` writes only ``cu_seqlens_k[k][0]`` and ``dsa_cu_seqlens_k[k][0]``;
     DRAFT_EXTEND with ``total_len == 0`` writes ``cache_seqlens``, ``cu_seqlens_k`` and
     ``dsa_cu_seqlens_k[k][0]``. At ``page_size == 1`` the token table is the real table:
-    ``real_page_table`` is ignored (SGLang passes ``page_table_1`` for both) and
-    ``page_table_1`` must carry it.
+    pass it as ``page_table_1``; ``real_page_table`` is then ignored (SGLang passes one
+    tensor as both), and given without ``page_table_1`` it raises.
 
     Args:
         seq_lens: ``[>= bs]`` int32 or int64 committed KV lengths.
@@ -130,9 +130,13 @@ _SETS = "dsa_cache_seqlens, dsa_cu_seqlens_k, real_page_table, bs"
 
 
 def _draft_extend_asserts(bs, total_len, max_total_len, max_extend_len):
-    """Upstream's host-side contract of the draft-extend generator (it asserts)."""
+    """Upstream's host-side contract of the draft-extend generator (it asserts), on ints."""
+    fn = "fused_dsa_draft_extend_metadata"
+    bs, total_len, max_total_len, max_extend_len = (
+        _errors.integer(fn, n, v) for n, v in (("bs", bs), ("total_len", total_len),
+                                               ("max_total_len", max_total_len), ("max_extend_len", max_extend_len)))
     if bs > 0 and total_len > 0:
-        name = "sgl_meta.fused_dsa_draft_extend_metadata"
+        name = f"sgl_meta.{fn}"
         if total_len > max_total_len:
             raise ValueError(f"{name}: total_len = {total_len} must be <= max_total_len = {max_total_len}")
         if max_extend_len < 1:
@@ -159,7 +163,8 @@ fused_dsa_decode_metadata = _generator(
     ``max_seqlen_k = max_len``. Rows are written over their live prefix only (upstream
     writes whole 128-column blocks), CPU tensors work too, and ``real_page_table`` may
     be None at ``physical_page_size > 1`` (upstream asserts); at page size 1 it is
-    ignored (SGLang passes ``page_table_1`` for both) and ``page_table_1`` is required.
+    ignored when ``page_table_1`` is given (SGLang passes one tensor as both), and given
+    without ``page_table_1`` it raises.
     """,
 )
 

@@ -97,7 +97,7 @@ build_kv_indices = _op.define(
         kv_indices: ``[capacity]`` int32/int64 ids, contiguous.
         write_indptr: write ``kv_indptr`` as the running sum of ``seq_lens``.
         kv_start_idx: ``[>= bs]`` int32/int64 first position of each row's window.
-        entry_page_size: tokens per ``req_to_token`` entry (``>= 1``; 1 with ``v2p``).
+        entry_page_size: tokens per ``req_to_token`` entry (in ``[1, 2**31 - 1]``; 1 with ``v2p``).
         token_mapping: ``[M]`` int32/int64 id map (a static SWA pool's
             full-to-SWA slots); not with ``v2p``.
         v2p: ``[pages]`` int64 virtual -> physical pages (``-1``: page 0), the

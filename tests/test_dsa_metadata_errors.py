@@ -120,9 +120,9 @@ BAD = {
     "negative dsa_index_topk": (None, set_(dsa_index_topk=-5), "dsa_index_topk must be >= 0, got -5"),
     "page_size 0": (None, set_(page_size=0), "page_size must be >= 1, got 0"),
     "negative total_len": (EXTEND, set_(total_len=-1), "total_len must be >= 0, got -1"),
-    "verify without next_n": (VERIFY, set_(next_n=None), "next_n must be >= 1 in TARGET_VERIFY mode (draft tokens per request), got -1"),
+    "verify without next_n": (VERIFY, set_(next_n=None), "next_n is required in TARGET_VERIFY mode (draft tokens per request), got None"),
     "verify next_n 0": (VERIFY, set_(next_n=0), "next_n must be >= 1 in TARGET_VERIFY mode"),
-    "extend without total_len": (EXTEND, set_(total_len=None), "total_len must be >= 0, got -1"),
+    "extend without total_len": (EXTEND, set_(total_len=None), "total_len is required in DRAFT_EXTEND mode (expanded rows), got None"),
     "bs past int32": (None, set_(bs=2**31), "bs = 2147483648 is outside [0, 2147483647]"),
     "max_seqlen_k past int32": (None, set_(max_seqlen_k=2**31), "max_seqlen_k = 2147483648 is outside"),
     "dsa_index_topk past int32": (None, set_(dsa_index_topk=2**40), "dsa_index_topk = 1099511627776 is outside"),
@@ -176,6 +176,21 @@ def test_dropin_none_for_a_required_tensor(name, gen):
     args = dict(zip(UPSTREAM_PARAMS[name], dropin_args(name, inputs, d, scalars, case)))
     args["dsa_cache_seqlens"] = None
     with pytest.raises(TypeError, match=f"sgl_meta.{name}: dsa_cache_seqlens must be a Tensor, got None"):
+        getattr(sgl_meta, name)(**args)
+
+
+@pytest.mark.parametrize("scalar", ["bs", "total_len", "max_total_len", "max_extend_len"])
+@pytest.mark.parametrize("value, got", [(None, "NoneType"), ("3", "str"), (3.0, "float")])
+def test_dropin_draft_extend_scalar_not_an_int(scalar, value, got, gen):
+    """Upstream's asserts compare these before anything else reads them: a named TypeError first."""
+    from test_dsa_metadata import UPSTREAM_PARAMS, dropin_args
+
+    name = "fused_dsa_draft_extend_metadata"
+    case = GenCase(mode=DRAFT_EXTEND, total="static")
+    inputs, (d,), scalars = make_case(case, gen, "cpu")
+    args = dict(zip(UPSTREAM_PARAMS[name], dropin_args(name, inputs, d, scalars, case)))
+    args[scalar] = value
+    with pytest.raises(TypeError, match=f"sgl_meta.{name}: {scalar} must be an int, got {got}"):
         getattr(sgl_meta, name)(**args)
 
 

@@ -224,7 +224,7 @@ def test_hostile_values_raise_on_cpu_and_write_nothing(what, match):
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(entry_page_size=0), "entry_page_size must be >= 1"),
+    (dict(entry_page_size=0), r"entry_page_size = 0 is outside \[1, 2147483647\]"),
     (dict(entry_page_size=2, v2p=torch.arange(4)), "entry_page_size must be 1 with v2p"),
     (dict(v2p=torch.arange(4), token_mapping=torch.arange(4)), "token_mapping and v2p cannot be given together"),
     (dict(uneven_batch=torch.zeros(1, dtype=torch.int32)), "uneven_batch needs num_kv_splits"),

@@ -39,8 +39,8 @@ struct Shape {
 };
 
 void check_scalars(const ArgChecker& check, int64_t mode, int64_t bs, int64_t max_seqlen_k,
-                   int64_t topk, int64_t page_size, int64_t next_n, int64_t total_len,
-                   Shape& sh) {
+                   int64_t topk, int64_t page_size, std::optional<int64_t> next_n_arg,
+                   std::optional<int64_t> total_len_arg, Shape& sh) {
   check.require(mode >= kDsaGenDecode && mode <= kDsaGenDraftExtend,
                 "forward_mode must be 0 (DECODE), 1 (TARGET_VERIFY) or 2 (DRAFT_EXTEND), got ",
                 mode);
@@ -58,6 +58,9 @@ void check_scalars(const ArgChecker& check, int64_t mode, int64_t bs, int64_t ma
   sh.real_cols = max_seqlen_k == 0 ? 0 : (max_seqlen_k - 1) / page_size + 1;
   if (mode == kDsaGenTargetVerify) {
     // next_n is unused at bs == 0 (upstream returns before reading it).
+    check.require(next_n_arg.has_value() || bs == 0,
+                  "next_n is required in TARGET_VERIFY mode (draft tokens per request), got None");
+    const int64_t next_n = next_n_arg.value_or(0);
     check.require(next_n >= (bs > 0 ? 1 : 0), "next_n must be >= 1 in TARGET_VERIFY mode "
                   "(draft tokens per request), got ", next_n);
     check.in_range(next_n, 0, INT32_MAX, "next_n", "int32 lengths are offset by it");
@@ -68,6 +71,9 @@ void check_scalars(const ArgChecker& check, int64_t mode, int64_t bs, int64_t ma
     sh.n_name = "bs * next_n";
     sh.n1_name = "bs * next_n + 1";
   } else if (mode == kDsaGenDraftExtend) {
+    check.require(total_len_arg.has_value(),
+                  "total_len is required in DRAFT_EXTEND mode (expanded rows), got None");
+    const int64_t total_len = *total_len_arg;
     check.non_negative(total_len, "total_len");
     check.in_range(total_len, 0, INT32_MAX, "total_len", "expanded rows of int32 metadata");
     // Upstream returns at bs == 0 before anything but the two [0] entries.
@@ -164,12 +170,11 @@ void fused_dsa_metadata(T seq_lens, T req_pool_indices, T req_to_token,
                         int64_t max_seqlen_k, int64_t dsa_index_topk, int64_t page_size,
                         std::optional<int64_t> next_n_arg, std::optional<int64_t> total_len_arg,
                         bool static_extend_len) {
-  // Not given (-1): the modes that need them say so (check_scalars).
-  const int64_t next_n = next_n_arg.value_or(-1), total_len = total_len_arg.value_or(-1);
+  // Not given: the modes that need them say so (check_scalars).
   const ArgChecker check("fused_dsa_metadata");
   Shape sh;
-  check_scalars(check, forward_mode, bs, max_seqlen_k, dsa_index_topk, page_size, next_n,
-                total_len, sh);
+  check_scalars(check, forward_mode, bs, max_seqlen_k, dsa_index_topk, page_size, next_n_arg,
+                total_len_arg, sh);
   const bool draft_extend = forward_mode == kDsaGenDraftExtend;
 
   // Inputs.
@@ -250,7 +255,7 @@ void fused_dsa_metadata(T seq_lens, T req_pool_indices, T req_to_token,
   p.mode = static_cast<int32_t>(forward_mode);
   p.bs = bs;
   p.n = sh.n;
-  p.next_n = forward_mode == kDsaGenTargetVerify ? next_n : 1;
+  p.next_n = forward_mode == kDsaGenTargetVerify ? sh.next_n : 1;
   p.static_extend = draft_extend && static_extend_len;
   p.max_cols = max_seqlen_k;
   p.topk = static_cast<int32_t>(dsa_index_topk);

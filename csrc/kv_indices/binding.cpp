@@ -45,7 +45,9 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
                       std::optional<T> qo_indptr, int64_t q_stride, std::optional<T> mask_indptr,
                       std::optional<T> extend_seq_lens) {
   const ArgChecker check("build_kv_indices");
-  check.require(entry_page_size >= 1, "entry_page_size must be >= 1, got ", entry_page_size);
+  // An id is entry * entry_page_size + offset: at most 2**31 * (2**31 - 1) in
+  // magnitude, so int64 holds every id before the check that it fits kv_indices.
+  check.in_range(entry_page_size, 1, INT32_MAX, "entry_page_size", "tokens per req_to_token entry");
   check.require(!v2p || entry_page_size == 1,
                 "entry_page_size must be 1 with v2p (v2p translates a token-granular "
                 "req_to_token), got ", entry_page_size);

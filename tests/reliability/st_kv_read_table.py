@@ -365,6 +365,8 @@ _DROPIN_TABLE_ONLY = [
     _r("page_size float", set_(page_size=8.0), "page_size must be an int, got float", raises=(TypeError,)),
     _r("max_pages bool", set_(max_pages=True), "max_pages must be an int, got bool", raises=(TypeError,)),
     _r("seq_len_delta bool", set_(seq_len_delta=True), "seq_len_delta must be an int, got bool", raises=(TypeError,)),
+    _r("seq_len_delta a bool tensor", set_(seq_len_delta=torch.tensor(False)),
+       "seq_len_delta must be an int, got a torch.bool Tensor of shape ()", raises=(TypeError,)),
 ]
 
 _DROPIN_STREAM_ONLY = [
