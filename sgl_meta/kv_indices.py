@@ -248,7 +248,7 @@ def flashmla_dropin(page_table: Callable[..., None]) -> Callable[..., None]:
         """Function form of ``create_flashmla_kv_indices_triton`` (strides from the tensors).
 
         For row ``i < bs = req_pool_indices.numel()``: ``kv_indices[i, p] =
-        req_to_token[req_pool_indices[i], start_i + p * page_size] // page_size``
+        max(req_to_token[req_pool_indices[i], start_i + p * page_size], 0) // page_size``
         for ``p < ceil(page_kernel_lens[i] / page_size)`` (``start_i =
         kv_start_idx[i]``, 0 for None); other columns and rows are untouched.
         :func:`kv_read_page_table` with ``max_pages = kv_indices.size(1)``.
