@@ -331,7 +331,8 @@ def test_log_line_says_replaces_and_wraps(fake_modules, registry, monkeypatch, c
 def test_documented_log_line_names_every_hook(doc):
     """The line the docs quote is the one a build whose every hook applies prints."""
     text = (Path(__file__).parents[2] / doc).read_text()
-    quoted = [line.split(" SGLang plugin: ", 1)[1] for line in text.splitlines() if line.startswith("sgl-meta ") and " SGLang plugin: replaces " in line]
+    quoted = [line.split(" SGLang plugin: ", 1)[1].rpartition(" [sgl_meta from ")[0] for line in text.splitlines()
+              if line.startswith("sgl-meta ") and " SGLang plugin: replaces " in line]
     replaces = ", ".join(h.name for h in HOOKS if h.kind == "REPLACE")
     wraps = ", ".join(h.name for h in HOOKS if h.kind == "AROUND")
     assert quoted == [f"replaces SGLang's {replaces}; wraps SGLang's {wraps}"], doc
