@@ -250,7 +250,9 @@ def _size(fn: str, name: str, value, dim: int) -> int:
 
 _DECODE = "normal_decode_set_metadata"
 _DRAFT_EXTEND = "draft_extend_set_metadata"
-_DECODE_NAMES = ((r"\bcache_seqlens\b", "cache_seqlens_int32"), (r"= bs\b", "= cache_seqlens_int32.size(0)"))
+# The drop-ins pass one set: element [0] of a list is the drop-in's own argument.
+_DECODE_NAMES = ((r"\b(cache_seqlens|cu_seqlens_k|page_table|swa_page_table|seq_len_delta)\[0\]", r"\1"),
+                 (r"\bcache_seqlens\b", "cache_seqlens_int32"), (r"= bs\b", "= cache_seqlens_int32.size(0)"))
 _DRAFT_EXTEND_NAMES = _DECODE_NAMES + ((r"\bmax_seq_pages\b", "page_table.size(1)"),)
 
 

@@ -421,6 +421,8 @@ BAD_INPUT_ROWS = [
        "page_size must be an int, got a torch.bool Tensor of shape ()", raises=(TypeError,)),
     _r(DECODE, "cache_seqlens_int32 None", set_(cache_seqlens_int32=None), "cache_seqlens_int32 must be a Tensor",
        raises=(TypeError,)),
+    _r(DECODE, "cu_seqlens_k None: named as the drop-in's argument", set_(cu_seqlens_k=None),
+       "normal_decode_set_metadata: cu_seqlens_k must be a Tensor, got NoneType", raises=(TypeError,)),
     _r(DRAFT_EXTEND, "swa_out_cache_loc short", apply("swa_out_cache_loc", lambda t: t[:-1]),
        "swa_out_cache_loc.size(0) = 7 must equal out_cache_loc.size(0) = 8", raises=(ValueError,)),
     _r(DRAFT_EXTEND, "page_table 1-D", apply("page_table", lambda t: t[0]), "page_table must have at least 2",
