@@ -25,7 +25,8 @@ _compiling = torch.compiler.is_compiling
 def _type_name(value) -> str:
     if isinstance(value, torch.Tensor):
         return f"a {value.dtype} Tensor of shape {tuple(value.shape)}"
-    return type(value).__name__
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
 
 
 def integer(fn: str, name: str, value, *, tensors: bool = False) -> int:
@@ -70,9 +71,11 @@ def _sequence(fn: str, name: str, value, item) -> list:
 
 
 def _boolean(fn: str, name: str, value) -> bool:
-    if type(value) is not bool:
-        raise TypeError(f"sgl_meta.{fn}: {name} must be a bool, got {_type_name(value)}")
-    return value
+    if type(value) is bool:
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)  # as numpy integers are taken for ints
+    raise TypeError(f"sgl_meta.{fn}: {name} must be a bool, got {_type_name(value)}")
 
 
 _ITEM = {"Tensor": _tensor, "int": integer, "bool": _boolean}

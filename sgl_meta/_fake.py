@@ -26,14 +26,16 @@ def _same_device_fake(qualname: str):
     def fake(*args, **kwargs) -> None:
         first = None
         for name, value in [*zip(names, args), *kwargs.items()]:
-            for t in value if isinstance(value, (list, tuple)) else (value,):
+            listed = isinstance(value, (list, tuple))
+            for k, t in enumerate(value if listed else (value,)):
                 if not isinstance(t, torch.Tensor):
                     continue
+                where = f"{name}[{k}]" if listed else name
                 if first is None:
-                    first = (name, t.device)
+                    first = (where, t.device)
                 elif t.device != first[1]:
                     raise RuntimeError(
-                        f"sgl_meta.{op_name}: {name} is on {t.device} but {first[0]} is on {first[1]}"
+                        f"sgl_meta.{op_name}: {where} is on {t.device} but {first[0]} is on {first[1]}"
                         " (every tensor argument must be on one device)"
                     )
         return None

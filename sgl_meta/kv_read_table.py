@@ -243,9 +243,11 @@ def packed_dropin(token_stream: Callable[..., None]) -> Callable[..., torch.Tens
         op = "build_kv_read_table_packed"
         page_size = _errors.integer(op, "page_size", page_size, tensors=True)
         max_tokens = _errors.integer(op, "max_tokens", max_tokens, tensors=True)
+        if max_tokens < 0:
+            raise ValueError(f"sgl_meta.{op}: max_tokens must be >= 0, got {max_tokens}")
         if _is_tensor(out) and out.dim() != 1:
             raise ValueError(f"sgl_meta.{op}: out must be 1-D, got shape {tuple(out.shape)}")
-        if _is_tensor(out) and (out.numel() < max_tokens or max_tokens < 0):
+        if _is_tensor(out) and out.numel() < max_tokens:
             raise ValueError(f"sgl_meta.{op}: out {tuple(out.shape)} cannot hold max_tokens = {max_tokens}")
         if _is_tensor(req_pool_indices) and _is_tensor(out) and (req_pool_indices.numel() == 0 or max_tokens == 0):
             return out

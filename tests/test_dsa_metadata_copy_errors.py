@@ -37,9 +37,11 @@ BAD_SINGLE = {
     "forward_mode 3": (None, set_(forward_mode=3), "forward_mode must be 0 (DECODE), 1 (TARGET_VERIFY) or 2"),
     "forward_mode -1": (None, set_(forward_mode=-1), "forward_mode must be 0"),
     "negative bs": (None, set_(bs=-1), "bs must be >= 0, got -1"),
-    "decode without max_len": (None, set_(max_len=None), "max_len must be >= 0 in DECODE mode"),
-    "verify without max_seqlen_k": (VERIFY, set_(max_seqlen_k=None), "max_seqlen_k must be >= 0 in TARGET_VERIFY"),
-    "verify without size": (VERIFY, set_(seqlens_expanded_size=None), "seqlens_expanded_size must be >= 0"),
+    "decode without max_len": (None, set_(max_len=None), "max_len is required in DECODE mode (columns of page_indices_src copied), got None"),
+    "decode negative max_len": (None, set_(max_len=-3), "max_len must be >= 0 in DECODE mode"),
+    "verify without max_seqlen_k": (VERIFY, set_(max_seqlen_k=None), "max_seqlen_k is required in TARGET_VERIFY mode"),
+    "verify without seqlens_expanded_size": (VERIFY, set_(seqlens_expanded_size=None), "seqlens_expanded_size is required in TARGET_VERIFY mode, got None"),
+    "verify negative size": (VERIFY, set_(seqlens_expanded_size=-1), "seqlens_expanded_size must be >= 0 in TARGET_VERIFY mode, got -1"),
     "page_indices_src int64": (None, apply("page_indices_src", lambda t: t.long()), "page_indices_src must have dtype int32 (torch.int32), got torch.int64"),
     "cache_seqlens_src float": (None, apply("cache_seqlens_src", lambda t: t.float()), "cache_seqlens_src must have dtype int32 (torch.int32), got torch.float32"),
     "page_indices_src 1-D": (None, apply("page_indices_src", lambda t: t[0]), "page_indices_src must be 2-D, got 1-D"),
@@ -125,7 +127,7 @@ BAD_MULTI = {
     "element dtype": (None, at("cu_seqlens_k_dst", 2, lambda t: t.long()), "cu_seqlens_k_dst[2] must have dtype int32 (torch.int32)"),
     "element metadata numel": (None, at("flashmla_metadata_dst", 2, lambda t: t[1:]), "flashmla_metadata_dst[2].numel() must equal flashmla_metadata_src.numel()"),
     "bad mode": (None, set_(forward_mode=7), "forward_mode must be 0"),
-    "decode without max_len": (None, set_(max_len=None), "max_len must be >= 0 in DECODE mode"),
+    "decode without max_len": (None, set_(max_len=None), "max_len is required in DECODE mode"),
 }
 
 

@@ -263,6 +263,14 @@ def test_cpu_hostile_values_not_read_are_fine(case, edit, gen):
     assert not all(torch.equal(g["cache_seqlens"], s["cache_seqlens"]) for g, s in zip(got, sets))  # it wrote
 
 
+def test_meta_element_of_a_list_named(gen):
+    """A meta tensor among CPU ones reaches the fake kernel: it names the list element."""
+    kw = kwargs(gen)
+    kw["page_table_1"][1] = kw["page_table_1"][1].to("meta")
+    with pytest.raises(RuntimeError, match=re.escape("page_table_1[1] is on meta but seq_lens is on cpu")):
+        sgl_meta.fused_dsa_metadata(**kw)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("multi", [False, True])
 def test_mixed_devices_named(multi, gen):

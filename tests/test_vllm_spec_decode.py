@@ -5,6 +5,7 @@ outputs poisoned first; CUDA vs CPU and CUDA-graph replay."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -89,6 +90,22 @@ def test_in_place_values_advance_once_per_call():
     assert torch.equal(args["sample_src_positions"][:3], before[0][:3] + 2)
     assert torch.equal(args["positions"][:3], before[1][:3] + 2)
     assert torch.equal(args["positions"][3:], before[1][3:])
+
+
+def test_numpy_scalars_are_taken_as_python_ones():
+    """A numpy bool for a bool argument, as numpy integers for ints: the same writes."""
+    gen = torch.Generator().manual_seed(4)
+    args = make_decode_inputs(DecodeInputsCase(n=3, advance=True), gen)
+    plain = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+    numpy_args = {**args, "advance_draft_positions": np.bool_(args["advance_draft_positions"]),
+                  "max_num_reqs": np.int64(args["max_num_reqs"])}
+    sgl_meta.vllm_prepare_decode_inputs(**plain)
+    sgl_meta.vllm_prepare_decode_inputs(**numpy_args)
+    for k, v in plain.items():
+        if isinstance(v, torch.Tensor):
+            assert torch.equal(v, numpy_args[k]), k
+    with pytest.raises(TypeError, match="advance_draft_positions must be a bool, got numpy.float64"):
+        sgl_meta.vllm_prepare_decode_inputs(**{**args, "advance_draft_positions": np.float64(1.0)})
 
 
 @pytest.mark.parametrize("edit,message", [

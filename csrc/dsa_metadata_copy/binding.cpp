@@ -69,19 +69,22 @@ bool check_mode_and_bs(const ArgChecker& check, int64_t mode, int64_t bs) {
 // Checks the other scalars and the sources; resolves the shape.
 template <typename T>
 void check_sources(const ArgChecker& check, const DsaSources<T>& src, int64_t mode,
-                   int64_t bs, int64_t max_len, int64_t max_seqlen_k, int64_t S,
+                   int64_t bs, std::optional<int64_t> max_len_arg,
+                   std::optional<int64_t> max_seqlen_k_arg, std::optional<int64_t> S_arg,
                    DsaShape& sh) {
   sh.mode = mode;
   sh.bs = bs;
   sh.expanded = mode != kDsaDecode;
-  // Only the scalars the mode uses are checked; the others are ignored
-  // (-1: not given).
+  // Only the scalars the mode uses are checked; the others are ignored.
+  const auto used = [&](const std::optional<int64_t>& v, const char* name, const char* why) {
+    check.require(v.has_value(), name, " is required in ", mode_name(mode), " mode", why, ", got None");
+    check.require(*v >= 0, name, " must be >= 0 in ", mode_name(mode), " mode", why, ", got ", *v);
+    return *v;
+  };
   if (sh.expanded) {
-    check.require(max_seqlen_k >= 0, "max_seqlen_k must be >= 0 in ",
-                  mode_name(mode), " mode (columns of page_indices_src copied), got ",
-                  max_seqlen_k);
-    check.require(S >= 0, "seqlens_expanded_size must be >= 0 in ", mode_name(mode),
-                  " mode, got ", S);
+    const int64_t max_seqlen_k =
+        used(max_seqlen_k_arg, "max_seqlen_k", " (columns of page_indices_src copied)");
+    const int64_t S = used(S_arg, "seqlens_expanded_size", "");
     sh.S = S;
     sh.n = S;
     sh.cols = max_seqlen_k;
@@ -90,10 +93,8 @@ void check_sources(const ArgChecker& check, const DsaSources<T>& src, int64_t mo
     sh.rows_name = "page_indices_src.size(0)";
     sh.cols_name = "max_seqlen_k";
   } else {
-    check.require(max_len >= 0, "max_len must be >= 0 in DECODE mode (columns of "
-                  "page_indices_src copied), got ", max_len);
     sh.n = bs;
-    sh.cols = max_len;
+    sh.cols = used(max_len_arg, "max_len", " (columns of page_indices_src copied)");
   }
 
   const T& dev = *src.page_table_1;
@@ -112,7 +113,7 @@ void check_sources(const ArgChecker& check, const DsaSources<T>& src, int64_t mo
     check.require(src.seqlens_expanded != nullptr, "seqlens_expanded_src is required "
                   "when forward_mode = ", mode, " (", mode_name(mode), ")");
     check.tensor(*src.seqlens_expanded, "seqlens_expanded_src",
-                 {DT::kInt32, 1, S, 0, "seqlens_expanded_size"}, dev);
+                 {DT::kInt32, 1, sh.S, 0, "seqlens_expanded_size"}, dev);
   } else if (src.seqlens_expanded) {  // accepted and ignored in DECODE
     check.tensor(*src.seqlens_expanded, "seqlens_expanded_src", {DT::kInt32, 1}, dev);
   }
@@ -328,8 +329,8 @@ void build_params(const ArgChecker& check, const DsaSources<T>& src, const DsaSh
 // by the caller.
 template <typename T>
 void run(const ArgChecker& check, const DsaSources<T>& src, const DsaDests<T>* sets,
-         int64_t count, bool indexed, int64_t mode, int64_t bs, int64_t max_len,
-         int64_t max_seqlen_k, int64_t S) {
+         int64_t count, bool indexed, int64_t mode, int64_t bs, std::optional<int64_t> max_len,
+         std::optional<int64_t> max_seqlen_k, std::optional<int64_t> S) {
   DsaShape sh;
   check_sources(check, src, mode, bs, max_len, max_seqlen_k, S, sh);
   for (int64_t d = 0; d < count; ++d) check_dests(check, src, sets[d], sh, indexed ? d : -1);
@@ -352,7 +353,8 @@ constexpr int kDestLists = 9;
 template <typename T>
 void run_multi(const ArgChecker& check, const DsaSources<T>& src,
                const std::vector<T>* const (&lists)[kDestLists], int64_t forward_mode,
-               int64_t bs, int64_t max_len, int64_t max_seqlen_k, int64_t S) {
+               int64_t bs, std::optional<int64_t> max_len, std::optional<int64_t> max_seqlen_k,
+               std::optional<int64_t> S) {
   if (!check_mode_and_bs(check, forward_mode, bs)) return;  // bs == 0: no-op
   const auto& [cache, cu, pt1, dsa_cache, expanded, dsa_cu, real, splits, meta] = lists;
   const size_t k = cache->size();
@@ -431,8 +433,7 @@ void fused_metadata_copy(
                              opt(seqlens_expanded_dst), &dsa_cu_seqlens_k_dst,
                              opt(real_page_table_dst),  opt(flashmla_num_splits_dst),
                              opt(flashmla_metadata_dst)};
-  run(check, src, &dst, 1, false, forward_mode, bs, max_len.value_or(-1),
-      max_seqlen_k.value_or(-1), seqlens_expanded_size.value_or(-1));
+  run(check, src, &dst, 1, false, forward_mode, bs, max_len, max_seqlen_k, seqlens_expanded_size);
 }
 
 template <typename T>
@@ -459,7 +460,7 @@ void fused_metadata_copy_multi(
       &dsa_cache_seqlens_dst, &seqlens_expanded_dst, &dsa_cu_seqlens_k_dst,
       &real_page_table_dst,  &flashmla_num_splits_dst, &flashmla_metadata_dst};
   run_multi(ArgChecker("fused_metadata_copy_multi"), src, lists, forward_mode, bs,
-            max_len.value_or(-1), max_seqlen_k.value_or(-1), seqlens_expanded_size.value_or(-1));
+            max_len, max_seqlen_k, seqlens_expanded_size);
 }
 
 }  // namespace sgl_meta

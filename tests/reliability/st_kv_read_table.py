@@ -374,6 +374,7 @@ _DROPIN_STREAM_ONLY = [
     _r("out 2-D", apply("out", lambda t: t.view(6, 11)), "out must be 1-D, got shape (6, 11)", raises=(ValueError,)),
     _r("max_tokens bool", set_(max_tokens=True), "max_tokens must be an int, got bool", raises=(TypeError,)),
     _r("max_tokens float", set_(max_tokens=36.0), "max_tokens must be an int, got float", raises=(TypeError,)),
+    _r("max_tokens negative", set_(max_tokens=-1), "max_tokens must be >= 0, got -1", raises=(ValueError,)),
     _r("page_size bool", set_(page_size=True), "page_size must be an int, got bool", raises=(TypeError,)),
     _r("indptr too short", apply("indptr", lambda t: t[:4]), "indptr.size(0) must be >="),
     _r("indptr None", set_(indptr=None), "indptr must be a Tensor, got None", raises=(TypeError,)),
