@@ -52,7 +52,9 @@ def slot_mappings_of(*, idx_mapping, query_start_loc, positions, block_tables, b
     real = inside & (req != PAD_REQ)
     pos = torch.where(inside, positions(row, inside), torch.zeros_like(row))
     for g, table in enumerate(block_tables):
-        bs = block_sizes[g].long()
+        # A block size is only read for a group with live tokens (the op raises for one < 1
+        # there); the others must not divide by it.
+        bs = block_sizes[g].long().clamp(min=1)
         lp, local = local_positions(pos, bs, dcp_sharded[g], cp_rank, cp_size, cp_interleave)
         live = real & local & slot_mapping_enabled[g]
         col = torch.where(live, torch.div(lp, bs, rounding_mode="floor"), torch.zeros_like(lp))

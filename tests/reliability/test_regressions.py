@@ -93,3 +93,17 @@ def test_none_page_table_without_skip_names_it():
     kw["page_table"] = None
     with pytest.raises(RuntimeError, match="sgl_meta.update_trtllm_mha_graph_metadata: page_table is required"):
         sgl_meta.update_trtllm_mha_graph_metadata(**kw)
+
+
+@pytest.mark.parametrize("impl", [pytest.param(sgl_meta.vllm_compute_slot_mappings, id="op"),
+                                  pytest.param(reference.vllm_compute_slot_mappings, id="reference")])
+def test_slot_mappings_ignore_the_block_size_of_a_group_not_read(impl):
+    """reference: divided by every group's block size, and a disabled group's 0
+    raised ZeroDivisionError where the op, which never reads it, writes the pads."""
+    slot_mappings = torch.zeros(2, 2, dtype=torch.int64)
+    impl(idx_mapping=torch.tensor([0]), query_start_loc=torch.tensor([0, 1], dtype=torch.int32),
+         positions=torch.tensor([3]), block_tables=[torch.arange(4, dtype=torch.int32).view(1, 4),
+                                                     torch.zeros(1, 4, dtype=torch.int32)],
+         block_sizes=torch.tensor([2, 0], dtype=torch.int32), slot_mapping_enabled=torch.tensor([True, False]),
+         dcp_sharded=torch.tensor([False, False]), slot_mappings=slot_mappings)
+    assert slot_mappings.tolist() == [[3, -1], [-1, -1]]
