@@ -132,9 +132,10 @@ _SETS = "dsa_cache_seqlens, dsa_cu_seqlens_k, real_page_table, bs"
 def _draft_extend_asserts(bs, total_len, max_total_len, max_extend_len):
     """Upstream's host-side contract of the draft-extend generator (it asserts), on ints."""
     fn = "fused_dsa_draft_extend_metadata"
-    bs, total_len, max_total_len, max_extend_len = (
-        _errors.integer(fn, n, v) for n, v in (("bs", bs), ("total_len", total_len),
-                                               ("max_total_len", max_total_len), ("max_extend_len", max_extend_len)))
+    if not type(bs) is type(total_len) is type(max_total_len) is type(max_extend_len) is int:  # per replay: ints pass at once
+        bs, total_len, max_total_len, max_extend_len = (
+            _errors.integer(fn, n, v) for n, v in (("bs", bs), ("total_len", total_len),
+                                                   ("max_total_len", max_total_len), ("max_extend_len", max_extend_len)))
     if bs > 0 and total_len > 0:
         name = f"sgl_meta.{fn}"
         if total_len > max_total_len:
