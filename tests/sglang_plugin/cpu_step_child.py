@@ -7,7 +7,9 @@ out) in decode, target verify and draft decode, FlashMLA in every mode (its
 planner left out), the Triton backend's target verify and draft extend, and the Triton and
 TRT-LLM MLA multi-step draft decodes
 (the scheduler's page size published; the Triton backend told of 132 SMs, so its split counts take
-get_num_kv_splits_triton), and FA3's top-k 4 target verify and draft decode. A JSON report on stdout's last line: per
+get_num_kv_splits_triton), the Triton backend's decode, FA3 in every mode (its function drop-ins
+swapped into the backend's module, as the plugin's REPLACE rows do), and FA3's top-k 4 target
+verify and draft decode. A JSON report on stdout's last line: per
 point the buffer differences, how many snapshots were compared, and how many of
 our launches each side made."""
 
@@ -22,11 +24,14 @@ from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend", "draft_decode")] + [
     ("flashinfer_mla", m) for m in ("decode", "target_verify", "draft_decode")] + [
-    ("triton", "target_verify"), ("triton", "draft_extend"), ("triton", "draft_decode"),
+    ("triton", m) for m in points.MODES] + [
     ("trtllm_mla", "draft_decode")] + [("flashmla", m) for m in points.MODES] + [
+    ("fa3", m) for m in points.MODES] + [
     ("fa3_topk4", "target_verify"),
     ("fa3_topk4", "draft_decode")]
-HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3_topk4", "triton", "flashmla"}
+HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3", "fa3_topk4", "triton", "flashmla"}
+# The function drop-ins the FA3 backend imports by name (the plugin's REPLACE rows).
+FA3_FUNCTIONS = ("normal_decode_set_metadata", "draft_extend_set_metadata", "prepare_swa_spec_page_table_triton")
 
 
 def main() -> None:
@@ -41,7 +46,7 @@ def main() -> None:
     from sglang.srt.plugins.hook_registry import HookType, _wrap_fn
     from sglang.srt.speculative import eagle_info
 
-    from sgl_meta import flash_attention_metadata
+    from sgl_meta import flash_attention_metadata, trtllm_mha_page_table
     from sgl_meta.sglang import eagle_csr, flash_attention_spec, flashmla, kernels, kv_indices, trtllm_mla
 
     attention_registry.get_device_capability = lambda *a, **k: (9, 0)  # FA3 is built for SM 8.x / 9.x
@@ -70,6 +75,15 @@ def main() -> None:
                 flash_attention_spec.multi_step_init_forward_metadata_out_graph)]
     changes = [(cls, name, cls.__dict__[name], _wrap_fn(cls.__dict__[name], hook, HookType.AROUND))
                for cls, name, hook in targets]
+    calls = []
+
+    def counted(fn):  # a drop-in's launch, counted as our own
+        return lambda *a, **k: (calls.append(switch.state), fn(*a, **k))[1]
+
+    changes += [(fab, name, getattr(fab, name), counted(getattr(flash_attention_metadata, name)))
+                for name in FA3_FUNCTIONS]
+    changes.append((fab, "build_trtllm_mha_page_table", fab.build_trtllm_mha_page_table,
+                    counted(trtllm_mha_page_table.build_trtllm_mha_page_table)))
     # The draft-decode kernel, a module attribute of both multi-step backends (the class REPLACE).
     draft_kernel = tb.generate_draft_decode_kv_indices
     bound = kernels.DraftDecodeKvIndicesKernel.bind(draft_kernel)
@@ -79,7 +93,6 @@ def main() -> None:
                     kernels.FlashmlaKvIndicesKernel.bind(table_kernel)))
     switch = Switch(changes)
     switch.state = "off"
-    calls = []
     for module, name in ((kv_indices, "build_kv_indices"), (eagle_csr, "build_kv_indices"),
                          (flash_attention_metadata, "update_flash_attention_metadata"),
                          (flash_attention_metadata, "flash_attention_verify_expand"),

@@ -2,9 +2,9 @@
 interpreter), through the bench's own builder and step loop: FlashInfer's decode,
 verify, draft extend and multi-step draft decode with the planner left out, FlashInfer
 MLA's decode, verify and multi-step draft decode likewise, FlashMLA
-in every mode with its planner left out, the Triton backend's target verify, and the Triton and TRT-LLM MLA
-multi-step draft decodes, which build once the scheduler's page size is published,
-and FA3's target verify and draft decode with top-k 4 (both halves of their metadata).
+in every mode with its planner left out, the Triton backend in every mode (its multi-step draft decode, as
+TRT-LLM MLA's, builds once the scheduler's page size is published), FA3 in every mode through its
+function drop-ins, and FA3's target verify and draft decode with top-k 4 (both halves of their metadata).
 With the hooks on, every buffer compared equals SGLang's, step for step, and the
 hooks take the points they cover (our launches on, none off)."""
 
@@ -43,6 +43,11 @@ def test_buffers_equal_and_the_hooks_take_the_point(report, point):
         assert ("qo_indptr" in r["keys"]) == ("-decode-" not in point)
     if point.startswith("flashmla"):
         assert any(k.endswith("block_kv_indices") for k in r["keys"]), r
+    if point.startswith("triton-decode"):  # the split counts in the same launch
+        assert {"kv_indptr", "kv_indices", "num_kv_splits"} <= set(r["keys"]), r
+    if point.startswith("fa3-"):
+        keys = {k.split(".", 1)[1] if k.startswith("step") else k for k in r["keys"]}
+        assert {"cache_seqlens", "cu_seqlens_k", "page_table"} <= keys, r
     if point.startswith("triton-target_verify"):
         assert {"qo_indptr", "kv_indptr", "kv_indices", "mask_indptr"} <= set(r["keys"]), r
     if point.startswith(("triton-draft_extend", "triton-target_verify")):  # the method's hook, not only the fill's
