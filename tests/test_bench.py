@@ -98,6 +98,7 @@ def test_emulated_graphs_all_workloads(tmp_path):
         "deepseek-v3.2": ["fused_metadata_copy", "fused_metadata_copy_multi"] + ["fused_dsa_metadata"] * 9,
         "llama-3.1-8b-fa3": ["update_flash_attention_metadata"] * 2,
         "llama-3.1-8b-vllm": ["vllm_prepare_step"],
+        "deepseek-v3-fa3": ["update_flash_attention_metadata"] * 2,
     }
     vllm = doc["presets"][6]["workloads"][0]
     assert vllm["refreshes"] == ["prepare_step", "copy_page_indices"]

@@ -163,6 +163,23 @@ PRESETS = {
             "block_size 16 (the CUDA default), Model Runner V2 (the default runner), the FlashInfer "
             "backend's paged decode metadata (vLLM's default attention backend on Blackwell)",
         ),
+        Preset(
+            name="deepseek-v3-fa3",
+            model="deepseek-ai/DeepSeek-V3",
+            backend=BACKEND_FA3,
+            page_size=1,
+            context_len=163840,
+            # MLA keeps one 576-wide latent per token and layer (61 layers, bf16: ~69 KiB per
+            # token, on every TP rank): ~27 GB beside ~86 GB of FP8 weights per H200 at TP 8.
+            kv_pool_tokens=400_000,
+            spec=True,
+            spec_steps=3,
+            spec_draft_tokens=4,
+            sources="config.json: max_position_embeddings=163840, kv_lora_rank=512, "
+            "qk_rope_head_dim=64, num_hidden_layers=61; SGLang 0.5.23 get_default_attn_backend: fa3 "
+            "for MLA models on Hopper, page size 1 (the default); MTP --speculative-num-steps 3 "
+            "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+        ),
     )
 }
 
