@@ -15,7 +15,6 @@
 namespace sgl_meta {
 namespace {
 
-
 constexpr const char* kOp = "update_flash_attention_metadata";
 constexpr const char* kSpecOp = "flash_attention_swa_spec_page_table";
 constexpr const char* kExpandOp = "flash_attention_verify_expand";

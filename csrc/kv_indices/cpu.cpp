@@ -5,7 +5,6 @@
 // slot or outside kv_indices, a virtual page past v2p, an id past
 // token_mapping or outside kv_indices' dtype) raises std::runtime_error
 // before anything is written, where CUDA trips a device-side assert.
-
 #include "common/errors.h"
 #include "kv_indices/params.h"
 
@@ -14,7 +13,6 @@ namespace {
 
 constexpr const char* kOp = "build_kv_indices";
 constexpr const char* kDraftOp = "build_draft_decode_kv_indices";
-
 
 struct Row {
   const int32_t* in;  // source row
@@ -43,7 +41,7 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
   const int64_t n = kv_indices_live(p, seq, start);
   int64_t lo = sum, mask = 0;
   if (p.write_indptr) {
-    const char* lens = p.extend_seq_lens.present() ? "(seq_lens - extend_seq_lens)" : "seq_lens";
+    const char* lens = kv_lens_name(p);
     if (sum + seq > p.indptr_max)
       raise_error(kOp, "the running sum of ", lens, "[0..", b, "] = ", sum + seq, " does not fit kv_indptr (",
                   p.indptr64 ? "int64" : "int32", ")");

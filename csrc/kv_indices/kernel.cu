@@ -63,15 +63,13 @@ SGL_FAILURE_PATH void fail_row(uint32_t row, int64_t req, int64_t pool_size, int
   __trap();
 }
 
-// What the running sums add up: each row's KV length.
-__device__ const char* lens_name(bool extend) { return extend ? "(seq_lens - extend_seq_lens)" : "seq_lens"; }
-
+// `summed`: what the written kv_indptr sums (kv_lens_name), null for a given kv_indptr.
 SGL_FAILURE_PATH void fail_indptr(uint32_t row, int64_t lo, int64_t hi, int64_t n, int64_t size,
-                                  bool written, bool extend) {
-  if (written) {
+                                  const char* summed) {
+  if (summed != nullptr) {
     const bool running_sum_fits_kv_indptr = false;
     SGL_DEVICE_CHECK(running_sum_fits_kv_indptr, OP ": the running sum of %s[0..%u] = %lld does not fit kv_indptr",
-                     lens_name(extend), row, (long long)hi);
+                     summed, row, (long long)hi);
   }
   const bool kv_indptr_non_decreasing = lo >= 0 && hi >= lo;
   SGL_DEVICE_CHECK(kv_indptr_non_decreasing,
@@ -86,12 +84,12 @@ SGL_FAILURE_PATH void fail_indptr(uint32_t row, int64_t lo, int64_t hi, int64_t 
   __trap();
 }
 
-SGL_FAILURE_PATH void fail_mask(uint32_t row, int64_t sum, int64_t q_stride, bool mask64, bool extend) {
+SGL_FAILURE_PATH void fail_mask(uint32_t row, int64_t sum, int64_t q_stride, bool mask64, const char* lens) {
   const bool running_sum_fits_mask_indptr = false;
   SGL_DEVICE_CHECK(running_sum_fits_mask_indptr,
                    OP ": the running sum of q_stride * (%s + q_stride) over rows 0..%u "
                       "(%s summed: %lld, q_stride = %lld) does not fit mask_indptr (%s)",
-                   lens_name(extend), row, lens_name(extend), (long long)sum, (long long)q_stride,
+                   lens, row, lens, (long long)sum, (long long)q_stride,
                    mask64 ? "int64" : "int32");
   __trap();
 }
@@ -181,12 +179,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     lo = block_reduce(sum, Add(), scratch);
     hi = lo + len;
     if (hi > p.indptr_max) {
-      if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, true, p.extend_seq_lens.present());
+      if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, kv_lens_name(p));
       return;
     }
     if (blockIdx.y == 0 && threadIdx.x == 0) {
       if (p.mask_indptr != nullptr && !mask_indptr_of(p, int64_t{row} + 1, hi, &mask)) {
-        fail_mask(row, hi, p.q_stride, p.mask64, p.extend_seq_lens.present());
+        fail_mask(row, hi, p.q_stride, p.mask64, kv_lens_name(p));
         return;
       }
       if (row == 0) store_indptr(p, 0, 0);
@@ -196,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     lo = indptr_at(p, row);
     hi = indptr_at(p, row + 1);
     if (lo < 0 || hi < lo) {
-      if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, false, false);
+      if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, nullptr);
       return;
     }
   }
@@ -205,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     store_verify_indptrs(p, int64_t{row} + 1, mask);
   }
   if (n > 0 && (n > hi - lo || lo > p.out_size - n)) {
-    if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, false, false);
+    if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, nullptr);
     return;
   }
   const int32_t* in = s.req_to_token + req * s.req_to_token_stride;

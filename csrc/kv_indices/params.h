@@ -125,6 +125,10 @@ SGL_HD int64_t extend_at(const IndexArray& extend, int64_t b) { return extend.pr
 SGL_HD int64_t kv_row_len(const KvReadSource& s, const IndexArray& extend, int64_t b) {
   return kv_len(s.seq_lens[b], extend_at(extend, b));
 }
+// What the running sums add up, for the errors that name them.
+SGL_HD const char* kv_lens_name(const KvIndicesParams& p) {
+  return p.extend_seq_lens.present() ? "(seq_lens - extend_seq_lens)" : "seq_lens";
+}
 
 // Ids row b writes: its length, cut at the positions its source row holds
 // past its start (no read past the row).

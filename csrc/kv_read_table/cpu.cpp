@@ -4,7 +4,6 @@
 // slot whose virtual page lies past v2p, an id that does not fit out's dtype,
 // a CSR row outside its slot) raises std::runtime_error before anything is
 // written, where CUDA trips a device-side assert.
-
 #include "common/errors.h"
 #include "kv_read_table/params.h"
 
@@ -13,7 +12,6 @@ namespace {
 
 constexpr const char* kPageOp = "kv_read_page_table";
 constexpr const char* kStreamOp = "kv_read_token_stream";
-
 
 // The row scalars both forms check for every row b < bs, whatever its length
 // (the request index, the window start, the lengths).
