@@ -312,6 +312,14 @@ HOOKS: tuple[Hook, ...] = (
         "sgl_meta.dsa_metadata:fused_dsa_draft_extend_metadata",
         (CudaKernel("fused_dsa_metadata"),),
     ),
+    # DSA multi-step draft decode (docs/sglang.md, "DSA multi-step draft decode"): every draft step's decode
+    # metadata in one launch instead of the generator into staging tensors and a copy per step.
+    Hook(
+        "sglang.srt.layers.attention.dsa_backend.DeepseekSparseAttnMultiStepBackend.init_forward_metadata_out_graph",
+        "sgl_meta.sglang.dsa_spec:multi_step_init_forward_metadata_out_graph",
+        (CudaKernel("fused_dsa_metadata"),),
+        kind="AROUND",
+    ),
     # Unified memory pool read tables (docs/operators/kv_read_table.md): drop-ins with SGLang's signatures.
     Hook(
         f"{_KV}.kv_read_table.build_kv_read_table",

@@ -8,8 +8,9 @@ planner left out), the Triton backend's target verify and draft extend, and the 
 TRT-LLM MLA multi-step draft decodes
 (the scheduler's page size published; the Triton backend told of 132 SMs, so its split counts take
 get_num_kv_splits_triton), the Triton backend's decode, FA3 in every mode (its function drop-ins
-swapped into the backend's module, as the plugin's REPLACE rows do), and FA3's top-k 4 target
-verify and draft decode. A JSON report on stdout's last line: per
+swapped into the backend's module, as the plugin's REPLACE rows do), FA3's top-k 4 target
+verify and draft decode, and DSA's multi-step draft decode (off: SGLang's eager generator and
+copy fallbacks, which it takes without CUDA). A JSON report on stdout's last line: per
 point the buffer differences, how many snapshots were compared, and how many of
 our launches each side made."""
 
@@ -28,8 +29,8 @@ POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend",
     ("trtllm_mla", "draft_decode")] + [("flashmla", m) for m in points.MODES] + [
     ("fa3", m) for m in points.MODES] + [
     ("fa3_topk4", "target_verify"),
-    ("fa3_topk4", "draft_decode")]
-HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3", "fa3_topk4", "triton", "flashmla"}
+    ("fa3_topk4", "draft_decode"), ("dsa", "draft_decode")]
+HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3", "fa3_topk4", "triton", "flashmla", "dsa"}
 # The function drop-ins the FA3 backend imports by name (the plugin's REPLACE rows).
 FA3_FUNCTIONS = ("normal_decode_set_metadata", "draft_extend_set_metadata", "prepare_swa_spec_page_table_triton")
 
@@ -37,6 +38,7 @@ FA3_FUNCTIONS = ("normal_decode_set_metadata", "draft_extend_set_metadata", "pre
 def main() -> None:
     stubs.install()
     from sglang.srt.layers.attention import attention_registry
+    from sglang.srt.layers.attention import dsa_backend as db
     from sglang.srt.layers.attention import flashattention_backend as fab
     from sglang.srt.layers.attention import flashinfer_backend as fb
     from sglang.srt.layers.attention import flashinfer_mla_backend as fimb
@@ -47,7 +49,7 @@ def main() -> None:
     from sglang.srt.speculative import eagle_info
 
     from sgl_meta import flash_attention_metadata, trtllm_mha_page_table
-    from sgl_meta.sglang import eagle_csr, flash_attention_spec, flashmla, kernels, kv_indices, trtllm_mla
+    from sgl_meta.sglang import dsa_spec, eagle_csr, flash_attention_spec, flashmla, kernels, kv_indices, trtllm_mla
 
     attention_registry.get_device_capability = lambda *a, **k: (9, 0)  # FA3 is built for SM 8.x / 9.x
     tb.get_device_core_count = lambda *a, **k: 132  # the Triton backend's split counts: get_num_kv_splits_triton
@@ -72,7 +74,9 @@ def main() -> None:
                 trtllm_mla.multi_step_init_forward_metadata_out_graph),
                (fab.FlashAttentionBackend, "_apply_cuda_graph_metadata", flash_attention_spec.apply_cuda_graph_metadata),
                (fab.FlashAttentionMultiStepBackend, "init_forward_metadata_out_graph",
-                flash_attention_spec.multi_step_init_forward_metadata_out_graph)]
+                flash_attention_spec.multi_step_init_forward_metadata_out_graph),
+               (db.DeepseekSparseAttnMultiStepBackend, "init_forward_metadata_out_graph",
+                dsa_spec.multi_step_init_forward_metadata_out_graph)]
     changes = [(cls, name, cls.__dict__[name], _wrap_fn(cls.__dict__[name], hook, HookType.AROUND))
                for cls, name, hook in targets]
     calls = []
@@ -98,7 +102,7 @@ def main() -> None:
                          (flash_attention_metadata, "flash_attention_verify_expand"),
                          (flash_attention_metadata, "flash_attention_draft_decode_topk"),
                          (kernels, "build_draft_decode_kv_indices"), (kv_indices, "build_draft_decode_kv_indices"),
-                         (kernels, "create_flashmla_kv_indices")):
+                         (kernels, "create_flashmla_kv_indices"), (dsa_spec._dsa, "fused_dsa_metadata")):
         real = getattr(module, name)
         # Tagged "+q" when the call writes qo_indptr: a verify or draft-extend hook's own launch.
         setattr(module, name, lambda *a, _real=real, **k: (

@@ -208,6 +208,20 @@ def _host_only_mla() -> None:
     trtllm_mla_backend.can_use_set_mla_kv_concat_q = lambda *_args, **_kwargs: False
 
 
+def _host_only_dsa() -> None:
+    """Without a GPU: DSA's backend reads the device's compute capability when built (answered as
+    Hopper's), and its staging copy is a kernel SGLang compiles on first use for the device, which
+    fails here (raised at once, so SGLang takes its own eager fallback instead of calling nvcc)."""
+    from sglang.kernels.ops.attention.dsa import fused_metadata_copy
+
+    def no_device_compiler(*_args, **_kwargs):
+        raise RuntimeError("no CUDA device to compile for")
+
+    torch.cuda.get_device_capability = lambda *_args, **_kwargs: (9, 0)
+    fused_metadata_copy.fused_metadata_copy_cuda = no_device_compiler
+    fused_metadata_copy.fused_metadata_copy_multi_cuda = no_device_compiler
+
+
 def _backend(backend_name: str, mode: str, runner, topk: int = 1):
     from sglang.srt.layers.attention.attention_registry import ATTENTION_BACKENDS
 
@@ -491,6 +505,8 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     backend_name, topk = TOPK.get(label, (backend_name, 1))
     if backend_name == "dsa":
         leave_out_planners()
+        if device == "cpu":
+            _host_only_dsa()
     if backend_name == "flashmla":
         leave_out_flashmla_planner()
     if backend_name in MLA:
