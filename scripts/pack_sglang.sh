@@ -6,16 +6,16 @@
 # it, and the tests the GPU run takes. Used by `python -m sgl_meta.bench --sglang`
 # and tests/sglang_plugin/test_gpu_load_plugins.py there (see docs/sglang_step.md).
 #
-#   scripts/pack_sglang.sh [DEST]     default DEST: /work/main/.carry
-#   PYTHON=...                        the interpreter whose site-packages hold sglang
+#   scripts/pack_sglang.sh [DEST]     default DEST: .carry (in this checkout)
+#   PYTHON=...                        the interpreter whose site-packages hold sglang (default .venv/bin/python)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/pack_common.sh
-DEST=${1:-/work/main/.carry}
-PY=${PYTHON:-/work/main/.venv/bin/python}
+DEST=$(realpath -m "${1:-.carry}")
+PY=${PYTHON:-.venv/bin/python}
 SITE=$("$PY" -c "import sglang, pathlib; print(pathlib.Path(sglang.__file__).parents[1])")
 
-# Not in the GPU image (its package list: /work/.library/device/KINDS.md); SGLang's
+# Not in the GPU image (a torch + triton image, nothing from a registry); SGLang's
 # pins where it pins. fastapi before 0.129: later ones import opentelemetry.
 WHEELS=(
   orjson==3.13.0 pybase64==1.5.1 msgspec==0.23.0 pyzmq==27.3.0 starlette==1.10.0 sniffio==1.3.1

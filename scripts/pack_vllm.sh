@@ -3,20 +3,20 @@
 # Python 3.12, triton 3.6 there): vLLM 0.33.0's Python package without its *.so files
 # (the plugin's targets are Triton and Python), the cp312 / pure-Python wheels its
 # imported modules need beyond that machine's image (tests/vllm_plugin/requirements.txt
-# less what the image has: /work/.library/device/KINDS.md), this checkout's sgl_meta
+# less what the image has), this checkout's sgl_meta
 # (with the built _C.abi3.so) and its vLLM entry point, the plugin tests, and the two
 # test files of vLLM's sdist that the GPU test runs.
 # The same folder runs `python -m sgl_meta.bench --upstream --preset none` there (the vLLM
 # rows; docs/vllm.md): it needs nothing more. SGLang's carry does not fit beside it (60 MB).
 #
-#   scripts/pack_vllm.sh [DEST]     default DEST: /work/main/.carry-vllm
+#   scripts/pack_vllm.sh [DEST]     default DEST: .carry-vllm (in this checkout)
 #   PYTHON=...                      an interpreter whose site-packages hold vllm 0.33.0
 #   SGLMETA_VLLM_SDIST=...          vLLM 0.33.0's unpacked sdist (default /work/up/vllm-0.33.0)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/pack_common.sh
-DEST=${1:-/work/main/.carry-vllm}
-PY=${PYTHON:-/work/main/.venv-vllm/bin/python}
+DEST=$(realpath -m "${1:-.carry-vllm}")
+PY=${PYTHON:-.venv-vllm/bin/python}
 SDIST=${SGLMETA_VLLM_SDIST:-/work/up/vllm-0.33.0}
 SITE=$("$PY" -c "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('vllm').origin).parents[1])")
 

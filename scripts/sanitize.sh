@@ -46,10 +46,10 @@ declare -A CHUNKS=(
   [dsa_metadata]="tests/test_dsa_metadata.py tests/test_dsa_metadata_errors.py"
   [dsa_metadata_copy]="tests/test_dsa_metadata_copy.py tests/test_dsa_metadata_copy_errors.py"
   [kv_read_table]="tests/test_kv_read_table.py"
-  [kv_indices]="tests/test_kv_indices.py"
-  [flash_attention_metadata]="tests/test_flash_attention_metadata.py"
-  [vllm]="tests/test_vllm_block_table.py tests/test_vllm_input_batch.py tests/test_vllm_ops_integration.py tests/test_vllm_spec_decode.py"
-  [reliability]="tests/reliability|not trips_device_assert"
+  [kv_indices]="tests/test_kv_indices.py tests/test_build_draft_decode_kv_indices.py"
+  [flash_attention_metadata]="tests/test_flash_attention_metadata.py tests/test_flash_attention_verify_expand.py tests/test_flash_attention_draft_decode_topk.py"
+  [vllm]="tests/test_vllm_block_table.py tests/test_vllm_input_batch.py tests/test_vllm_ops_integration.py tests/test_vllm_spec_decode.py tests/test_vllm_flashinfer.py"
+  [reliability]="tests/reliability tests/test_hostile_lengths.py|not trips_device_assert"
 )
 ORDER=(trtllm_mha_metadata trtllm_mha_metadata_multi trtllm_mha_page_table dsa_metadata dsa_metadata_copy
        kv_read_table kv_indices flash_attention_metadata vllm reliability)

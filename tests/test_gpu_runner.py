@@ -51,3 +51,16 @@ def test_runner_refuses_to_start_without_cuda(script, tmp_path):
     rc, out = run(["bash", f"scripts/{script}", "tests"], require=False, PYTHON=sys.executable, OUT=str(tmp_path))
     assert rc == 2, out
     assert "sees no CUDA device" in out, out
+
+
+def test_every_gpu_test_file_of_an_op_is_in_a_sanitizer_chunk():
+    """scripts/sanitize.sh runs what its chunks list: a new op's GPU tests must be in one."""
+    import re
+
+    chunks = re.search(r"declare -A CHUNKS=\((.*?)\n\)", (ROOT / "scripts" / "sanitize.sh").read_text(), re.S)
+    listed = set(re.findall(r"tests/[\w/]+\.py", chunks.group(1)))
+    # timing, a 2-GPU check, and this file (which checks the runner)
+    not_ops = {"test_bench.py", "test_bench_upstream.py", "test_two_gpus.py", "test_gpu_runner.py"}
+    gpu_files = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")
+                 if p.name not in not_ops and "mark.gpu" in p.read_text()}
+    assert gpu_files and gpu_files <= listed, sorted(gpu_files - listed)
