@@ -15,7 +15,7 @@ from sgl_meta import reference
 from vllm_cases import StepCase, clone_outputs, first_error, gather_args, make_step, refresh_step, slot_args, to_device
 
 UP = vllm_upstream.load()
-needs_upstream = pytest.mark.skipif(UP is None, reason="vLLM 0.33 sources or Triton not found")
+needs_upstream = pytest.mark.skipif(UP is None, reason=vllm_upstream.SKIP_REASON)
 
 SLOT_OUT = ("slot_mappings",)
 GATHER_OUT = ("dst_block_tables",)

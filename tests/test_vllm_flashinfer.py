@@ -15,7 +15,7 @@ from sgl_meta import reference
 from vllm_cases import CopyPagesCase, call_on_copies, first_error, make_copy_pages, to_device
 
 UP = vllm_upstream.load()
-needs_upstream = pytest.mark.skipif(UP is None, reason="vLLM 0.33 sources or Triton not found")
+needs_upstream = pytest.mark.skipif(UP is None, reason=vllm_upstream.SKIP_REASON)
 
 OUT = ("page_indices",)
 CASES = [

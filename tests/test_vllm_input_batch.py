@@ -17,7 +17,7 @@ from vllm_cases import (CombineCase, StepCase, clone_outputs, first_error, make_
                         prepare_step_args, refresh_step, to_device)
 
 UP = vllm_upstream.load()
-needs_upstream = pytest.mark.skipif(UP is None, reason="vLLM 0.33 sources or Triton not found")
+needs_upstream = pytest.mark.skipif(UP is None, reason=vllm_upstream.SKIP_REASON)
 
 POS_OUT = ("pos", "seq_lens")
 COMBINE_OUT = ("input_ids", "logits_indices")

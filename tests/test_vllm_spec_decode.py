@@ -17,7 +17,7 @@ from vllm_cases import (DecodeInputsCase, DraftInputsCase, call_on_copies, clone
                         make_decode_inputs, make_draft_inputs, storage_of, strided_copy, strided_to, to_device)
 
 UP = vllm_upstream.load()
-needs_upstream = pytest.mark.skipif(UP is None, reason="vLLM 0.33 sources or Triton not found")
+needs_upstream = pytest.mark.skipif(UP is None, reason=vllm_upstream.SKIP_REASON)
 
 OUT = ("input_ids", "positions", "sample_src_positions", "query_start_loc", "seq_lens")
 CASES = [
