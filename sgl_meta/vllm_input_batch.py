@@ -101,10 +101,12 @@ vllm_combine_sampled_and_draft_tokens = _op.define(
         RuntimeError: wrong dtype, device, rank, size, inner stride, aliasing,
             ``num_new_sampled_tokens`` not 0 or 1. Hostile device values (an
             ``idx_mapping`` entry outside ``[-1, max_num_reqs)``, a decreasing or
-            negative ``cu_num_logits``, more logits than ``S + k`` or than the
-            row's query tokens, a write past ``input_ids`` or
+            negative ``cu_num_logits``, more logits than ``S + k``, a row that
+            writes tokens with more logits than query tokens or, writing its
+            last sampled token, with none, a write past ``input_ids`` or
             ``logits_indices``) raise on CPU (nothing written) and trip a named
-            device-side assert on CUDA.
+            device-side assert on CUDA. A row that writes no tokens (a prompt
+            row, a ``-1`` row) is not held to its query length, as in vLLM.
         TypeError: an argument of the wrong type, naming it.
     """,
 )

@@ -218,6 +218,7 @@ def test_prepare_step_hostile_values(edit, needle):
     (lambda kw: kw["cu_num_logits"].add_(torch.arange(kw["cu_num_logits"].numel(), dtype=torch.int32) * 9),
      "logits, more than draft_tokens.size(1)"),
     (lambda kw: (kw["seq_lens"].fill_(10**6), kw["query_start_loc"].fill_(0)), "cannot hold its"),
+    (lambda kw: (kw["seq_lens"].fill_(10**6), kw["cu_num_logits"].fill_(0)), "writes its last sampled token"),
 ])
 def test_combine_hostile_values(edit, needle):
     args = make_combine(CombineCase(n=6, extra_reqs=3), torch.Generator().manual_seed(4))

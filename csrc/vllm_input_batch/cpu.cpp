@@ -26,6 +26,10 @@ void check_row(const VllmCombineParams& p, int64_t b, const VllmCombineRow& r) {
     case kCombineBadQuery:
       raise_error(kOp, "query_start_loc of row ", b, " = [", r.start, ", ", r.end, ") cannot hold its ", r.nl,
                   " logits inside input_ids (", p.input_ids_size, " tokens)");
+    case kCombineNoLogits:
+      raise_error(kOp, "row ", b,
+                  " writes its last sampled token (seq_lens past prefill_len) but has no logits (",
+                  "cu_num_logits[", b, "] == cu_num_logits[", b + 1, "] = ", r.lo, ")");
     default: return;
   }
 }

@@ -36,6 +36,12 @@ SGL_FAILURE_PATH void fail_row(int64_t b, VllmCombineRow r, IndexArray cu_num_lo
                               "inside input_ids (%lld tokens)",
                    (long long)b, (long long)r.start, (long long)r.end, (long long)r.nl,
                    (long long)input_ids_size);
+  const bool row_writing_last_token_has_logits = r.fault != kCombineNoLogits;
+  SGL_DEVICE_CHECK(row_writing_last_token_has_logits,
+                   COMBINE_OP
+                   ": row %lld writes its last sampled token (seq_lens past prefill_len) but has "
+                   "no logits (cu_num_logits[%lld] == cu_num_logits[%lld] = %lld)",
+                   (long long)b, (long long)b, (long long)(b + 1), (long long)r.lo);
   __trap();
 }
 

@@ -41,10 +41,11 @@ struct VllmCombineParams {
 
 enum VllmCombineFault : int {
   kCombineOk = 0,
-  kCombineBadRequest,    // idx_mapping[b] outside [-1, req_limit)
-  kCombineBadLogits,     // cu_num_logits negative, decreasing or past logits_indices
-  kCombineTooManyLogits, // nl > steps + num_new_sampled
-  kCombineBadQuery,      // a written row's tokens outside [0, input_ids.numel()) or fewer than nl
+  kCombineBadRequest,     // idx_mapping[b] outside [-1, req_limit)
+  kCombineBadLogits,      // cu_num_logits negative, decreasing or past logits_indices
+  kCombineTooManyLogits,  // nl > steps + num_new_sampled
+  kCombineBadQuery,       // a written row's tokens outside [0, input_ids.numel()) or fewer than nl
+  kCombineNoLogits,       // a row that writes its last sampled token has no logits: no position for it
 };
 
 struct VllmCombineRow {
@@ -86,6 +87,8 @@ SGL_HD VllmCombineRow vllm_combine_row(const VllmCombineParams& p, int64_t b, in
   r.generating = seq > prefill;
   if (!r.generating) return r;
   r.write_last = p.num_new_sampled > 0 && seq - r.nl >= prefill;
+  // The token goes to query position end - nl: with no logits that is the next row's first.
+  if (r.write_last && r.nl == 0) return r.fault = kCombineNoLogits, r;
   r.drafts = r.nl - p.num_new_sampled;
   if (r.drafts < 0) r.drafts = 0;
   if ((r.write_last || r.drafts > 0) && (r.start < 0 || r.first < r.start || r.end > p.input_ids_size))

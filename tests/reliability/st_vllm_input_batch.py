@@ -140,5 +140,8 @@ HOSTILE_ROWS = [
     hostile(COMBINE, "more logits than draft steps",
        lambda kw: (kw["cu_num_logits"].mul_(5), kw.update(logits_indices=kw["logits_indices"].new_zeros(1000))),
        "more than draft_tokens.size(1)"),
+    hostile(COMBINE, "a generating row without logits",
+            lambda kw: (kw["seq_lens"].fill_(10**6), kw["cu_num_logits"].fill_(0)),
+            "writes its last sampled token (seq_lens past prefill_len) but has no logits"),
     hostile(COMBINE, "-1 rows", apply("idx_mapping", lambda t: t.fill_(-1)), raises=()),
 ]
