@@ -21,6 +21,10 @@ from . import _op
 
 _UPSTREAM = "vllm.v1.worker.gpu.block_table"
 
+MAX_GROUPS = 32
+"""The most KV-cache groups one call takes (the kernels' per-group tables live in the
+launch parameters); the vLLM plugin leaves larger engines to vLLM's own kernels."""
+
 vllm_compute_slot_mappings = _op.define(
     "vllm_compute_slot_mappings",
     family="vllm_block_table",

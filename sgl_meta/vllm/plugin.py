@@ -94,6 +94,11 @@ def install(usable: list[tuple[object, Callable]]) -> None:
             setattr(owner, attr, ours)
 
 
+def original(target: str) -> Optional[Callable]:
+    """vLLM's own ``target`` where this process replaced it, else None."""
+    return _installed.get(target)
+
+
 def _owner_and_attr(target: str) -> tuple[object, str, object]:
     from ..sglang.hooks import resolve
 

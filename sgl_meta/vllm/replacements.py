@@ -24,6 +24,21 @@ PAD_SLOT_ID = -1
 """vLLM's ``vllm.v1.attention.backends.utils.PAD_SLOT_ID``; the plugin checks it is still -1."""
 
 
+_BLOCK_TABLES = "vllm.v1.worker.gpu.block_table.BlockTables"
+
+
+def _vllms_own(name: str):
+    """vLLM's own ``BlockTables.<name>``, for engines past :data:`sgl_meta.vllm_block_table.MAX_GROUPS`
+    KV-cache groups (one launch of ours takes at most that many)."""
+    from .plugin import original
+
+    fn = original(f"{_BLOCK_TABLES}.{name}")
+    if fn is None:
+        raise RuntimeError(f"sgl-meta's BlockTables.{name}: {_bt.MAX_GROUPS} KV-cache groups at most, and "
+                           "vLLM's own method is not at hand (the plugin did not install this one)")
+    return fn
+
+
 def _tables(self) -> list[torch.Tensor]:
     """``[b.gpu for b in self.block_tables]``, rebuilt only when vLLM rebuilds its
     pointer array (``init_block_table_layout_tensors``), so a step pays no list
@@ -44,7 +59,11 @@ def compute_slot_mappings(
     out: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """``BlockTables.compute_slot_mappings``: every group's slot mapping, the
-    tail past the batch's tokens padded, one launch."""
+    tail past the batch's tokens padded, one launch (vLLM's own method past
+    ``MAX_GROUPS`` groups)."""
+    if self.num_kv_cache_groups > _bt.MAX_GROUPS:
+        return _vllms_own("compute_slot_mappings")(self, idx_mapping, query_start_loc, positions,
+                                                   num_tokens_padded, out)
     slot_mappings = self.slot_mappings if out is None else out
     if self.num_kv_cache_groups:
         _bt.vllm_compute_slot_mappings(
@@ -75,9 +94,13 @@ def gather_block_tables(
     """``BlockTables.gather_block_tables``: the batch's rows into the forward
     pass's tables (vLLM's shared ``input_block_tables`` unless ``out`` is given),
     rows a larger earlier batch left there zeroed, sliding-window masking when
-    ``num_computed_tokens`` is given and a group has a window."""
+    ``num_computed_tokens`` is given and a group has a window (vLLM's own method
+    past ``MAX_GROUPS`` groups)."""
     if self.num_kv_cache_groups == 0:
         return ()
+    if self.num_kv_cache_groups > _bt.MAX_GROUPS:
+        return _vllms_own("gather_block_tables")(self, idx_mapping, num_reqs_padded, out, out_ptrs,
+                                                 num_computed_tokens)
     num_reqs = idx_mapping.shape[0]
     num_rows = num_reqs_padded
     if out is None:

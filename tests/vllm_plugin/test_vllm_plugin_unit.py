@@ -240,6 +240,42 @@ def test_register_installs_logs_one_line_and_is_idempotent(fake_vllm, monkeypatc
     assert not hasattr(speculator._update_draft_inputs_kernel, "func")
 
 
+def test_more_groups_than_one_launch_takes_run_vllms_own_methods(fake_vllm, monkeypatch):
+    from sgl_meta.vllm_block_table import MAX_GROUPS
+    from vllm.v1.worker.gpu.block_table import BlockTables
+
+    calls = []
+
+    def compute_slot_mappings(self, idx_mapping, query_start_loc, positions, num_tokens_padded, out=None):
+        calls.append(("slots", (idx_mapping, query_start_loc, positions, num_tokens_padded, out)))
+        return "vllm's slots"
+
+    def gather_block_tables(self, idx_mapping, num_reqs_padded, out=None, out_ptrs=None, num_computed_tokens=None):
+        calls.append(("gather", (idx_mapping, num_reqs_padded, out, out_ptrs, num_computed_tokens)))
+        return ("vllm's",)
+
+    monkeypatch.setattr(BlockTables, "compute_slot_mappings", compute_slot_mappings)  # vLLM's, recording
+    monkeypatch.setattr(BlockTables, "gather_block_tables", gather_block_tables)
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    plugin.register()
+    try:
+        assert BlockTables.compute_slot_mappings is replacements.compute_slot_mappings
+        bt = _block_tables(G=2)
+        bt.num_kv_cache_groups = MAX_GROUPS + 1
+        args = (torch.tensor([0]), torch.tensor([0, 1], dtype=torch.int32), torch.tensor([0]), 3)
+        assert BlockTables.compute_slot_mappings(bt, *args) == "vllm's slots"
+        assert BlockTables.gather_block_tables(bt, torch.tensor([0]), 1) == ("vllm's",)
+        assert [c[0] for c in calls] == ["slots", "gather"] and calls[0][1] == (*args, None)
+        assert calls[1][1] == (torch.tensor([0]), 1, None, None, None)
+        with pytest.raises(RuntimeError, match="must hold at most 32 tensors"):  # the op's own limit, as documented
+            sgl_meta.vllm_gather_block_tables(
+                idx_mapping=torch.tensor([0]), src_block_tables=[bt.block_tables[0].gpu] * (MAX_GROUPS + 1),
+                num_blocks=torch.zeros(MAX_GROUPS + 1, 6, dtype=torch.int32),
+                dst_block_tables=[torch.zeros(6, 5, dtype=torch.int32) for _ in range(MAX_GROUPS + 1)], num_rows=1)
+    finally:
+        plugin.uninstall()
+
+
 def test_register_off_installs_nothing(fake_vllm, monkeypatch, capsys):
     monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "0")
     plugin.register()
