@@ -11,13 +11,14 @@
 #
 #   scripts/pack_vllm.sh [DEST]     default DEST: .carry-vllm (in this checkout)
 #   PYTHON=...                      an interpreter whose site-packages hold vllm 0.33.0
-#   SGLMETA_VLLM_SDIST=...          vLLM 0.33.0's unpacked sdist (default /work/up/vllm-0.33.0)
+#   SGLMETA_VLLM_SDIST=...          vLLM 0.33.0's unpacked sdist (required: pip download --no-deps
+#                                   --no-binary :all: vllm==0.33.0, then unpack it)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/pack_common.sh
 DEST=$(realpath -m "${1:-.carry-vllm}")
 PY=${PYTHON:-.venv-vllm/bin/python}
-SDIST=${SGLMETA_VLLM_SDIST:-/work/up/vllm-0.33.0}
+SDIST=${SGLMETA_VLLM_SDIST:?set SGLMETA_VLLM_SDIST to the unpacked vllm-0.33.0 sdist}
 SITE=$("$PY" -c "import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec('vllm').origin).parents[1])")
 
 # Not in the GPU image; versions as tests/vllm_plugin/requirements.txt pins them.

@@ -25,7 +25,7 @@ def test_vllms_own_unit_tests_pass_with_the_plugin(tmp_path):
         pytest.skip(why)
     sdist = vllm_env.sdist_tests()
     if sdist is None:
-        pytest.skip("vLLM 0.33.0's sdist is not unpacked at $SGLMETA_VLLM_SDIST (default /work/up/vllm-0.33.0)")
+        pytest.skip("set $SGLMETA_VLLM_SDIST to vLLM 0.33.0's unpacked sdist (its tests/ are only there)")
     # vLLM's MoE routing test calls its compiled MoE ops (torch.ops._moe_C, from
     # vllm/_moe_C_stable_libtorch.abi3.so), which a carried vLLM without its .so
     # files lacks; everything the plugin touches is Triton.

@@ -33,8 +33,10 @@ def why_not_installed() -> Optional[str]:
 
 def sdist_tests() -> Optional[Path]:
     """vLLM 0.33.0's unpacked sdist (its tests/), ``$SGLMETA_VLLM_SDIST``."""
-    root = Path(os.environ.get("SGLMETA_VLLM_SDIST", "/work/up/vllm-0.33.0"))
-    return root if (root / "tests" / "v1" / "worker" / "test_gpu_block_table.py").is_file() else None
+    root = os.environ.get("SGLMETA_VLLM_SDIST")
+    if not root or not (Path(root) / "tests" / "v1" / "worker" / "test_gpu_block_table.py").is_file():
+        return None
+    return Path(root)
 
 
 def entry_point_path() -> list[str]:
