@@ -12,11 +12,12 @@ lookup); nothing runs a kernel.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import sys
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from .kernels import KernelStandIn
 
@@ -76,12 +77,31 @@ def load(spec: str) -> Callable:
 
 
 def hook_of(wrapper: Callable) -> object:
-    """The ``hook`` a HookRegistry wrapper closes over (its ``_wrap_fn``), or None."""
+    """The ``hook`` a HookRegistry wrapper closes over (its ``_wrap_fn``), or None; for
+    one of ours registered through :func:`deferring`, our function itself."""
     code = getattr(wrapper, "__code__", None)
     cells = getattr(wrapper, "__closure__", None) or ()
     if code is None or len(code.co_freevars) != len(cells):
         return None
-    return dict(zip(code.co_freevars, (c.cell_contents for c in cells))).get("hook")
+    hook = dict(zip(code.co_freevars, (c.cell_contents for c in cells))).get("hook")
+    return hook.__wrapped__ if getattr(hook, "defers_to_inner_hooks", False) else hook
+
+
+def deferring(hook: Callable) -> Callable:
+    """An AROUND ``hook`` as the plugin registers it. Where another plugin's HookRegistry
+    wrapper sits inside ours (registered before ours, so SGLang's function reaches us
+    wrapped: ``__wrapped__``), every call goes down that chain, whose hooks then run as
+    they would without sgl-meta: ours would otherwise stand in for the whole method and
+    skip them. No 0.5.23 target carries ``__wrapped__`` of its own (tests/sglang_plugin)."""
+
+    @functools.wraps(hook)
+    def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
+        if getattr(original, "__wrapped__", None) is not None:
+            return original(*args, **kwargs)
+        return hook(original, *args, **kwargs)
+
+    around.defers_to_inner_hooks = True
+    return around
 
 
 def wrapped_only_by(fn: Callable, ours: tuple) -> bool:

@@ -24,7 +24,7 @@ from typing import Optional
 
 from .. import _env, _plugin
 from .._plugin import ENTRY_POINT, package_dir  # noqa: F401  (this module's public names)
-from .hooks import HOOKS, Hook
+from .hooks import HOOKS, Hook, deferring
 
 SWITCH = "SGLANG_PLUGIN"
 ENV = _env.PREFIX + SWITCH
@@ -65,7 +65,8 @@ def _hook() -> str:
 
     usable, skipped = plan()
     for hook, replacement in usable:
-        HookRegistry.register(hook.target, replacement, getattr(HookType, hook.kind))
+        registered = deferring(replacement) if hook.kind == "AROUND" else replacement
+        HookRegistry.register(hook.target, registered, getattr(HookType, hook.kind))
     done = "; ".join(f"{verb} SGLang's {', '.join(names)}" for verb, names in _grouped((h.verb, h) for h, _ in usable))
     line = done or "hooks nothing"
     if skipped:

@@ -27,6 +27,18 @@ def test_signature_is_the_one_ours_takes(hook):
     assert why is None, f"{hook.target}: {why}"
 
 
+@pytest.mark.parametrize("hook", [h for h in HOOKS if h.kind == "AROUND"],
+                         ids=[i for h, i in zip(HOOKS, IDS) if h.kind == "AROUND"])
+def test_around_target_has_no_decorator(hook):
+    """The plugin registers AROUND hooks through hooks.deferring, which reads a ``__wrapped__``
+    on SGLang's function as another plugin's wrapper inside ours: a decorator of SGLang's own
+    (functools.wraps sets it) would turn the hook off."""
+    require_sglang()
+    from sglang_source import find_definition
+
+    assert find_definition(hook.target).node.decorator_list == [], hook.target
+
+
 def _fake(signature):
     def f(*args, **kwargs):
         pass

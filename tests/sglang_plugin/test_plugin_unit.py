@@ -392,3 +392,52 @@ def test_a_missing_gpu_library_is_not_sent_to_the_cpu_only_set():
     why = import_failure(err)
     assert "needs sgl_kernel, which is not installed (a GPU library of SGLang's" in why, why
     assert 'pip install "sglang' not in why, why
+
+
+def _registry_wrapper(original, hook):
+    """A wrapper as HookRegistry's _wrap_fn makes one for an AROUND hook."""
+    import functools
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        return hook(original, *args, **kwargs)
+
+    wrapper.__wrapped__ = original
+    return wrapper
+
+
+def test_another_plugins_hook_inside_ours_runs_instead_of_ours():
+    from sgl_meta.sglang.hooks import deferring, hook_of
+
+    calls = []
+
+    def sglangs(self, x):
+        calls.append(("sglang", x))
+
+    def theirs(original, self, x):  # another plugin's AROUND hook, registered before ours
+        calls.append(("theirs", x))
+        return original(self, x + 1)
+
+    def ours(original, self, x):
+        calls.append(("ours", x))
+
+    registered = deferring(ours)
+    _registry_wrapper(sglangs, registered)(None, 1)  # SGLang's own function inside: ours runs
+    assert calls == [("ours", 1)]
+    calls.clear()
+    _registry_wrapper(_registry_wrapper(sglangs, theirs), registered)(None, 1)
+    assert calls == [("theirs", 1), ("sglang", 2)]
+    assert hook_of(_registry_wrapper(sglangs, registered)) is ours  # our identity checks see our function
+
+
+def test_the_plugin_registers_its_around_hooks_deferring(monkeypatch):
+    from sgl_meta.sglang import plugin
+
+    registered = []
+    fake = types.SimpleNamespace(HookRegistry=types.SimpleNamespace(register=lambda t, fn, kind: registered.append(
+        (t, fn, kind))), HookType=types.SimpleNamespace(REPLACE="REPLACE", AROUND="AROUND"))
+    monkeypatch.setitem(sys.modules, "sglang.srt.plugins.hook_registry", fake)
+    rows = [h for h in plugin.HOOKS if h.kind == "AROUND"][:1] + [h for h in plugin.HOOKS if h.kind == "REPLACE"][:1]
+    monkeypatch.setattr(plugin, "plan", lambda: ([(h, object()) for h in rows], []))
+    plugin._hook()
+    assert [getattr(fn, "defers_to_inner_hooks", False) for _, fn, _ in registered] == [True, False]
