@@ -37,6 +37,17 @@ def _v2p_translate(slots: torch.Tensor, v2p: torch.Tensor, page_size: int) -> to
     return v2p[vpage].clamp(min=0)
 
 
+def _live(slots: torch.Tensor, cols_per_row: Optional[torch.Tensor], translate) -> torch.Tensor:
+    """``translate(slots)`` on each row's live columns only (the kernel reads no mapping past
+    them, so a slot there may be anything), 0 elsewhere (left unwritten by :func:`_write_columns`)."""
+    if cols_per_row is None:
+        return translate(slots)
+    live = torch.arange(slots.shape[1], device=slots.device) < cols_per_row[:, None]
+    out = torch.zeros(slots.shape, dtype=torch.int64, device=slots.device)
+    out[live] = translate(slots[live]).long()
+    return out
+
+
 def _write_columns(dst, values, cols_per_row):
     """``dst[i, :cols_per_row[i]] = values[i, :cols_per_row[i]]``, tail untouched."""
     if cols_per_row is None:
@@ -111,14 +122,15 @@ def update_trtllm_mha_graph_metadata(
     # int64 first: an int32 tensor op a Python int stays int32, so a page_size
     # >= 2**31 would wrap (2**31 -> -2**31) and flip the sign of every page.
     if v2p is not None:
-        pages_full = _v2p_translate(slots, v2p, page_size).to(torch.int32)
+        pages_full = _live(slots, cols_per_row, lambda s: _v2p_translate(s, v2p, page_size)).to(torch.int32)
     else:
         pages_full = torch.floor_divide(slots.long(), page_size).to(torch.int32)
     _write_columns(page_table, pages_full, cols_per_row)
     if swa_page_table is not None and swa_v2p is not None:
-        _write_columns(swa_page_table, _v2p_translate(slots, swa_v2p, page_size).to(torch.int32), cols_per_row)
+        swa_pages = _live(slots, cols_per_row, lambda s: _v2p_translate(s, swa_v2p, page_size))
+        _write_columns(swa_page_table, swa_pages.to(torch.int32), cols_per_row)
     elif swa_page_table is not None:
-        mapped = _swa_translate(slots, swa_mapping)
+        mapped = _live(slots, cols_per_row, lambda s: _swa_translate(s, swa_mapping))
         swa_pages = torch.where(
             mapped < 0, torch.full_like(mapped, -1), torch.floor_divide(mapped, page_size)
         ).to(torch.int32)

@@ -107,3 +107,24 @@ def test_slot_mappings_ignore_the_block_size_of_a_group_not_read(impl):
          block_sizes=torch.tensor([2, 0], dtype=torch.int32), slot_mapping_enabled=torch.tensor([True, False]),
          dcp_sharded=torch.tensor([False, False]), slot_mappings=slot_mappings)
     assert slot_mappings.tolist() == [[3, -1], [-1, -1]]
+
+
+@pytest.mark.parametrize("mapping", ["v2p", "swa_v2p", "swa_mapping"])
+@pytest.mark.parametrize("impl", [pytest.param(sgl_meta.update_trtllm_mha_graph_metadata, id="op"),
+                                  pytest.param(reference.update_trtllm_mha_graph_metadata, id="reference")])
+def test_live_pages_only_reads_no_mapping_past_the_live_columns(impl, mapping):
+    """reference: looked every column's slot up in the mapping, so a slot past a row's live
+    pages that the mapping does not cover raised IndexError where the op, which reads no
+    column past them, writes the live page."""
+    kw = dict(req_pool_indices=torch.tensor([0]), seq_lens=torch.tensor([1], dtype=torch.int32),
+              req_to_token=torch.tensor([[0, 7]], dtype=torch.int32), cache_seqlens=torch.zeros(1, dtype=torch.int32),
+              cu_seqlens_k=torch.zeros(2, dtype=torch.int32), page_table=torch.full((1, 2), -9, dtype=torch.int32),
+              bs=1, seqlen_offset=0, max_seq_pages=2, page_size=1, live_pages_only=True)
+    swa = torch.full((1, 2), -9, dtype=torch.int32)
+    if mapping == "v2p":
+        kw["v2p"] = torch.arange(5)
+    else:
+        kw.update(v2p=torch.arange(5), swa_page_table=swa, **{mapping: torch.arange(5)})
+    impl(**kw)
+    assert kw["page_table"].tolist() == [[0, -9]]
+    assert mapping == "v2p" or swa.tolist() == [[0, -9]]
