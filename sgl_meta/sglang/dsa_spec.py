@@ -19,8 +19,11 @@ prefix, each slot read once, nothing allocated), then runs each step's own
 schedule refresh and plan on the lengths just written, ``forward_metadata``) is
 SGLang's code as it is. It covers plain 0.5.23 step backends of one pool outside
 capture, without the KPool index (``dsa_index_kpool <= 1``, no KPool metadata
-fusion) and without the ``flashmla_kv`` decode (whose planner runs on the staging
-lengths); everything else calls ``original``. Table columns past a row's live
+fusion); everything else calls ``original``. With the ``flashmla_kv`` decode
+(SGLang's Hopper default with an FP8 KV cache) 0.5.23 also runs FlashMLA's planner
+once on the staging lengths and copies its two tensors into every step with the rest;
+here the planner runs on the lengths the launch wrote (the same values) and one
+``torch._foreach_copy_`` puts its tensors into every step. Table columns past a row's live
 prefix keep their values (0.5.23 fills them from its staging tensor, which the
 attention kernels do not read there); negative slots divide by floor in the
 page-level table (sgl-meta's documented difference).
@@ -33,6 +36,8 @@ from __future__ import annotations
 
 import sys
 from typing import Any, Callable, Optional
+
+import torch
 
 from .. import dsa_metadata as _dsa
 from ..dsa_metadata_copy import FORWARD_MODE_DECODE
@@ -51,6 +56,7 @@ _STEP_PATH = {
     "_precompute_replay_metadata": "DeepseekSparseAttnBackendMTPPrecomputeMixin",
     "_precompute_decode_mode": "DeepseekSparseAttnBackendMTPPrecomputeMixin",
     "_update_kpool_metadata_from_precomputed": "DeepseekSparseAttnBackendKPoolMixin",
+    "_compute_flashmla_metadata": _STEP_CLASS,
 }
 
 
@@ -67,13 +73,17 @@ def _plain(backend: Any) -> bool:
 
 
 def _covered(backend: Any) -> bool:
-    """The step's decode metadata is the generator's and the copy's alone (no KPool index, no FlashMLA
-    planner on the staging lengths)."""
+    """The step's decode metadata is the generator's and the copy's (and with the ``flashmla_kv`` decode
+    FlashMLA's planner's) alone: no KPool index."""
     kpool = getattr(backend, "dsa_index_kpool", None)
     return (isinstance(kpool, int) and kpool <= 1 and getattr(backend, "experimental_kpool_metadata_fusion", True)
-            is False and getattr(backend, "dsa_decode_impl", None) != "flashmla_kv"
-            and isinstance(getattr(backend, "dsa_index_topk", None), int)
+            is False and isinstance(getattr(backend, "dsa_index_topk", None), int)
             and isinstance(getattr(backend, "physical_page_size", None), int))
+
+
+def _planned(backend: Any) -> bool:
+    """The step plans FlashMLA's decode: its graph holds the planner's two tensors."""
+    return getattr(backend, "dsa_decode_impl", None) == "flashmla_kv"
 
 
 def _steps(self: Any, bs: int) -> Optional[list]:
@@ -89,14 +99,16 @@ def _steps(self: Any, bs: int) -> Optional[list]:
         metadata = graphs.get(bs) if isinstance(graphs, dict) else None
         if (not _plain(backend) or not _covered(backend) or metadata is None
                 or getattr(metadata, "page_table_1", None) is None
-                or (backend.physical_page_size > 1 and getattr(metadata, "real_page_table", None) is None)):
+                or (backend.physical_page_size > 1 and getattr(metadata, "real_page_table", None) is None)
+                or (_planned(backend) and getattr(metadata, "flashmla_metadata", None) is None)):
             return None
         out.append((backend, metadata))
     lead, first = out[0]
     table = first.page_table_1
     if table.shape[0] < bs or table.shape[1] > lead.req_to_token.shape[1] or any(
             b.req_to_token is not lead.req_to_token or b.physical_page_size != lead.physical_page_size
-            or b.dsa_index_topk != lead.dsa_index_topk or m.page_table_1.shape != table.shape for b, m in out):
+            or b.dsa_index_topk != lead.dsa_index_topk or m.page_table_1.shape != table.shape
+            or _planned(b) != _planned(lead) for b, m in out):
         return None
     ptrs = [t.data_ptr() for _, m in out for t in _sets(m, lead.physical_page_size)]
     return out if len(set(ptrs)) == len(ptrs) else None
@@ -124,6 +136,16 @@ def _write(steps: list, bs: int, seq_lens: Any, req_pool_indices: Any) -> None:
         dsa_index_topk=lead.dsa_index_topk, page_size=page_size)
 
 
+def _plan_flashmla(steps: list, bs: int) -> None:
+    """FlashMLA's planner, as 0.5.23 calls it once for all steps, on the DSA lengths just written, its
+    schedule and split counts copied into every step's graph buffers in one ``_foreach_copy_``."""
+    lead, first = steps[0]
+    planned = lead._compute_flashmla_metadata(cache_seqlens=first.dsa_cache_seqlens_int32[:bs], seq_len_q=1)
+    graphs = [m.flashmla_metadata for _, m in steps]
+    torch._foreach_copy_([g.flashmla_metadata.view(-1) for g in graphs] + [g.num_splits[: bs + 1] for g in graphs],
+                         [planned.flashmla_metadata.view(-1)] * len(graphs) + [planned.num_splits[: bs + 1]] * len(graphs))
+
+
 def _written(*_args: Any) -> None:
     """A step's base-buffer copy, already done by the merged launch."""
 
@@ -140,6 +162,8 @@ def multi_step_init_forward_metadata_out_graph(original: Callable, self: Any, fo
     if steps is None:
         return original(self, forward_batch, in_capture=in_capture)
     _write(steps, bs, forward_batch.seq_lens, forward_batch.req_pool_indices)
+    if _planned(steps[0][0]):
+        _plan_flashmla(steps, bs)
     for backend, _ in steps:
         # The step's own method, its copy from the staging tensors (which this path does not make) left
         # out; with the KPool index off it reads nothing else of them.

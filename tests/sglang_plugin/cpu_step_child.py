@@ -29,8 +29,8 @@ POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend",
     ("trtllm_mla", "draft_decode")] + [("flashmla", m) for m in points.MODES] + [
     ("fa3", m) for m in points.MODES] + [
     ("fa3_topk4", "target_verify"),
-    ("fa3_topk4", "draft_decode"), ("dsa", "draft_decode")]
-HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3", "fa3_topk4", "triton", "flashmla", "dsa"}
+    ("fa3_topk4", "draft_decode"), ("dsa", "draft_decode"), ("dsa_fp8", "draft_decode")]
+HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3", "fa3_topk4", "triton", "flashmla", "dsa", "dsa_fp8"}
 # The function drop-ins the FA3 backend imports by name (the plugin's REPLACE rows).
 FA3_FUNCTIONS = ("normal_decode_set_metadata", "draft_extend_set_metadata", "prepare_swa_spec_page_table_triton")
 

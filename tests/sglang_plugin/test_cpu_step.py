@@ -5,7 +5,8 @@ MLA's decode, verify and multi-step draft decode likewise, FlashMLA
 in every mode with its planner left out, the Triton backend in every mode (its multi-step draft decode, as
 TRT-LLM MLA's, builds once the scheduler's page size is published), FA3 in every mode through its
 function drop-ins, FA3's target verify and draft decode with top-k 4 (both halves of their metadata),
-and DSA's multi-step draft decode (SGLang's own eager fallbacks off, one launch of ours on).
+and DSA's multi-step draft decode, also with the ``flashmla_kv`` decode (SGLang's own eager
+fallbacks off, one launch of ours on).
 With the hooks on, every buffer compared equals SGLang's, step for step, and the
 hooks take the points they cover (our launches on, none off)."""
 
@@ -49,10 +50,12 @@ def test_buffers_equal_and_the_hooks_take_the_point(report, point):
     if point.startswith("fa3-"):
         keys = {k.split(".", 1)[1] if k.startswith("step") else k for k in r["keys"]}
         assert {"cache_seqlens", "cu_seqlens_k", "page_table"} <= keys, r
-    if point.startswith("dsa-draft_decode"):  # every draft step's lengths and both tables
+    if point.startswith(("dsa-draft_decode", "dsa_fp8-draft_decode")):  # every draft step's lengths and tables
         assert {f"step{i}.{k}" for i in (0, 1) for k in ("cache_seqlens", "cu_seqlens_k", "dsa_cache_seqlens",
                                                           "dsa_cu_seqlens_k", "page_table_1", "real_page_table")
                 } <= set(r["keys"]), r
+        planned = {f"step{i}.{k}" for i in (0, 1) for k in ("flashmla_num_splits", "flashmla_metadata")}
+        assert (planned <= set(r["keys"])) == point.startswith("dsa_fp8"), r  # flashmla_kv: the planner's tensors
     if point.startswith("triton-target_verify"):
         assert {"qo_indptr", "kv_indptr", "kv_indices", "mask_indptr"} <= set(r["keys"]), r
     if point.startswith(("triton-draft_extend", "triton-target_verify")):  # the method's hook, not only the fill's

@@ -53,7 +53,13 @@ class DeepseekSparseAttnBackend(DSAMetadataManagementMixin, DeepseekSparseAttnBa
                                 DeepseekSparseAttnBackendMTPPrecomputeMixin):
     def __init__(self, **kw):
         self.__dict__.update(kw)
-        self.finished = []
+        self.finished, self.planned = [], []
+
+    def _compute_flashmla_metadata(self, cache_seqlens, seq_len_q):
+        """FlashMLA's planner as 0.5.23 calls it (a stand-in: a schedule and the lengths, shifted)."""
+        self.planned.append((cache_seqlens.clone(), seq_len_q))
+        return SimpleNamespace(flashmla_metadata=torch.full((4, 8), 3, dtype=torch.int32),
+                               num_splits=torch.nn.functional.pad(cache_seqlens + 1, (1, 0)))
 
     def init_forward_metadata_replay_cuda_graph_from_precomputed(self, bs, precomputed, forward_mode):
         metadata = self.decode_cuda_graph_metadata[bs]
@@ -68,7 +74,8 @@ def graph(rows: int, page_size: int) -> SimpleNamespace:
     full = lambda *shape: torch.full(shape, -7, dtype=torch.int32)  # noqa: E731
     return SimpleNamespace(cache_seqlens_int32=full(rows), cu_seqlens_k=full(rows + 1),
                            dsa_cache_seqlens_int32=full(rows), dsa_cu_seqlens_k=full(rows + 1),
-                           page_table_1=full(rows, CTX), real_page_table=full(rows, -(-CTX // page_size)))
+                           page_table_1=full(rows, CTX), real_page_table=full(rows, -(-CTX // page_size)),
+                           flashmla_metadata=SimpleNamespace(flashmla_metadata=full(4, 8), num_splits=full(rows + 1)))
 
 
 def world(steps=3, bs=3, page_size=64, seed=0, **step_kw):
@@ -107,10 +114,11 @@ def expected(multi, batch, page_size):
     return want
 
 
+@pytest.mark.parametrize("decode", ["flashmla_sparse", "flashmla_kv"])
 @pytest.mark.parametrize("steps", [2, 3, 5])
 @pytest.mark.parametrize("page_size", [1, 64])
-def test_every_step_written_in_one_launch_then_its_own_method(module, monkeypatch, steps, page_size):
-    multi, batch = world(steps=steps, page_size=page_size, seed=steps * 100 + page_size)
+def test_every_step_written_in_one_launch_then_its_own_method(module, monkeypatch, steps, page_size, decode):
+    multi, batch = world(steps=steps, page_size=page_size, seed=steps * 100 + page_size, dsa_decode_impl=decode)
     launches = []
     real = dsa_spec._dsa.fused_dsa_metadata
     monkeypatch.setattr(dsa_spec._dsa, "fused_dsa_metadata", lambda **kw: (launches.append(kw), real(**kw))[1])
@@ -126,18 +134,33 @@ def test_every_step_written_in_one_launch_then_its_own_method(module, monkeypatc
         assert [f[:2] for f in b.finished] == [(batch.batch_size, "DECODE")]
         assert torch.equal(b.finished[0][2], want.cache_seqlens_int32)  # the rest ran after the launch
         assert b.forward_metadata is got and "_copy_base_replay_buffers" not in vars(b)
+        planned = got.flashmla_metadata
+        if decode == "flashmla_kv":  # planned once, on the lengths written, into every step
+            assert torch.equal(planned.num_splits, torch.nn.functional.pad(want.dsa_cache_seqlens_int32 + 1, (1, 0)))
+            assert torch.equal(planned.flashmla_metadata, torch.full((4, 8), 3, dtype=torch.int32))
+        else:
+            assert (planned.num_splits == -7).all() and (planned.flashmla_metadata == -7).all()
+    lead = multi.attn_backends[0]
+    assert [len(b.planned) for b in multi.attn_backends] == [int(decode == "flashmla_kv")] + [0] * (steps - 2)
+    if decode == "flashmla_kv":
+        assert torch.equal(lead.planned[0][0], want.dsa_cache_seqlens_int32) and lead.planned[0][1] == 1
 
 
-@pytest.mark.parametrize("case", ["capture", "kpool", "kpool fusion", "flashmla_kv", "one step", "no graph",
-                                  "shared buffers", "other pools", "subclass", "patched copy"])
+@pytest.mark.parametrize("case", ["capture", "kpool", "kpool fusion", "flashmla_kv without its tensors",
+                                  "flashmla_kv in one step", "one step", "no graph", "shared buffers", "other pools",
+                                  "subclass", "patched copy"])
 def test_what_it_does_not_cover_runs_sglangs_method(module, case):
     multi, batch = world(**({"dsa_index_kpool": 4} if case == "kpool" else
                             {"experimental_kpool_metadata_fusion": True} if case == "kpool fusion" else
-                            {"dsa_decode_impl": "flashmla_kv"} if case == "flashmla_kv" else {}),
+                            {"dsa_decode_impl": "flashmla_kv"} if case.startswith("flashmla_kv") else {}),
                          steps=2 if case == "one step" else 3)
     first, last = multi.attn_backends[0], multi.attn_backends[-1]
     if case == "one step":
         multi.speculative_num_steps = 1
+    elif case == "flashmla_kv without its tensors":
+        last.decode_cuda_graph_metadata[batch.batch_size].flashmla_metadata = None
+    elif case == "flashmla_kv in one step":
+        first.dsa_decode_impl = "flashmla_sparse"
     elif case == "no graph":
         last.decode_cuda_graph_metadata = {}
     elif case == "shared buffers":

@@ -6,14 +6,16 @@ multi-step draft backend for draft decode), the replay batch, and the metadata
 buffers the attention kernels read. Speculative modes use EAGLE with 3 steps,
 top-k 1 and 4 draft tokens, the runner's configuration in all four modes; the
 ``fa3_topk4`` label builds FA3 with top-k 4 (its target verify's and draft
-decode's two halves).
+decode's two halves), the ``dsa_fp8`` label DSA with the ``flashmla_kv`` decode
+(SGLang's Hopper default with an FP8 KV cache, whose replay plans FlashMLA's decode).
 
 Left out of both sides (say so in any table): FA3's scheduler-metadata
 planner (``get_scheduler_metadata``, sgl_kernel's, called outside the graph on
 every decode replay when present); DeepGEMM's paged-MQA schedule
 planner (``get_paged_mqa_logits_metadata``, called by DSA outside the graph on
 every replay) and FlashMLA's ``get_mla_metadata`` (DSA's decode implementation
-is ``flashmla_sparse``, whose replay has no FlashMLA planner); the top-k v2 plan
+is ``flashmla_sparse``, whose replay has no FlashMLA planner; with ``dsa_fp8`` a
+stand-in as FlashMLA's); the top-k v2 plan
 (``SGLANG_OPT_USE_TOPK_V2=0``), which belongs to sgl_kernel's top-k.
 """
 
@@ -39,10 +41,13 @@ MLA = ("trtllm_mla", "flashmla", "flashinfer_mla")
 """Backends built through the kit's MLA runner."""
 TOPK = {"fa3_topk4": ("fa3", 4)}
 """Grid labels of a backend built with EAGLE top-k > 1 (Llama's auto top-k is 4): (backend, top-k)."""
+DSA_DECODE = {"dsa": "flashmla_sparse", "dsa_fp8": "flashmla_kv"}
+"""Grid labels of the DSA backend: its decode implementation (``--dsa-decode-backend``)."""
 LEFT_OUT = [
     "FA3: its scheduler-metadata planner (sgl_kernel's get_scheduler_metadata), both sides",
     "DSA: DeepGEMM's paged-MQA schedule planner (get_paged_mqa_logits_metadata), both sides",
-    "DSA: FlashMLA's get_mla_metadata (decode implementation flashmla_sparse, whose replay calls no planner)",
+    "DSA: FlashMLA's get_mla_metadata (decode implementation flashmla_sparse, whose replay calls no planner; "
+    "dsa_fp8's flashmla_kv calls it: a stand-in as FlashMLA's below, both sides, what it receives is compared)",
     "DSA: the top-k v2 plan (SGLANG_OPT_USE_TOPK_V2=0; it serves sgl_kernel's top-k)",
     "TRT-LLM MLA: the zero-KV fixup kernel's JIT prebuild when the backend is built (SGLang's JIT toolchain is "
     "not installed; the replay path never calls it)",
@@ -96,7 +101,7 @@ def _kit_case(module, backend_name: str, mode: str, bs: int):
     )
 
 
-def _runner(backend_name: str, mode: str, bs: int, context: int, device: str):
+def _runner(backend_name: str, mode: str, bs: int, context: int, device: str, dsa_decode: str = "flashmla_sparse"):
     if backend_name in MLA:
         from sglang.test.kits.attention_unittest.attention_methods import mla_attention as kit
 
@@ -126,7 +131,7 @@ def _runner(backend_name: str, mode: str, bs: int, context: int, device: str):
     return kit.DSAMockModelRunner(case=case, model_config=config, dtype=torch.bfloat16, device=device,
                                   max_context_len=context, head_dim=576, disable_cuda_graph=False,
                                   runner_batch_size=bs, dsa_prefill_backend="flashmla_sparse",
-                                  dsa_decode_backend="flashmla_sparse")
+                                  dsa_decode_backend=dsa_decode)
 
 
 def leave_out_planners() -> None:
@@ -192,6 +197,20 @@ class _HostTorch:
     @staticmethod
     def empty(*args, device=None, **kwargs):
         return torch.empty(*args, **kwargs)
+
+
+def leave_out_dsa_flashmla_planner() -> None:
+    """FlashMLA's planner out of DSA's ``flashmla_kv`` path on both sides: the stand-in of
+    :func:`leave_out_flashmla_planner` (its split counts echo the DSA lengths it received, copied
+    into every draft step's graph, so the compared ``flashmla_num_splits`` shows both sides planned
+    for the same lengths)."""
+    from sglang.kernels.ops.attention import flash_mla_interface
+
+    def get_mla_metadata(cache_seqlens, *_args, **_kwargs):
+        schedule = torch.zeros((FLASHMLA_SM_PARTS, 8), dtype=torch.int32, device=cache_seqlens.device)
+        return schedule, torch.nn.functional.pad(cache_seqlens.to(torch.int32), (1, 0))
+
+    flash_mla_interface.get_mla_metadata = get_mla_metadata
 
 
 def _host_only_mla() -> None:
@@ -452,6 +471,9 @@ def _dsa_buffers(backend, bs: int) -> dict:
            "dsa_cache_seqlens": (m.dsa_cache_seqlens_int32[:rows], None),
            "dsa_cu_seqlens_k": (m.dsa_cu_seqlens_k[: rows + 1], None),
            "real_page_table": (m.real_page_table[:rows], _live(row_lens, backend.physical_page_size))}
+    if m.flashmla_metadata is not None:  # the flashmla_kv decode: the planner's tensors
+        out["flashmla_num_splits"] = (m.flashmla_metadata.num_splits[: rows + 1], None)
+        out["flashmla_metadata"] = (m.flashmla_metadata.flashmla_metadata, None)
     if m.page_table_1 is not None:
         out["page_table_1"] = (m.page_table_1[:rows], row_lens.to(torch.int64))
     if rows != bs:
@@ -503,8 +525,13 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
     publishes it (FA3 reads it when built)."""
     label = backend_name
     backend_name, topk = TOPK.get(label, (backend_name, 1))
+    dsa_decode = DSA_DECODE.get(label)
+    if dsa_decode is not None:
+        backend_name = "dsa"
     if backend_name == "dsa":
         leave_out_planners()
+        if dsa_decode == "flashmla_kv":
+            leave_out_dsa_flashmla_planner()
         if device == "cpu":
             _host_only_dsa()
     if backend_name == "flashmla":
@@ -517,7 +544,7 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
         flashinfer_planner.install()
     if backend_name == "flashinfer_mla":
         flashinfer_planner.install_mla()
-    runner = _runner(backend_name, mode, bs, context, device)
+    runner = _runner(backend_name, mode, bs, context, device, **({"dsa_decode": dsa_decode} if dsa_decode else {}))
     publish_page_size()
     if topk != 1:
         from sglang.srt.runtime_context import get_context

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 MODES = ("decode", "target_verify", "draft_extend", "draft_decode")
-BACKENDS = ("trtllm_mha", "fa3", "fa3_topk4", "triton", "dsa", "trtllm_mla", "flashmla", "flashinfer", "flashinfer_mla")
+BACKENDS = ("trtllm_mha", "fa3", "fa3_topk4", "triton", "dsa", "dsa_fp8", "trtllm_mla", "flashmla", "flashinfer",
+            "flashinfer_mla")
 NOT_MEASURED = {
     ("fa3_topk4", "decode"): "FA3 top-k 4 decode: no speculative input, fa3's row",
     ("fa3_topk4", "draft_extend"): "FA3 top-k 4 draft extend: top-k does not enter it, fa3's row",
+    **{("dsa_fp8", m): f"DSA FP8 {m.replace('_', ' ')}: dsa's row and FlashMLA's planner, left out"
+       for m in ("decode", "target_verify", "draft_extend")},
     ("flashinfer_mla", "draft_extend"): "FlashInfer MLA draft extend: 0.5.23 captures no graph for it (its "
                                         "out-of-graph refresh takes decode and target verify only)",
 }
