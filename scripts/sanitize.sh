@@ -41,7 +41,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # children (the matrix workers' CUDA calls), without the assert rows.
 declare -A CHUNKS=(
   [trtllm_mha_metadata]="tests/test_trtllm_mha_metadata.py"
-  [trtllm_mha_metadata_multi]="tests/test_trtllm_mha_metadata_multi.py"
+  [trtllm_mha_metadata_multi]="tests/test_trtllm_mha_metadata_multi.py tests/test_sglang_trtllm_mha_spec.py"
   [trtllm_mha_page_table]="tests/test_trtllm_mha_page_table.py tests/test_trtllm_mha_page_table_errors.py"
   [dsa_metadata]="tests/test_dsa_metadata.py tests/test_dsa_metadata_errors.py"
   [dsa_metadata_copy]="tests/test_dsa_metadata_copy.py tests/test_dsa_metadata_copy_errors.py"
@@ -49,10 +49,11 @@ declare -A CHUNKS=(
   [kv_indices]="tests/test_kv_indices.py tests/test_build_draft_decode_kv_indices.py"
   [flash_attention_metadata]="tests/test_flash_attention_metadata.py tests/test_flash_attention_verify_expand.py tests/test_flash_attention_draft_decode_topk.py"
   [vllm]="tests/test_vllm_block_table.py tests/test_vllm_input_batch.py tests/test_vllm_ops_integration.py tests/test_vllm_spec_decode.py tests/test_vllm_flashinfer.py"
+  [fast_path]="tests/test_fast_path.py"
   [reliability]="tests/reliability tests/test_hostile_lengths.py|not trips_device_assert"
 )
 ORDER=(trtllm_mha_metadata trtllm_mha_metadata_multi trtllm_mha_page_table dsa_metadata dsa_metadata_copy
-       kv_read_table kv_indices flash_attention_metadata vllm reliability)
+       kv_read_table kv_indices flash_attention_metadata vllm fast_path reliability)
 ALL_TOOLS=(memcheck racecheck initcheck synccheck)
 
 if [[ ${1:-} == --plan ]]; then

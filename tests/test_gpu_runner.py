@@ -54,13 +54,17 @@ def test_runner_refuses_to_start_without_cuda(script, tmp_path):
 
 
 def test_every_gpu_test_file_of_an_op_is_in_a_sanitizer_chunk():
-    """scripts/sanitize.sh runs what its chunks list: a new op's GPU tests must be in one."""
+    """scripts/sanitize.sh runs what its chunks list: a new op's GPU tests must be in one. The files
+    come from collecting the gpu-marked tests (a file's CUDA cases may come from the device fixture)."""
     import re
 
     chunks = re.search(r"declare -A CHUNKS=\((.*?)\n\)", (ROOT / "scripts" / "sanitize.sh").read_text(), re.S)
     listed = set(re.findall(r"tests/[\w/]+\.py", chunks.group(1)))
-    # timing, a 2-GPU check, and this file (which checks the runner)
-    not_ops = {"test_bench.py", "test_bench_upstream.py", "test_two_gpus.py", "test_gpu_runner.py"}
-    gpu_files = {f"tests/{p.name}" for p in (ROOT / "tests").glob("test_*.py")
-                 if p.name not in not_ops and "mark.gpu" in p.read_text()}
-    assert gpu_files and gpu_files <= listed, sorted(gpu_files - listed)
+    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py"))
+    rc, out = run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "gpu", "-p", "no:cacheprovider",
+                   *files], require=False)
+    assert rc == 0, out
+    gpu_files = {line.split("::")[0] for line in out.splitlines() if "::" in line}
+    # timing, and a check of two GPUs together
+    not_ops = {"tests/test_bench.py", "tests/test_bench_upstream.py", "tests/test_two_gpus.py"}
+    assert len(gpu_files) > 10 and gpu_files - not_ops <= listed, sorted(gpu_files - not_ops - listed)

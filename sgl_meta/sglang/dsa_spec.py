@@ -5,19 +5,22 @@ Before every draft-decode replay, 0.5.23's
 (``sglang/srt/layers/attention/dsa_backend.py``) builds the decode metadata once
 into freshly allocated staging tensors (``_precompute_replay_metadata``: the
 ``fused_dsa_decode_metadata`` generator), then copies them into each of the K - 1
-draft step backends' graph buffers (``fused_metadata_copy_cuda`` per step, or
-``fused_metadata_copy_multi_cuda`` for the first three from K = 5 on), each copy
-over the table's whole static width, and finishes each step
-(``init_forward_metadata_replay_cuda_graph_from_precomputed``: the paged-MQA
-schedule refresh, the top-k plan, ``forward_metadata``).
+draft step backends' graph buffers over the table's whole static width, and
+finishes each step. Up to 3 speculative steps each step's copy is its
+``init_forward_metadata_replay_cuda_graph_from_precomputed`` (``fused_metadata_copy_cuda``,
+then the paged-MQA schedule refresh, the top-k plan, ``forward_metadata``); from 4 steps
+on one ``fused_metadata_copy_multi_cuda`` writes the first three steps, which then only
+get their ``forward_metadata`` (no schedule refresh, no plan), and every later step
+takes that method.
 
 :func:`multi_step_init_forward_metadata_out_graph` (AROUND the multi-step method)
 writes every step's lengths, prefix sums and tables with one
 :func:`sgl_meta.fused_dsa_metadata` (K - 1 destination sets, each row over its live
-prefix, each slot read once, nothing allocated), then runs each step's own
-0.5.23 method with its base-buffer copy left out: the rest of that method (the
-schedule refresh and plan on the lengths just written, ``forward_metadata``) is
-SGLang's code as it is. It covers plain 0.5.23 step backends of one pool outside
+prefix, each slot read once, nothing allocated), then finishes each step as
+0.5.23 does: where 0.5.23 runs the step's replay method, that method with its
+base-buffer copy left out (the schedule refresh and plan on the lengths just
+written, ``forward_metadata``: SGLang's code as it is); where its multi copy wrote
+the step, the same ``forward_metadata`` alone. It covers plain 0.5.23 step backends of one pool outside
 capture, without the KPool index (``dsa_index_kpool <= 1``, no KPool metadata
 fusion); everything else calls ``original``. With the ``flashmla_kv`` decode
 (SGLang's Hopper default with an FP8 KV cache) 0.5.23 also runs FlashMLA's planner
@@ -57,7 +60,10 @@ _STEP_PATH = {
     "_precompute_decode_mode": "DeepseekSparseAttnBackendMTPPrecomputeMixin",
     "_update_kpool_metadata_from_precomputed": "DeepseekSparseAttnBackendKPoolMixin",
     "_compute_flashmla_metadata": _STEP_CLASS,
+    "set_dsa_prefill_impl": _STEP_CLASS,
 }
+_MULTI_COPY_STEPS = 3
+"""From 4 speculative steps on, 0.5.23 writes its first three draft steps with one multi copy."""
 
 
 def _plain(backend: Any) -> bool:
@@ -164,7 +170,13 @@ def multi_step_init_forward_metadata_out_graph(original: Callable, self: Any, fo
     _write(steps, bs, forward_batch.seq_lens, forward_batch.req_pool_indices)
     if _planned(steps[0][0]):
         _plan_flashmla(steps, bs)
-    for backend, _ in steps:
+    multi_copied = _MULTI_COPY_STEPS if self.speculative_num_steps > _MULTI_COPY_STEPS else 0
+    for i, (backend, metadata) in enumerate(steps):
+        if i < multi_copied:  # what 0.5.23 does after its multi copy of these steps, nothing more
+            backend.set_dsa_prefill_impl(forward_batch=None)
+            backend._update_kpool_metadata_from_precomputed(metadata, None, forward_mode)
+            backend.forward_metadata = metadata
+            continue
         # The step's own method, its copy from the staging tensors (which this path does not make) left
         # out; with the KPool index off it reads nothing else of them.
         backend._copy_base_replay_buffers = _written

@@ -15,11 +15,14 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import logging
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .kernels import KernelStandIn
+
+_log = logging.getLogger(__name__)
 
 
 class Skip(Exception):
@@ -87,16 +90,23 @@ def hook_of(wrapper: Callable) -> object:
     return hook.__wrapped__ if getattr(hook, "defers_to_inner_hooks", False) else hook
 
 
-def deferring(hook: Callable) -> Callable:
+def deferring(hook: Callable, name: str = "") -> Callable:
     """An AROUND ``hook`` as the plugin registers it. Where another plugin's HookRegistry
-    wrapper sits inside ours (registered before ours, so SGLang's function reaches us
-    wrapped: ``__wrapped__``), every call goes down that chain, whose hooks then run as
-    they would without sgl-meta: ours would otherwise stand in for the whole method and
-    skip them. No 0.5.23 target carries ``__wrapped__`` of its own (tests/sglang_plugin)."""
+    wrapper sits inside ours (SGLang's function reaches us wrapped: ``__wrapped__``; so it
+    is with any REPLACE hook of another plugin, which HookRegistry applies first, and with
+    its other hooks registered before ours), every call goes down that chain, whose hooks
+    then run as they would without sgl-meta: ours would otherwise stand in for the whole
+    method and skip them. The first such call logs one warning naming ``name``. No 0.5.23
+    target carries ``__wrapped__`` of its own (tests/sglang_plugin)."""
+    warned = []
 
     @functools.wraps(hook)
     def around(original: Callable, *args: Any, **kwargs: Any) -> Any:
         if getattr(original, "__wrapped__", None) is not None:
+            if not warned:
+                warned.append(True)
+                _log.warning("sgl-meta: another plugin's hook on SGLang's %s sits inside ours: its chain runs, "
+                             "ours does not", name or getattr(hook, "__name__", "?"))
             return original(*args, **kwargs)
         return hook(original, *args, **kwargs)
 

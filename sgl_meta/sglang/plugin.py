@@ -65,7 +65,7 @@ def _hook() -> str:
 
     usable, skipped = plan()
     for hook, replacement in usable:
-        registered = deferring(replacement) if hook.kind == "AROUND" else replacement
+        registered = deferring(replacement, hook.name) if hook.kind == "AROUND" else replacement
         HookRegistry.register(hook.target, registered, getattr(HookType, hook.kind))
     done = "; ".join(f"{verb} SGLang's {', '.join(names)}" for verb, names in _grouped((h.verb, h) for h, _ in usable))
     line = done or "hooks nothing"

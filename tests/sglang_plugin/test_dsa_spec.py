@@ -46,14 +46,17 @@ class DeepseekSparseAttnBackendMTPPrecomputeMixin:
 
 class DeepseekSparseAttnBackendKPoolMixin:
     def _update_kpool_metadata_from_precomputed(self, metadata, precomputed, forward_mode):
-        assert self.dsa_index_kpool <= 1 and precomputed is None
+        assert self.dsa_index_kpool <= 1
 
 
 class DeepseekSparseAttnBackend(DSAMetadataManagementMixin, DeepseekSparseAttnBackendKPoolMixin,
                                 DeepseekSparseAttnBackendMTPPrecomputeMixin):
     def __init__(self, **kw):
         self.__dict__.update(kw)
-        self.finished, self.planned = [], []
+        self.finished, self.planned, self.prefill_impl_set = [], [], 0
+
+    def set_dsa_prefill_impl(self, forward_batch=None):
+        self.prefill_impl_set += 1
 
     def _compute_flashmla_metadata(self, cache_seqlens, seq_len_q):
         """FlashMLA's planner as 0.5.23 calls it (a stand-in: a schedule and the lengths, shifted)."""
@@ -62,6 +65,7 @@ class DeepseekSparseAttnBackend(DSAMetadataManagementMixin, DeepseekSparseAttnBa
                                num_splits=torch.nn.functional.pad(cache_seqlens + 1, (1, 0)))
 
     def init_forward_metadata_replay_cuda_graph_from_precomputed(self, bs, precomputed, forward_mode):
+        self.set_dsa_prefill_impl(forward_batch=None)
         metadata = self.decode_cuda_graph_metadata[bs]
         self._copy_base_replay_buffers(bs, metadata, precomputed, forward_mode)
         self._update_kpool_metadata_from_precomputed(metadata, precomputed, forward_mode)
@@ -115,9 +119,11 @@ def expected(multi, batch, page_size):
 
 
 @pytest.mark.parametrize("decode", ["flashmla_sparse", "flashmla_kv"])
-@pytest.mark.parametrize("steps", [2, 3, 5])
+@pytest.mark.parametrize("steps", [2, 3, 4, 5])
 @pytest.mark.parametrize("page_size", [1, 64])
-def test_every_step_written_in_one_launch_then_its_own_method(module, monkeypatch, steps, page_size, decode):
+def test_every_step_written_in_one_launch_then_finished_as_sglang_does(module, monkeypatch, steps, page_size, decode):
+    """Up to 3 speculative steps 0.5.23 finishes every step with its replay method; from 4 on its multi
+    copy writes the first three, which get only their forward_metadata (dsa_backend.py)."""
     multi, batch = world(steps=steps, page_size=page_size, seed=steps * 100 + page_size, dsa_decode_impl=decode)
     launches = []
     real = dsa_spec._dsa.fused_dsa_metadata
@@ -126,13 +132,16 @@ def test_every_step_written_in_one_launch_then_its_own_method(module, monkeypatc
     dsa_spec.multi_step_init_forward_metadata_out_graph(original_of(calls), multi, batch)
     assert calls == [] and len(launches) == 1 and len(launches[0]["cache_seqlens"]) == steps - 1
     want = expected(multi, batch, page_size)
-    for b in multi.attn_backends:
+    for i, b in enumerate(multi.attn_backends):
         got = b.decode_cuda_graph_metadata[batch.batch_size]
         for name in ("cache_seqlens_int32", "cu_seqlens_k", "dsa_cache_seqlens_int32", "dsa_cu_seqlens_k",
                      "page_table_1", "real_page_table"):
             assert torch.equal(getattr(got, name), getattr(want, name)), name
-        assert [f[:2] for f in b.finished] == [(batch.batch_size, "DECODE")]
-        assert torch.equal(b.finished[0][2], want.cache_seqlens_int32)  # the rest ran after the launch
+        if steps > 3 and i < 3:  # written by 0.5.23's multi copy: not finished by the replay method
+            assert b.finished == [] and b.prefill_impl_set == 1
+        else:
+            assert [f[:2] for f in b.finished] == [(batch.batch_size, "DECODE")] and b.prefill_impl_set == 1
+            assert torch.equal(b.finished[0][2], want.cache_seqlens_int32)  # the rest ran after the launch
         assert b.forward_metadata is got and "_copy_base_replay_buffers" not in vars(b)
         planned = got.flashmla_metadata
         if decode == "flashmla_kv":  # planned once, on the lengths written, into every step
@@ -180,3 +189,53 @@ def test_what_it_does_not_cover_runs_sglangs_method(module, case):
     for m, s in zip(before, snapshot):
         assert m is None or torch.equal(m.page_table_1, s)
     assert all(b.finished == [] for b in multi.attn_backends)
+
+
+class Recording(DeepseekSparseAttnBackend):
+    """A step that records what 0.5.23's multi-step method asks of it (its precompute a stand-in)."""
+
+    def _precompute_replay_metadata(self, bs, req_pool_indices, seq_lens, seq_lens_cpu, forward_mode):
+        t = torch.zeros(1, dtype=torch.int32)
+        return SimpleNamespace(cache_seqlens=t, cu_seqlens_k=t, page_indices=t, dsa_cache_seqlens=t,
+                               dsa_cu_seqlens_k=t, real_page_table=None, flashmla_metadata=None, max_len=1,
+                               seqlens_expanded_size=bs)
+
+    def init_forward_metadata_replay_cuda_graph_from_precomputed(self, bs, precomputed, forward_mode):
+        self.finished.append((bs, str(forward_mode), None))
+        self.forward_metadata = self.decode_cuda_graph_metadata[bs]
+
+
+Recording.__name__ = Recording.__qualname__ = "DeepseekSparseAttnBackend"
+# (the owners' names, as 0.5.23's layout has them: the hook checks them)
+Recording._precompute_replay_metadata.__qualname__ = (
+    "DeepseekSparseAttnBackendMTPPrecomputeMixin._precompute_replay_metadata")
+Recording.init_forward_metadata_replay_cuda_graph_from_precomputed.__qualname__ = (
+    "DeepseekSparseAttnBackend.init_forward_metadata_replay_cuda_graph_from_precomputed")
+
+
+@pytest.mark.parametrize("steps", [2, 3, 4, 5, 6])
+def test_the_steps_finished_by_the_replay_method_are_sglangs(module, monkeypatch, steps):
+    """0.5.23's own multi-step method, run over recording steps, finishes the same steps with their
+    replay method as the hook does (and gives every step its forward_metadata)."""
+    pytest.importorskip("sglang")
+    from sglang.kernels.ops.attention.dsa import fused_metadata_copy
+    from sglang.srt.layers.attention.dsa_backend import DeepseekSparseAttnMultiStepBackend
+
+    multi_copies = []
+    monkeypatch.setattr(fused_metadata_copy, "fused_metadata_copy_multi_cuda", lambda *a: multi_copies.append(a))
+    sides = []
+    for run in ("sglang", "ours"):
+        multi, batch = world(steps=steps)
+        batch.seq_lens_cpu = batch.seq_lens.clone()
+        for b in multi.attn_backends:
+            b.__class__ = Recording
+        if run == "sglang":
+            DeepseekSparseAttnMultiStepBackend.init_forward_metadata_out_graph(multi, batch)
+        else:
+            calls = []
+            dsa_spec.multi_step_init_forward_metadata_out_graph(original_of(calls), multi, batch)
+            assert calls == []
+        sides.append([(len(b.finished), b.forward_metadata is b.decode_cuda_graph_metadata[batch.batch_size])
+                      for b in multi.attn_backends])
+    assert sides[0] == sides[1], sides
+    assert len(multi_copies) == (steps > 3)  # 0.5.23 took its multi-copy path, not its fallback loop

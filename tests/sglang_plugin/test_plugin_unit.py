@@ -406,7 +406,7 @@ def _registry_wrapper(original, hook):
     return wrapper
 
 
-def test_another_plugins_hook_inside_ours_runs_instead_of_ours():
+def test_another_plugins_hook_inside_ours_runs_instead_of_ours(caplog):
     from sgl_meta.sglang.hooks import deferring, hook_of
 
     calls = []
@@ -421,12 +421,16 @@ def test_another_plugins_hook_inside_ours_runs_instead_of_ours():
     def ours(original, self, x):
         calls.append(("ours", x))
 
-    registered = deferring(ours)
+    registered = deferring(ours, "Backend.method")
     _registry_wrapper(sglangs, registered)(None, 1)  # SGLang's own function inside: ours runs
     assert calls == [("ours", 1)]
     calls.clear()
-    _registry_wrapper(_registry_wrapper(sglangs, theirs), registered)(None, 1)
-    assert calls == [("theirs", 1), ("sglang", 2)]
+    with caplog.at_level(logging.WARNING, logger="sgl_meta.sglang.hooks"):
+        for x in (1, 5):
+            _registry_wrapper(_registry_wrapper(sglangs, theirs), registered)(None, x)
+    assert calls == [("theirs", 1), ("sglang", 2), ("theirs", 5), ("sglang", 6)]
+    assert [r.getMessage() for r in caplog.records] == [  # once
+        "sgl-meta: another plugin's hook on SGLang's Backend.method sits inside ours: its chain runs, ours does not"]
     assert hook_of(_registry_wrapper(sglangs, registered)) is ours  # our identity checks see our function
 
 

@@ -200,15 +200,17 @@ class _HostTorch:
 
 
 def leave_out_dsa_flashmla_planner() -> None:
-    """FlashMLA's planner out of DSA's ``flashmla_kv`` path on both sides: the stand-in of
-    :func:`leave_out_flashmla_planner` (its split counts echo the DSA lengths it received, copied
-    into every draft step's graph, so the compared ``flashmla_num_splits`` shows both sides planned
-    for the same lengths)."""
+    """FlashMLA's planner out of DSA's ``flashmla_kv`` path on both sides: a stand-in whose split
+    counts echo the DSA lengths it received and whose schedule holds their sum, both copied into
+    every draft step's graph, so the compared tensors show both sides planned for the same lengths
+    and copied both."""
     from sglang.kernels.ops.attention import flash_mla_interface
 
     def get_mla_metadata(cache_seqlens, *_args, **_kwargs):
+        lengths = cache_seqlens.to(torch.int32)
         schedule = torch.zeros((FLASHMLA_SM_PARTS, 8), dtype=torch.int32, device=cache_seqlens.device)
-        return schedule, torch.nn.functional.pad(cache_seqlens.to(torch.int32), (1, 0))
+        schedule[0, 0] = lengths.sum()
+        return schedule, torch.nn.functional.pad(lengths, (1, 0))
 
     flash_mla_interface.get_mla_metadata = get_mla_metadata
 
