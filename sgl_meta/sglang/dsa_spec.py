@@ -148,8 +148,9 @@ def _plan_flashmla(steps: list, bs: int) -> None:
     lead, first = steps[0]
     planned = lead._compute_flashmla_metadata(cache_seqlens=first.dsa_cache_seqlens_int32[:bs], seq_len_q=1)
     graphs = [m.flashmla_metadata for _, m in steps]
+    schedule, splits = planned.flashmla_metadata.view(-1), planned.num_splits[: bs + 1]
     torch._foreach_copy_([g.flashmla_metadata.view(-1) for g in graphs] + [g.num_splits[: bs + 1] for g in graphs],
-                         [planned.flashmla_metadata.view(-1)] * len(graphs) + [planned.num_splits[: bs + 1]] * len(graphs))
+                         [schedule] * len(graphs) + [splits] * len(graphs))
 
 
 def _written(*_args: Any) -> None:
