@@ -10,34 +10,36 @@ namespace sgl_meta {
 namespace {
 
 void fail_row(const VllmStepParams& p, const VllmRow& r) {
+  const char* op = vllm_step_op_name(p.op);
   switch (r.fault) {
     case kVllmBadRequest:
-      raise_error(vllm_step_op_name(p.op), "idx_mapping[", r.at, "] = ", r.value, " is outside [-1, ",
-                  p.req_limit, ") (the request rows of the tables it indexes)");
+      raise_error(op, "idx_mapping[", r.at, "] = ", r.value, " is outside [-1, ", p.req_limit,
+                  ") (the request rows of the tables it indexes)");
     case kVllmBadQueryStart:
-      raise_error(vllm_step_op_name(p.op), "query_start_loc[", r.at, "] = ", r.value,
+      raise_error(op, "query_start_loc[", r.at, "] = ", r.value,
                   " is negative, decreasing or past the token buffers (", p.token_cap, " tokens)");
     case kVllmBadComputed:
-      raise_error(vllm_step_op_name(p.op), "num_computed_tokens[", r.at, "] = ", r.value, " is negative");
+      raise_error(op, "num_computed_tokens[", r.at, "] = ", r.value, " is negative");
     case kVllmBadSeqLen:
-      raise_error(vllm_step_op_name(p.op), "num_computed_tokens + query length of row ", r.at, " = ", r.value,
+      raise_error(op, "num_computed_tokens + query length of row ", r.at, " = ", r.value,
                   " does not fit int32 seq_lens");
     default: return;
   }
 }
 
 void fail_group(const VllmStepParams& p, VllmFault f, int g, int64_t b, int64_t t, int64_t value) {
+  const char* op = vllm_step_op_name(p.op);
   switch (f) {
     case kVllmBadPosition:
-      raise_error(vllm_step_op_name(p.op), "positions[", t, "] = ", value, " is negative");
+      raise_error(op, "positions[", t, "] = ", value, " is negative");
     case kVllmBadBlockSize:
-      raise_error(vllm_step_op_name(p.op), "block_sizes[", g, "] = ", value, " is < 1");
+      raise_error(op, "block_sizes[", g, "] = ", value, " is < 1");
     case kVllmBadBlockColumn:
-      raise_error(vllm_step_op_name(p.op), "position of token ", t, " (row ", b, ") reads block column ",
-                  value, ", past block_tables[", g, "].size(1) = ", p.group[g].src_cols);
+      raise_error(op, "position of token ", t, " (row ", b, ") reads block column ", value,
+                  ", past block_tables[", g, "].size(1) = ", p.group[g].src_cols);
     case kVllmBadNumBlocks:
-      raise_error(vllm_step_op_name(p.op), "num_blocks[", g, ", ", p.idx_mapping[b], "] = ", value, " (row ",
-                  b, ") is outside [0, the block tables' width]");
+      raise_error(op, "num_blocks[", g, ", ", p.idx_mapping[b], "] = ", value, " (row ", b,
+                  ") is outside [0, the block tables' width]");
     default: return;
   }
 }

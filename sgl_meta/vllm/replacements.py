@@ -19,12 +19,10 @@ from .. import vllm_block_table as _bt
 from .. import vllm_flashinfer as _fi
 from .. import vllm_input_batch as _ib
 from .. import vllm_spec_decode as _sd
+from .targets import _BT
 
 PAD_SLOT_ID = -1
 """vLLM's ``vllm.v1.attention.backends.utils.PAD_SLOT_ID``; the plugin checks it is still -1."""
-
-
-_BLOCK_TABLES = "vllm.v1.worker.gpu.block_table.BlockTables"
 
 
 def _vllms_own(name: str):
@@ -32,7 +30,7 @@ def _vllms_own(name: str):
     KV-cache groups (one launch of ours takes at most that many)."""
     from .plugin import original
 
-    fn = original(f"{_BLOCK_TABLES}.{name}")
+    fn = original(f"{_BT}.BlockTables.{name}")
     if fn is None:
         raise RuntimeError(f"sgl-meta's BlockTables.{name}: {_bt.MAX_GROUPS} KV-cache groups at most, and "
                            "vLLM's own method is not at hand (the plugin did not install this one)")

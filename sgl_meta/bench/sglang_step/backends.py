@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -101,7 +101,7 @@ def _kit_case(module, backend_name: str, mode: str, bs: int):
     )
 
 
-def _runner(backend_name: str, mode: str, bs: int, context: int, device: str, dsa_decode: str = "flashmla_sparse"):
+def _runner(backend_name: str, mode: str, bs: int, context: int, device: str, dsa_decode: Optional[str] = None):
     if backend_name in MLA:
         from sglang.test.kits.attention_unittest.attention_methods import mla_attention as kit
 
@@ -546,7 +546,7 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
         flashinfer_planner.install()
     if backend_name == "flashinfer_mla":
         flashinfer_planner.install_mla()
-    runner = _runner(backend_name, mode, bs, context, device, **({"dsa_decode": dsa_decode} if dsa_decode else {}))
+    runner = _runner(backend_name, mode, bs, context, device, dsa_decode)
     publish_page_size()
     if topk != 1:
         from sglang.srt.runtime_context import get_context
