@@ -43,9 +43,10 @@ def _live(slots: torch.Tensor, cols_per_row: Optional[torch.Tensor], translate) 
     if cols_per_row is None:
         return translate(slots)
     live = torch.arange(slots.shape[1], device=slots.device) < cols_per_row[:, None]
-    out = torch.zeros(slots.shape, dtype=torch.int64, device=slots.device)
-    out[live] = translate(slots[live]).long()
-    return out
+    # A dead column reads as the sentinel slot -1 (in range for every mapping); masks, not
+    # boolean indexing, so that the reference stays capturable in a CUDA graph.
+    mapped = translate(torch.where(live, slots, torch.full_like(slots, -1))).long()
+    return torch.where(live, mapped, torch.zeros_like(mapped))
 
 
 def _write_columns(dst, values, cols_per_row):
