@@ -50,13 +50,14 @@ def _splits(lens: torch.Tensor, bs: int, num_group: int, num_head: int, num_kv_h
     mx = lens.max().clamp(min=1)
     mn = lens.min().clamp(min=1)
     mn = torch.where(mx * 8 < mn * 10, mx, mn)
-    c1 = _cdiv(mx, torch.minimum(_cdiv(mx, mn), torch.tensor(max_kv_splits, device=lens.device)))
+    # Constants as scalars, not device tensors: an H2D copy would keep the reference out of CUDA graphs.
+    c1 = _cdiv(mx, _cdiv(mx, mn).clamp(max=max_kv_splits))
     grow = torch.log2(mx.to(torch.float32) / 64.0).clamp(min=1.0)
-    ext_cores = (torch.tensor(float(device_core_count), dtype=torch.float32, device=lens.device) * grow).long()
+    ext_cores = (grow * float(device_core_count)).long()  # float32, as the kernel computes it
     kv_group = num_head // num_kv_head
     per_seq = num_head if kv_group == 1 else -(-num_head // min(16, kv_group))
     grid = bs * num_group * per_seq
-    s2 = torch.minimum(_cdiv(ext_cores.clamp(min=1), grid), torch.tensor(max_kv_splits, device=lens.device))
+    s2 = _cdiv(ext_cores.clamp(min=1), grid).clamp(max=max_kv_splits)
     c2 = _cdiv(mx, s2)
     return torch.maximum(_cdiv(lens, c1), _cdiv(lens, c2)).to(torch.int32), (mn < mx).to(torch.int32)
 
@@ -239,7 +240,7 @@ def build_draft_decode_kv_indices(
         return
     device = req_to_token.device
     lens = seq_lens[:bs].long()
-    prefix = torch.minimum(lens, torch.tensor(cap, device=device)) if cap else lens
+    prefix = lens.clamp(max=cap) if cap else lens
     req = req_pool_indices.long()
     width = kv_indices.shape[1]
     j = torch.arange(width, device=device)
