@@ -27,7 +27,7 @@ import torch
 
 import sgl_meta
 
-from . import loader, rows_dsa, rows_kv, rows_kv_indices, rows_mha
+from . import loader, rows_dsa, rows_flash_attention_metadata, rows_kv, rows_kv_indices, rows_mha
 from .fixtures import Context
 from .measure import first_call_seconds
 
@@ -168,6 +168,39 @@ def _draft_calls(ctx: Context, fns, impl: str, b: int) -> list:
     return [functools.partial(rows_kv_indices.draft_ours, fns.build_draft_decode_kv_indices, f, f.out[impl], b)]
 
 
+def _fa_calls(ctx: Context, fns, impl: str, b: int) -> list:
+    """FlashAttentionBackend's refreshes of one EAGLE step (3 steps, 4 draft tokens): the
+    two draft decodes (``seq_len_delta`` 1, 2), target verify (4), draft extend.
+    SGLang's kernel compiles once per delta: a ``constexpr``."""
+    fa = rows_flash_attention_metadata
+    f = fa._fixture(ctx)
+    o = f.out[impl]
+    calls = fa._decode_calls(f, {impl: fns.normal_decode_set_metadata}, bs=b, deltas=[1, 2, 4], swa=False)[impl]
+    calls.append(functools.partial(
+        fns.draft_extend_set_metadata, o["cache_seqlens0"][:b], o["cu_seqlens_k0"][: b + 1], o["cu_seqlens_q"][: b + 1],
+        o["page_table0"][:b], f.req_to_token, f.req_pool_indices[:b], f.lens[:b], f.extend[:b], fa.PAGE_SIZE))
+    return calls
+
+
+def _stream_calls(ctx: Context, fns, impl: str, b: int) -> list:
+    """The Triton backend's decode refresh (FlashInfer's is its first half): ``kv_indptr``,
+    SGLang's kv-indices gather, the split counts."""
+    kv = rows_kv_indices
+    f = ctx.fixture("kv_stream_cold", kv.ColdStreamFixture)
+    if impl == "upstream":
+        return [functools.partial(kv.upstream_stream, fns, f, f.out[impl], True, "decode", b)]
+    return [functools.partial(kv.ours_stream, fns.build_kv_indices, f, f.out[impl], True, "decode", b)]
+
+
+def _flashmla_calls(ctx: Context, fns, impl: str, b: int) -> list:
+    f = rows_kv_indices._fixture(ctx)
+    out = f.out[impl]["table"]
+    if impl == "upstream":
+        return [functools.partial(rows_kv_indices.flashmla_upstream, fns, f, out, b)]
+    return [functools.partial(fns.create_flashmla_kv_indices, f.req_to_token, f.req_pool_indices[:b], f.lens[:b],
+                              None, out, rows_kv_indices.PAGE_SIZE)]
+
+
 COLD = (
     ColdSpec("TRT-LLM MHA update, EAGLE step (2 draft decodes, verify, draft extend; SWA)", (loader.TRITON,),
              ("trtllm_mha_graph_metadata",), (rows_mha.UPDATE,), (rows_mha.UPDATE,), _mha_update_calls),
@@ -180,6 +213,14 @@ COLD = (
     ColdSpec("KV read table (v2p)", (loader.TRITON,), ("kv_read_table",), (rows_kv.TABLE,), (rows_kv.TABLE,), _kv_calls),
     ColdSpec("EAGLE draft decode kv indices (Triton backend's launch, 3 steps)", (loader.TRITON,),
              ("speculative_cache_locs",), ("build_draft_decode_kv_indices",), (rows_kv_indices.DRAFT,), _draft_calls),
+    ColdSpec("FlashAttention EAGLE step (2 draft decodes, verify, draft extend)", (loader.TRITON,),
+             ("flash_attention_metadata",), (rows_flash_attention_metadata.DECODE, rows_flash_attention_metadata.DRAFT_EXTEND),
+             (rows_flash_attention_metadata.DECODE, rows_flash_attention_metadata.DRAFT_EXTEND), _fa_calls),
+    ColdSpec("Triton decode kv_indptr + kv_indices + split counts (FlashInfer's: the first two)", (loader.TRITON,),
+             ("kv_indices", "attention_metadata_splits"), ("build_kv_indices",),
+             (rows_kv_indices.FLASHINFER, rows_kv_indices.SPLITS), _stream_calls),
+    ColdSpec("FlashMLA / TRT-LLM MLA block table", (loader.TRITON,), ("kv_indices",), ("create_flashmla_kv_indices",),
+             (rows_kv_indices.FLASHMLA,), _flashmla_calls),
 )
 
 

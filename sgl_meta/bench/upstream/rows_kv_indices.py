@@ -82,39 +82,40 @@ def _fixture(ctx) -> Fixture:
     return ctx.fixture("kv_indices", Fixture)
 
 
-def _upstream_stream(up, f: Fixture, out: dict, splits: bool, mode: str) -> None:
-    bs, lens, n = STREAM_BS, f.lens[:STREAM_BS], VERIFY_TOKENS
+def upstream_stream(up, f: Fixture, out: dict, splits: bool, mode: str, bs: int = STREAM_BS) -> None:
+    """SGLang's sequence over the first ``bs`` requests of ``f`` (a ``Fixture`` or ``ColdStreamFixture``)."""
+    lens, n = f.lens[:bs], VERIFY_TOKENS
     if mode != "decode":
         out["qo_indptr"][: bs + 1] = torch.arange(0, (1 + bs) * n, step=n, dtype=torch.int32, device=lens.device)
     if mode == "extend":
-        lens = torch.clamp(lens - f.extend, min=0).to(torch.int32)
+        lens = torch.clamp(lens - f.extend[:bs], min=0).to(torch.int32)
     out["kv_indptr"][1: bs + 1] = torch.cumsum(lens, dim=0)
     getattr(up, FLASHINFER)[(bs, 1)](f.req_to_token, f.req_pool_indices[:bs], lens, out["kv_indptr"], None,
                                      out["kv_indices"], f.req_to_token.stride(0))
     if splits:
         getattr(up, SPLITS)[(1,)](out["num_kv_splits"], lens, bs, 1, HEADS, KV_HEADS, MAX_SPLITS, CORES,
-                                  MAX_NUM_SEQ=256, uneven_batch_ptr=out["uneven_batch"])
+                                  MAX_NUM_SEQ=max(256, next_power_of_2(bs)), uneven_batch_ptr=out["uneven_batch"])
     if mode == "verify":
         out["mask_indptr"][1: bs + 1] = torch.cumsum(n * (lens + n), dim=0)
 
 
-def _ours_stream(fn, f: Fixture, out: dict, splits: bool, mode: str) -> None:
+def ours_stream(fn, f: Fixture, out: dict, splits: bool, mode: str, bs: int = STREAM_BS) -> None:
     extra = dict(num_kv_splits=out["num_kv_splits"], uneven_batch=out["uneven_batch"], num_head=HEADS,
                  num_kv_head=KV_HEADS, max_kv_splits=MAX_SPLITS, device_core_count=CORES) if splits else {}
     if mode == "verify":
         extra.update(qo_indptr=out["qo_indptr"], q_stride=VERIFY_TOKENS, mask_indptr=out["mask_indptr"])
     if mode == "extend":
-        extra.update(qo_indptr=out["qo_indptr"], q_stride=VERIFY_TOKENS, extend_seq_lens=f.extend)
-    fn(req_to_token=f.req_to_token, req_pool_indices=f.req_pool_indices[:STREAM_BS], seq_lens=f.lens[:STREAM_BS],
+        extra.update(qo_indptr=out["qo_indptr"], q_stride=VERIFY_TOKENS, extend_seq_lens=f.extend[:bs])
+    fn(req_to_token=f.req_to_token, req_pool_indices=f.req_pool_indices[:bs], seq_lens=f.lens[:bs],
        kv_indptr=out["kv_indptr"], kv_indices=out["kv_indices"], write_indptr=True, **extra)
 
 
 def build_stream(ctx, up, *, splits: bool, name: str, mode: str = "decode"):
     """A Triton / FlashInfer replay-prep row; mode: decode, verify (target verify) or extend (draft extend)."""
     f = _fixture(ctx)
-    calls = {impl: [functools.partial(_ours_stream, fn, f, f.out[impl], splits, mode)]
+    calls = {impl: [functools.partial(ours_stream, fn, f, f.out[impl], splits, mode)]
              for impl, fn in (("ours", sgl_meta.build_kv_indices), ("ref", reference.build_kv_indices))}
-    calls["upstream"] = [functools.partial(_upstream_stream, up, f, f.out["upstream"], splits, mode)]
+    calls["upstream"] = [functools.partial(upstream_stream, up, f, f.out["upstream"], splits, mode)]
     names = (["kv_indptr", "kv_indices"] + (["num_kv_splits", "uneven_batch"] if splits else [])
              + {"decode": [], "verify": ["qo_indptr", "mask_indptr"], "extend": ["qo_indptr"]}[mode])
     tokens = f.prefix_tokens if mode == "extend" else f.tokens
@@ -128,15 +129,32 @@ def build_stream(ctx, up, *, splits: bool, name: str, mode: str = "decode"):
                     regions={k: regions[k] for k in names})
 
 
+class ColdStreamFixture:
+    """The requests of the cold-start stream calls: ``ctx.max_bs`` rows of 16 pages (the
+    compiles, not the walk, are what is timed), outputs for every bucket."""
+
+    def __init__(self, ctx):
+        dev, n = ctx.device, ctx.max_bs
+        gen = generator(dev, ctx.seed * 7919 + 79)
+        self.req_to_token, self.req_pool_indices = request_pool(n, 16, PAGE_SIZE, dev, gen)
+        self.lens = uniform_lengths(n, 1, 16 * PAGE_SIZE, dev, gen)
+        tokens = int(self.lens.long().sum())  # once, at setup
+        self.out = OutputSets({"kv_indptr": ((n + 1,), torch.int32), "kv_indices": ((tokens,), torch.int32),
+                               "num_kv_splits": ((n,), torch.int32), "uneven_batch": ((1,), torch.int32)}, dev, gen)
+        self.out.poison["kv_indptr"][0] = 0  # as SGLang's buffer: zeroed, [0] never written
+        self.out.repoison(["kv_indptr"])
+
+
+def flashmla_upstream(up, f: Fixture, out: torch.Tensor, bs: int) -> None:
+    """SGLang's block-table launch over the first ``bs`` requests, as its MLA backends make it."""
+    blocks = -(-PAGES // (4096 // PAGE_SIZE))  # get_num_kv_index_blocks_flashmla(PAGES, PAGE_SIZE)
+    getattr(up, FLASHMLA)[(bs, blocks)](f.req_to_token, f.req_pool_indices[:bs], f.lens[:bs], None, out,
+                                        f.req_to_token.stride(0), out.stride(0), PAGED_SIZE=PAGE_SIZE)
+
+
 def build_flashmla(ctx, up, *, bs: int, name: str):
     f = _fixture(ctx)
-    blocks = -(-PAGES // (4096 // PAGE_SIZE))  # get_num_kv_index_blocks_flashmla(PAGES, PAGE_SIZE)
-
-    def upstream(out):
-        getattr(up, FLASHMLA)[(bs, blocks)](f.req_to_token, f.req_pool_indices[:bs], f.lens[:bs], None, out,
-                                            f.req_to_token.stride(0), out.stride(0), PAGED_SIZE=PAGE_SIZE)
-
-    calls = {"upstream": [functools.partial(upstream, f.out["upstream"]["table"])]}
+    calls = {"upstream": [functools.partial(flashmla_upstream, up, f, f.out["upstream"]["table"], bs)]}
     for impl, fn in (("ours", sgl_meta.create_flashmla_kv_indices), ("ref", reference.create_flashmla_kv_indices)):
         calls[impl] = [functools.partial(fn, f.req_to_token, f.req_pool_indices[:bs], f.lens[:bs], None,
                                          f.out[impl]["table"], PAGE_SIZE)]
