@@ -24,6 +24,7 @@ def test_rows_are_registered():
 @pytest.mark.parametrize("spec", rows.ROWS, ids=[s.name for s in rows.ROWS])
 def test_row_on_cpu(spec, monkeypatch):
     monkeypatch.setattr(rows, "PAGES", 16)
+    monkeypatch.setattr(rows, "PAGE1_WIDTH", 96)
     ctx = Context(device=torch.device("cpu"), seed=3, max_bs=256)
     row = spec.build(ctx, UP)
     assert {"upstream", "ours", "ref"} <= set(row.calls) and row.regions

@@ -8,7 +8,11 @@ a target verify (``seq_len_delta`` = 4 draft tokens, a Triton compile of its own
 upstream), the static SWA pool (token-slot mapping), batch 1, draft extend with
 SWA (``cu_seqlens_q``, ``swa_out_cache_loc``), and the multi-step draft: upstream
 records K = 3 calls (deltas 1, 2, 3, one per step backend), ours one launch into
-the 3 sets.
+the 3 sets. At page size 1 (the FA3 backend's default: a column per token, the
+table as wide as the batch's longest request, which the backend reads from the host
+copy of ``seq_lens``): 256 requests to 8k, 256 with one 128k request among ones to
+4k (a table of 128k columns whose rows are mostly past their lengths), one 128k
+request.
 
 What upstream defines (``regions``): ``cache_seqlens[:bs]``, ``cu_seqlens_k[:bs + 1]``,
 ``cu_seqlens_q[:bs + 1]``, the live prefix of each page-table row
@@ -139,6 +143,47 @@ def build_draft_extend(ctx, up, *, bs: int, name: str) -> Row:
     return make_row(f.out, names, name=name, group="flash attention", params=params, calls=calls, regions=regions)
 
 
+PAGE1_WIDTH = 131072  # SGLang's FA3 default, page size 1: one column per token of a 128k context
+
+
+class Page1Fixture:
+    """Page size 1 (the FA3 backend's default): ``bs`` requests whose tokens sit at shuffled
+    slots, lengths uniform in ``[1, PAGE1_WIDTH // div]`` and, ``skewed``, the last one a
+    whole context long, so the table's width (the host max, as the backend passes it) is
+    the long one's."""
+
+    def __init__(self, ctx, bs: int, div: int, skewed: bool):
+        dev = ctx.device
+        gen = generator(dev, ctx.seed * 7919 + 83 + bs)
+        short = PAGE1_WIDTH // div
+        self.req_to_token, self.req_pool_indices = request_pool(bs, PAGE1_WIDTH, 1, dev, gen)
+        self.lens = uniform_lengths(bs, 1, short, dev, gen)
+        if skewed:
+            self.lens[-1] = PAGE1_WIDTH - 8
+        self.width = PAGE1_WIDTH if skewed else short  # max_seq_pages: the batch's longest, in pages
+        i32 = torch.int32
+        self.out = OutputSets({"cache_seqlens": ((bs,), i32), "cu_seqlens_k": ((bs + 1,), i32),
+                               "page_table": ((bs, self.width), i32)}, dev, gen)
+
+
+def build_decode_page1(ctx, up, *, bs: int, div: int, skewed: bool, name: str) -> Row:
+    """``normal_decode_set_metadata`` at page size 1, as the FA3 backend calls it out of the graph."""
+    f = ctx.fixture(f"flash_attention_page1_{bs}_{div}_{skewed}",
+                    functools.partial(Page1Fixture, bs=bs, div=div, skewed=skewed))
+    calls = {}
+    for impl, fn in (("upstream", up.normal_decode_set_metadata), ("ours", sgl_meta.normal_decode_set_metadata),
+                     ("ref", reference.normal_decode_set_metadata)):
+        o = f.out[impl]
+        calls[impl] = [functools.partial(fn, o["cache_seqlens"], o["cu_seqlens_k"], o["page_table"], f.req_to_token,
+                                         f.req_pool_indices, f.width, f.lens, 0, 1)]
+    regions = {"cache_seqlens": (slice(0, bs),), "cu_seqlens_k": (slice(0, bs + 1),),
+               "page_table": prefix_mask(live_cols(f.lens, 1, f.width), (bs, f.width))}
+    params = dict(bs=bs, page_size=1, width_pages=f.width, lengths=f"uniform to {PAGE1_WIDTH // div}" + (
+        f", the last at {PAGE1_WIDTH - 8}" if skewed else ""))
+    return make_row(f.out, list(regions), name=name, group="flash attention", params=params, calls=calls,
+                    regions=regions)
+
+
 def _spec(name, ours, upstream, build, **kw) -> RowSpec:
     return RowSpec(name=name, group="flash attention", families=(TRITON,), ours=(ours,), upstream=(upstream,),
                    build=lambda ctx, up: build(ctx, up, name=name, **kw))
@@ -151,4 +196,8 @@ ROWS = (
     _spec("FA decode bs1", DECODE, DECODE, build_decode, bs=1, delta=0, swa=False),
     _spec(f"FA draft extend bs64 x {TOKENS}, SWA", DRAFT_EXTEND, DRAFT_EXTEND, build_draft_extend, bs=64),
     _spec(f"FA multi-step draft bs256, K={SETS} (upstream: {SETS} calls)", MULTI, DECODE, build_multi, bs=256),
+    _spec("FA decode page size 1, bs256 x 8k", DECODE, DECODE, build_decode_page1, bs=256, div=16, skewed=False),
+    _spec("FA decode page size 1, bs256: one 128k request, the rest to 4k", DECODE, DECODE, build_decode_page1,
+          bs=256, div=32, skewed=True),
+    _spec("FA decode page size 1, bs1 x 128k", DECODE, DECODE, build_decode_page1, bs=1, div=1, skewed=True),
 )
