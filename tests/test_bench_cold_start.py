@@ -17,7 +17,7 @@ from helpers import triton_interpreter
 from sgl_meta.bench.upstream import coldstart, rows_flash_attention_metadata, rows_kv_indices
 from sgl_meta.bench.upstream.fixtures import Context, live_cols
 
-BUCKETS = (1, 3, 64)  # the kv-indices fixture holds at least 64 requests
+BUCKETS = (1, 3, 64, 300)  # the kv-indices fixture holds at least 64 requests; past 256 the split kernel widens
 
 
 class _Interpreted:
@@ -84,6 +84,8 @@ def test_flash_attention_eagle_step(ctx):
         # set 0 last written by the draft extend (delta 0) over the decode's delta-1 prefix
         for k, delta in enumerate((1, 2, 4)):
             assert torch.equal(ours[f"cache_seqlens{k}"][:b], up[f"cache_seqlens{k}"][:b]), (b, k)
+            if k:  # the draft steps' and verify's deltas, as the backend's replays pass them
+                assert torch.equal(ours[f"cache_seqlens{k}"][:b], f.lens[:b] + delta), (b, k)
             assert torch.equal(ours[f"cu_seqlens_k{k}"][: b + 1], up[f"cu_seqlens_k{k}"][: b + 1]), (b, k)
             live = _live_prefix(f.lens[:b] + delta, fa.PAGE_SIZE, fa.PAGES, b)
             assert torch.equal(ours[f"page_table{k}"][:b][live], up[f"page_table{k}"][:b][live]), (b, k)
@@ -113,3 +115,6 @@ def test_flashmla_block_table(ctx):
         up, ours = f.out["upstream"]["table"], f.out["ours"]["table"]
         live = _live_prefix(f.lens[:b], rows_kv_indices.PAGE_SIZE, rows_kv_indices.PAGES, b)
         assert live.any() and torch.equal(ours[:b][live], up[:b][live]), b
+        if b < max(BUCKETS):  # the bucket's rows only
+            assert torch.equal(ours[b:], f.out.poison["table"][b:]) and torch.equal(up[b:], ours[b:]), b
+        f.out.repoison(["table"])

@@ -39,3 +39,17 @@ def test_row_on_cpu(spec, monkeypatch):
     first = tuple(inside.nonzero()[0].tolist())
     row.outputs["upstream"][name][first] += 1
     assert len(check_row(row, "eager")) == 1
+
+
+@pytest.mark.parametrize("spec", [s for s in rows.ROWS if "page size 1" in s.name], ids=lambda s: s.name)
+def test_page1_rows_call_as_the_backend_replays(spec, monkeypatch):
+    """FlashAttentionBackend's decode replay: page size 1, seq_len_delta 0 and its static width
+    (max_num_pages), whatever the batch's lengths."""
+    monkeypatch.setattr(rows, "PAGE1_WIDTH", 96)
+    up = type("Up", (), {"normal_decode_set_metadata": staticmethod(lambda *a, **k: None)})()
+    row = spec.build(Context(device=torch.device("cpu"), seed=3, max_bs=256), up)
+    (call,) = row.calls["ours"]
+    assert call.args[5] == 96 and call.args[7] == 0 and call.args[8] == 1  # max_seq_pages, seq_len_delta, page_size
+    call()
+    assert torch.equal(row.outputs["ours"]["cache_seqlens"], call.args[6].to(torch.int32))
+    assert row.outputs["ours"]["page_table"].shape[1] == 96

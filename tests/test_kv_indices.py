@@ -118,6 +118,21 @@ def test_zero_lengths_count_as_one_in_the_splits(device):
     assert_outputs_equal(got, run(reference.build_kv_indices, kw), "zero lengths")
 
 
+def test_split_counts_round_the_core_estimate_in_float32(device):
+    """get_num_kv_splits_triton scales the core count by log2(max / 64) in float32; here float64
+    would round the other way (26 splits instead of 27)."""
+    n = 741455
+    kw = dict(req_to_token=torch.arange(n, dtype=torch.int32, device=device).view(1, n),
+              req_pool_indices=torch.tensor([0], device=device), seq_lens=torch.tensor([n], device=device),
+              kv_indptr=torch.zeros(2, dtype=torch.int32, device=device),
+              kv_indices=torch.zeros(n, dtype=torch.int32, device=device), write_indptr=True,
+              num_kv_splits=torch.zeros(1, dtype=torch.int32, device=device),
+              uneven_batch=torch.zeros(1, dtype=torch.int32, device=device), num_head=1, num_kv_head=1,
+              max_kv_splits=64, device_core_count=2)
+    for fn in (sgl_meta.build_kv_indices, reference.build_kv_indices):
+        assert run(fn, kw)["num_kv_splits"].tolist() == [27], fn
+
+
 def test_create_flashinfer_kv_indices_is_the_op_reading_indptr(gen, device):
     for case in (Case(kv_start=True, gaps=True), Case(entry_page_size=8, width=30, token_mapping=True)):
         kw = make(case, gen, device)

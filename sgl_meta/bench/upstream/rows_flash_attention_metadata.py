@@ -8,11 +8,10 @@ a target verify (``seq_len_delta`` = 4 draft tokens, a Triton compile of its own
 upstream), the static SWA pool (token-slot mapping), batch 1, draft extend with
 SWA (``cu_seqlens_q``, ``swa_out_cache_loc``), and the multi-step draft: upstream
 records K = 3 calls (deltas 1, 2, 3, one per step backend), ours one launch into
-the 3 sets. At page size 1 (the FA3 backend's default: a column per token, the
-table as wide as the batch's longest request, which the backend reads from the host
-copy of ``seq_lens``): 256 requests to 8k, 256 with one 128k request among ones to
-4k (a table of 128k columns whose rows are mostly past their lengths), one 128k
-request.
+the 3 sets. At page size 1 (the FA3 backend's default: a column per token; the
+backend passes its static width, ``ceil(max_context_len / page_size)``, here 128k
+columns, whatever the batch's lengths): 256 requests to 8k, 256 with one 128k request
+among ones to 4k, one 128k request; most of each table lies past its rows' lengths.
 
 What upstream defines (``regions``): ``cache_seqlens[:bs]``, ``cu_seqlens_k[:bs + 1]``,
 ``cu_seqlens_q[:bs + 1]``, the live prefix of each page-table row
@@ -149,8 +148,7 @@ PAGE1_WIDTH = 131072  # SGLang's FA3 default, page size 1: one column per token 
 class Page1Fixture:
     """Page size 1 (the FA3 backend's default): ``bs`` requests whose tokens sit at shuffled
     slots, lengths uniform in ``[1, PAGE1_WIDTH // div]`` and, ``skewed``, the last one a
-    whole context long, so the table's width (the host max, as the backend passes it) is
-    the long one's."""
+    whole context long; the table ``PAGE1_WIDTH`` columns wide, the backend's static width."""
 
     def __init__(self, ctx, bs: int, div: int, skewed: bool):
         dev = ctx.device
@@ -160,14 +158,14 @@ class Page1Fixture:
         self.lens = uniform_lengths(bs, 1, short, dev, gen)
         if skewed:
             self.lens[-1] = PAGE1_WIDTH - 8
-        self.width = PAGE1_WIDTH if skewed else short  # max_seq_pages: the batch's longest, in pages
+        self.width = PAGE1_WIDTH  # max_seq_pages: FlashAttentionBackend.max_num_pages, whatever the lengths
         i32 = torch.int32
         self.out = OutputSets({"cache_seqlens": ((bs,), i32), "cu_seqlens_k": ((bs + 1,), i32),
                                "page_table": ((bs, self.width), i32)}, dev, gen)
 
 
 def build_decode_page1(ctx, up, *, bs: int, div: int, skewed: bool, name: str) -> Row:
-    """``normal_decode_set_metadata`` at page size 1, as the FA3 backend calls it out of the graph."""
+    """``normal_decode_set_metadata`` at page size 1, as the FA3 backend's decode replay calls it."""
     f = ctx.fixture(f"flash_attention_page1_{bs}_{div}_{skewed}",
                     functools.partial(Page1Fixture, bs=bs, div=div, skewed=skewed))
     calls = {}

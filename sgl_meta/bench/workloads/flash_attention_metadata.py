@@ -14,9 +14,9 @@ destination set:
 
 The page table has ``page_size``-token columns (1, SGLang's default, for this
 preset: one column per token). A refresh writes each row's live prefix and leaves
-the columns past it as they were. Eager steps pass ``bs`` = running requests and
-``max_seq_pages`` from the host max of ``seq_lens`` (what the backend reads from
-``seq_lens_cpu``); captured steps the bucket size and the full width.
+the columns past it as they were. Every refresh passes the full width as
+``max_seq_pages`` (the backend's static ``max_num_pages``, whatever the lengths);
+eager steps ``bs`` = running requests, captured steps the bucket size.
 """
 
 from __future__ import annotations
@@ -87,6 +87,9 @@ class FlashAttentionMetadata(DecodeStepBase):
         return [self._call(impl, out, [(self._set(out, r, bs), r.seqlen_offset)], r, k, bs, self._max_seq_pages(step, r))
                 for k, r in enumerate(self.plan)]
 
+    def _max_seq_pages(self, step: Optional[Step], r: Refresh) -> int:
+        return self.width  # FlashAttentionBackend passes max_num_pages = ceil(max_context_len / page_size)
+
     def bytes_moved(self, step: Step, bucket: int, mode: str) -> int:
         return sum(self._refresh_bytes(step, bucket, mode, r) for r in self.plan)
 
@@ -110,7 +113,7 @@ class FlashAttentionSpecOneLaunch(DraftsInOneLaunch, FlashAttentionMetadata):
     ``update_flash_attention_metadata`` of S - 1 sets (what the ``sgl_meta.sglang``
     hook on ``FlashAttentionMultiStepBackend.init_forward_metadata_out_graph`` runs);
     verify and draft extend stay single calls. Next to the one-set row it is the
-    per-step before/after. Every set's width is the widest draft step's.
+    per-step before/after. Every set is the full width, as the one-set calls.
     """
 
     label = "fa EAGLE, drafts in 1 launch"
