@@ -197,8 +197,7 @@ def _flashmla_calls(ctx: Context, fns, impl: str, b: int) -> list:
     out = f.out[impl]["table"]
     if impl == "upstream":
         return [functools.partial(rows_kv_indices.flashmla_upstream, fns, f, out, b)]
-    return [functools.partial(fns.create_flashmla_kv_indices, f.req_to_token, f.req_pool_indices[:b], f.lens[:b],
-                              None, out, rows_kv_indices.PAGE_SIZE)]
+    return [functools.partial(rows_kv_indices.flashmla_ours, fns.create_flashmla_kv_indices, f, out, b)]
 
 
 COLD = (

@@ -152,12 +152,15 @@ def flashmla_upstream(up, f: Fixture, out: torch.Tensor, bs: int) -> None:
                                         f.req_to_token.stride(0), out.stride(0), PAGED_SIZE=PAGE_SIZE)
 
 
+def flashmla_ours(fn, f: Fixture, out: torch.Tensor, bs: int) -> None:
+    fn(f.req_to_token, f.req_pool_indices[:bs], f.lens[:bs], None, out, PAGE_SIZE)
+
+
 def build_flashmla(ctx, up, *, bs: int, name: str):
     f = _fixture(ctx)
     calls = {"upstream": [functools.partial(flashmla_upstream, up, f, f.out["upstream"]["table"], bs)]}
     for impl, fn in (("ours", sgl_meta.create_flashmla_kv_indices), ("ref", reference.create_flashmla_kv_indices)):
-        calls[impl] = [functools.partial(fn, f.req_to_token, f.req_pool_indices[:bs], f.lens[:bs], None,
-                                         f.out[impl]["table"], PAGE_SIZE)]
+        calls[impl] = [functools.partial(flashmla_ours, fn, f, f.out[impl]["table"], bs)]
     regions = {"table": prefix_mask(live_cols(f.lens[:bs], PAGE_SIZE, PAGES), (f.n, PAGES))}
     return make_row(f.out, ["table"], name=name, group="kv indices",
                     params=dict(bs=bs, page_size=PAGE_SIZE, max_pages=PAGES, lengths="uniform"), calls=calls,
