@@ -143,6 +143,31 @@ def test_cuda_equals_cpu(shape, int32, expand_lens, full, gen):
     assert_equal(run(sgl_meta.flash_attention_draft_decode_topk, on_cuda(kw)), formula(kw), str(shape))
 
 
+# Past 16,384 prefix blocks (bs x 128-column chunks) each request gets 16384 // bs
+# blocks that loop over its chunks (page size 1 at the backend's static width): both
+# sides of that bound, and one block per request.
+WIDE = [dict(bs=128, topk=2, num_steps=3, sets=2, page_size=1, max_seq_pages=16384),
+        dict(bs=130, topk=2, num_steps=3, sets=2, page_size=1, max_seq_pages=16384),
+        dict(bs=131, topk=3, num_steps=4, sets=3, page_size=2, max_seq_pages=16000),
+        dict(bs=8200, topk=2, num_steps=2, sets=1, page_size=1, max_seq_pages=129)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("skewed", [False, True], ids=["uniform", "skewed"])
+@pytest.mark.parametrize("shape", WIDE, ids=str)
+def test_cuda_equals_cpu_wide_grids(shape, skewed, gen):
+    kw = _call(gen, shape)
+    if skewed:  # most prefixes short, one in 16 to the table's width
+        ctx = kw["req_to_token"].shape[1]
+        lens = torch.randint(0, 300, (shape["bs"],), generator=gen)
+        long = torch.rand(shape["bs"], generator=gen) < 1 / 16
+        lens[long] = torch.randint(ctx // 2, ctx + 1, (int(long.sum()),), generator=gen)
+        kw["seq_lens"] = lens
+    cpu = run(sgl_meta.flash_attention_draft_decode_topk, kw)
+    assert_equal(run(sgl_meta.flash_attention_draft_decode_topk, on_cuda(kw)), cpu, f"{shape}, skewed={skewed}")
+    assert_equal(cpu, run(reference.flash_attention_draft_decode_topk, kw), "cpu vs reference")
+
+
 @pytest.mark.gpu
 def test_graph_replay_sees_new_values(gen):
     """Capture once, then replay after rewriting the lengths, rows, slots and draft slots."""

@@ -405,6 +405,67 @@ def test_swa_spec_cuda_equals_cpu(shape, gen):
     assert_cuda_equals_cpu(sgl_meta.prepare_swa_spec_page_table_triton, kw, str(shape))
 
 
+# Past 16,384 page blocks (bs x 128-column chunks) the kernel gives each row G =
+# 16384 // bs blocks that loop over its chunks (page size 1 at a 128k static width):
+# cases on both sides of that bound, a partial last chunk, G = 1, and every translation.
+WIDE_CASES = [
+    FaCase(bs=128, page_size=1, max_seq_pages=16384, pool=129),  # 16,384 blocks: one per chunk
+    FaCase(bs=130, page_size=1, max_seq_pages=16384, pool=131, delta=1),  # 16,640: G = 126
+    FaCase(bs=129, page_size=1, max_seq_pages=16300, pool=130, index_dtype=torch.int64),
+    FaCase(bs=20000, page_size=16, max_seq_pages=200, pool=64),  # G = 1: each row one block
+    FaCase(bs=200, page_size=1, max_seq_pages=12000, pool=201, swa="mapping", zero_tail=True,
+           negative_slots=True),
+    FaCase(bs=150, page_size=2, max_seq_pages=15000, pool=151, full_v2p=True, swa="v2p", zero_tail=True,
+           negative_slots=True),
+]
+
+
+def _skewed(kw: dict, gen, case: FaCase) -> dict:
+    """Most rows short, one in 16 to its full width (the static-width decode at page size 1)."""
+    ctx = kw["req_to_token"].shape[1]
+    lens = torch.randint(0, 300, (case.bs,), generator=gen)
+    long = torch.rand(case.bs, generator=gen) < 1 / 16
+    lens[long] = torch.randint(ctx // 2, ctx + 1, (int(long.sum()),), generator=gen)
+    kw["seq_lens"] = lens.to(kw["seq_lens"].dtype)
+    return kw
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("skewed", [False, True], ids=["uniform", "skewed"])
+@pytest.mark.parametrize("case", WIDE_CASES, ids=str)
+def test_decode_cuda_equals_cpu_wide_grids(case, skewed, gen):
+    kw = decode_call(case, gen)
+    if skewed:
+        kw = _skewed(kw, gen, case)
+    assert_cuda_equals_cpu(sgl_meta.normal_decode_set_metadata, kw, f"{case}, skewed={skewed}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [WIDE_CASES[1], WIDE_CASES[4], WIDE_CASES[5]], ids=str)
+def test_multi_wide_grids(case, gen):
+    """Several sets through the looping blocks, each set's own live columns; in a
+    CUDA graph whose replays see new lengths."""
+    kw = _skewed(decode_call(dataclasses.replace(case, delta=0), gen), gen, case)
+    static, _ = _multi_kwargs(on_cuda(kw), [0, 1, 3])
+    graph = capture_cuda_graph(lambda: sgl_meta.update_flash_attention_metadata(**static))
+    for _ in range(2):
+        fresh = _skewed(decode_call(dataclasses.replace(case, delta=0), gen), gen, case)
+        for k in ("req_to_token", "req_pool_indices", "seq_lens", "full_to_swa_index_mapping", "full_v2p",
+                  "swa_v2p"):
+            if static.get(k) is not None:
+                static[k].copy_(fresh[k])
+        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
+            for t in static[k] or []:
+                t.fill_(POISON)
+        want, _ = _multi_kwargs(fresh, [0, 1, 3])
+        sgl_meta.update_flash_attention_metadata(**want)
+        graph.replay()
+        torch.cuda.synchronize()
+        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
+            for a, b in zip(static[k] or [], want[k] or []):
+                assert torch.equal(a.cpu(), b), k
+
+
 def _refill(dst: dict, src: dict) -> None:
     for k, v in src.items():
         if isinstance(v, torch.Tensor):

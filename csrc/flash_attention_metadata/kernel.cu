@@ -8,7 +8,9 @@
 //   [1, 1 + bs * chunks)       one (row, 128-column chunk) of every set's page
 //                              table (+ SWA table): each slot is gathered once
 //                              and stored into every set whose live prefix
-//                              covers it (zero_tail: zeros up to max_seq_pages)
+//                              covers it (zero_tail: zeros up to max_seq_pages);
+//                              past kNarrowBlocks such blocks, G per row, each
+//                              looping over every G-th chunk of its row
 //   [.., + out_blocks)         swa_out_cache_loc
 //
 // flash_attention_verify_expand: one block, one row per thread and pass; two
@@ -16,9 +18,10 @@
 // lengths), a row's mask entries and req_to_token slots loaded together.
 //
 // flash_attention_draft_decode_topk: blocks [0, bs * chunks) one (request,
-// 128-column chunk) of the prefix tables, each slot gathered once and stored
-// into every set; then one draft row per thread (its request's prefix length
-// from the row's first branch), the draft slots loaded 8 at a time.
+// 128-column chunk) of the prefix tables (looping past kNarrowBlocks, as
+// above), each slot gathered once and stored into every set; then one draft
+// row per thread (its request's prefix length from the row's first branch),
+// the draft slots loaded 8 at a time.
 // The page blocks size their work from seq_lens themselves (no dependency on
 // the scan block); a hostile length only changes which in-bounds columns are
 // written before the scan block's assert.
@@ -37,6 +40,10 @@ constexpr int kThreads = 128;
 constexpr int kScanThreads = kThreads;
 constexpr int kScanWarps = kScanThreads / 32;
 constexpr int64_t kPagesPerBlock = kThreads;  // one column per thread
+// Page blocks past which a row's blocks loop over its chunks (page_row), and
+// the chunks a looping block loads together.
+constexpr int64_t kNarrowBlocks = 16384;
+constexpr int kWideSteps = 4;
 constexpr int kOutPerThread = 4;
 constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
 
@@ -166,29 +173,23 @@ __device__ void scan_block(const Args<kSlots>& a) {
   }
 }
 
+// Column c of row `row`: its entry in every set's table (set s covers c when
+// its first token lies below len_s; zero_tail zeros the rest). `slot` is
+// req_to_token's entry at the column's first token when `read`; a row whose
+// req lies outside the pool writes nothing (its caller reports it).
 // kPlain: no v2p, no SWA table, no swa_out_cache_loc (a static pool without a
 // sliding window, the usual decode): those paths are compiled out, so a block
 // runs (and, with cold caches, fetches) a short straight-line path. kOneSet:
 // one destination set (no loop over sets).
 template <bool kPlain, int kSlots>
-__device__ void page_block(const Args<kSlots>& a, uint32_t row, uint32_t chunk) {
+__device__ __forceinline__ void store_column(const Args<kSlots>& a, uint32_t row, int64_t seq,
+                                             bool req_in_pool, int64_t c, int32_t slot, bool read,
+                                             bool live) {
   constexpr bool kOneSet = kSlots == 1;
   const FaInputs& in = a.in;
   const int sets = kOneSet ? 1 : a.num_sets;
-  // The row's scalars are loaded first, before any branch: the parameter
-  // block is fetched afresh for every launch, and a parameter read behind a
-  // branch is a second fetch in the chain (the pointers in one round trip,
-  // then the loads they feed). row < bs, so every thread may load them.
-  const int64_t req = in.req_pool_indices[row];
-  const int64_t seq = in.seq_lens[row];
-  const int64_t c = int64_t{chunk} * kPagesPerBlock + threadIdx.x;
-  if (c >= in.max_seq_pages) return;
-  // c_tok = c * page_size, the column's first token; with fa_page's capped
-  // shift, c < fa_columns(len) <=> c_tok < len for any int32 len (c_tok >= 0
-  // rules out len <= 0; a capped shift leaves only column 0).
   const int shift = fa_shift(in.page.shift);
   const int64_t c_tok = c << shift;
-  const int32_t* col_in = in.req_to_token + c_tok;
   // A set's columns are those whose first token lies below its length (the
   // widest set is the one with the largest delta); each is recomputed where it
   // is used rather than kept in an array indexed by the run-time set number,
@@ -196,16 +197,6 @@ __device__ void page_block(const Args<kSlots>& a, uint32_t row, uint32_t chunk) 
   const auto covers = [&](int32_t delta) {
     return c_tok < static_cast<int32_t>(fa_len(seq, delta));
   };
-  const bool live = covers(a.max_delta);
-  const bool req_in_pool = req >= 0 && req < in.pool_size;
-  if (req_in_pool && !live && !in.zero_tail) return;
-  // A bad req reads and writes nothing, and is reported last: a check between
-  // the loads and the stores would split the path in two, and the compiler
-  // would then form the store address only once the slot had arrived.
-  const bool read = live && req_in_pool;
-  // Evict-first: each slot is read once; the v2p / mapping entries read next
-  // are what L2 should keep.
-  const int32_t slot = read ? load_once(col_in + req * in.req_to_token_stride) : 0;
   const int64_t vpage = fa_vpage(slot, shift);
   int64_t full = 0, swa = 0;
   if (read) {
@@ -246,10 +237,79 @@ __device__ void page_block(const Args<kSlots>& a, uint32_t row, uint32_t chunk) 
       a.set[s].swa_page_table[row * a.set[s].swa_page_table_stride + c] =
           mine ? static_cast<int32_t>(swa) : 0;
   }
-  SGL_DEVICE_CHECK_COLD(req_in_pool,
+}
+
+__device__ __forceinline__ bool req_fits(const FaInputs& in, int64_t req) {
+  return req >= 0 && req < in.pool_size;
+}
+
+__device__ __forceinline__ void check_req(const FaInputs& in, uint32_t row, int64_t req) {
+  SGL_DEVICE_CHECK_COLD(req_fits(in, req),
                         "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) "
                         "= %lld)",
                         op_name(), row, (long long)req, (long long)in.pool_size);
+}
+
+// One (row, 128-column chunk): one column per thread.
+template <bool kPlain, int kSlots>
+__device__ void page_block(const Args<kSlots>& a, uint32_t row, uint32_t chunk) {
+  const FaInputs& in = a.in;
+  // The row's scalars are loaded first, before any branch: the parameter
+  // block is fetched afresh for every launch, and a parameter read behind a
+  // branch is a second fetch in the chain (the pointers in one round trip,
+  // then the loads they feed). row < bs, so every thread may load them.
+  const int64_t req = in.req_pool_indices[row];
+  const int64_t seq = in.seq_lens[row];
+  const int64_t c = int64_t{chunk} * kPagesPerBlock + threadIdx.x;
+  if (c >= in.max_seq_pages) return;
+  // c_tok = c * page_size, the column's first token; with fa_page's capped
+  // shift, c < fa_columns(len) <=> c_tok < len for any int32 len (c_tok >= 0
+  // rules out len <= 0; a capped shift leaves only column 0).
+  const int64_t c_tok = c << fa_shift(in.page.shift);
+  const bool live = c_tok < static_cast<int32_t>(fa_len(seq, a.max_delta));
+  const bool req_in_pool = req_fits(in, req);
+  if (req_in_pool && !live && !in.zero_tail) return;
+  // A bad req reads and writes nothing, and is reported last: a check between
+  // the loads and the stores would split the path in two, and the compiler
+  // would then form the store address only once the slot had arrived.
+  const bool read = live && req_in_pool;
+  // Evict-first: each slot is read once; the v2p / mapping entries read next
+  // are what L2 should keep.
+  const int32_t slot = read ? load_once(in.req_to_token + c_tok + req * in.req_to_token_stride) : 0;
+  store_column<kPlain>(a, row, seq, req_in_pool, c, slot, read, live);
+  check_req(in, row, req);
+}
+
+// Wide grids (bs * chunks past kNarrowBlocks: page size 1 at the FA3 backend's
+// static width, 128k columns for a 128k model, nearly all past their rows'
+// lengths): a row gets a.chunks.divisor = G blocks, and block g takes the
+// row's 128-column chunks g, g + G, g + 2G, ... below its end, kWideSteps
+// chunks at a time with their slots loaded together. A chunk past the end
+// costs nothing, where a block of its own would be launched and retired.
+template <bool kPlain, int kSlots>
+__device__ void page_row(const Args<kSlots>& a, uint32_t row, uint32_t g) {
+  const FaInputs& in = a.in;
+  const int64_t req = in.req_pool_indices[row];
+  const int64_t seq = in.seq_lens[row];
+  check_req(in, row, req);
+  const int64_t live_end = fa_columns(in, static_cast<int32_t>(fa_len(seq, a.max_delta)));
+  const int64_t end = in.zero_tail ? in.max_seq_pages : live_end;
+  const int shift = fa_shift(in.page.shift);
+  const int32_t* tokens = in.req_to_token + req * in.req_to_token_stride;
+  const int64_t stride = int64_t{a.chunks.divisor} * kPagesPerBlock;
+  for (int64_t c0 = int64_t{g} * kPagesPerBlock + threadIdx.x; c0 < end; c0 += kWideSteps * stride) {
+    int32_t slot[kWideSteps];
+#pragma unroll
+    for (int k = 0; k < kWideSteps; ++k) {
+      const int64_t c = c0 + k * stride;
+      slot[k] = c < live_end ? load_once(tokens + (c << shift)) : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < kWideSteps; ++k) {
+      const int64_t c = c0 + k * stride;
+      if (c < end) store_column<kPlain>(a, row, seq, true, c, slot[k], c < live_end, c < live_end);
+    }
+  }
 }
 
 template <int kSlots>
@@ -275,7 +335,7 @@ __device__ void swa_out_block(const Args<kSlots>& a, int64_t block) {
   }
 }
 
-template <bool kPlain, int kSlots>
+template <bool kPlain, bool kWide, int kSlots>
 __global__ void __launch_bounds__(kScanThreads) metadata_kernel(const __grid_constant__ Args<kSlots> a) {
   const uint32_t b = blockIdx.x;
   if (b == 0) {
@@ -284,20 +344,31 @@ __global__ void __launch_bounds__(kScanThreads) metadata_kernel(const __grid_con
   }
   if (kPlain || b - 1 < a.page_blocks) {  // plain: no swa_out blocks after the page blocks
     const uint32_t row = a.chunks.div(b - 1);
-    page_block<kPlain>(a, row, b - 1 - row * a.chunks.divisor);
+    if (kWide)
+      page_row<kPlain>(a, row, b - 1 - row * a.chunks.divisor);
+    else
+      page_block<kPlain>(a, row, b - 1 - row * a.chunks.divisor);
   } else if (!kPlain) {
     swa_out_block(a, int64_t{b} - 1 - a.page_blocks);
   }
 }
 
-template <int kSlots>
-void launch_with(Args<kSlots> a, const FaDest* sets, unsigned grid, bool plain,
-                 cudaStream_t stream) {
+template <bool kWide, int kSlots>
+void launch_with(Args<kSlots> a, const FaDest* sets, unsigned grid, bool plain, cudaStream_t stream) {
   for (int s = 0; s < a.num_sets; ++s) a.set[s] = sets[s];
   if (plain)
-    metadata_kernel<true, kSlots><<<grid, kScanThreads, 0, stream>>>(a);
+    metadata_kernel<true, kWide, kSlots><<<grid, kScanThreads, 0, stream>>>(a);
   else
-    metadata_kernel<false, kSlots><<<grid, kScanThreads, 0, stream>>>(a);
+    metadata_kernel<false, kWide, kSlots><<<grid, kScanThreads, 0, stream>>>(a);
+}
+
+template <int kSlots>
+void launch_with(Args<kSlots> a, const FaDest* sets, unsigned grid, bool plain, bool wide,
+                 cudaStream_t stream) {
+  if (wide)
+    launch_with<true>(a, sets, grid, plain, stream);
+  else
+    launch_with<false>(a, sets, grid, plain, stream);
 }
 
 const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
@@ -309,9 +380,12 @@ const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
     max_delta = !any_table || sets[s].delta > max_delta ? sets[s].delta : max_delta;
     any_table = true;
   }
-  const int64_t chunks =
+  const int64_t all_chunks =
       in.tables && any_table ? (in.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock : 0;
   const int64_t out_blocks = (in.swa_out_len + kOutPerBlock - 1) / kOutPerBlock;
+  // Blocks per row: one per chunk, or G = kNarrowBlocks / bs that loop.
+  const bool wide = all_chunks > 0 && in.bs * all_chunks > kNarrowBlocks;
+  const int64_t chunks = wide ? max_i64(kNarrowBlocks / in.bs, 1) : all_chunks;
   if (chunks > 0 && in.bs > (INT32_MAX - 1) / chunks)
     return "grid too large (bs * max_seq_pages out of range)";
   const int64_t page_blocks = in.bs * chunks;
@@ -322,10 +396,10 @@ const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
   const bool plain = !in.full_v2p.present() && !in.swa_table && out_blocks == 0;
   const auto p = static_cast<uint32_t>(page_blocks);
   if (n == 1)
-    launch_with(Args<1>{n, max_delta, first_set, chunk_div, p, in, {}}, sets, grid, plain, stream);
+    launch_with(Args<1>{n, max_delta, first_set, chunk_div, p, in, {}}, sets, grid, plain, wide, stream);
   else
-    launch_with(Args<kFaMaxSetsPerLaunch>{n, max_delta, first_set, chunk_div, p, in, {}}, sets,
-                grid, plain, stream);
+    launch_with(Args<kFaMaxSetsPerLaunch>{n, max_delta, first_set, chunk_div, p, in, {}}, sets, grid, plain,
+                wide, stream);
   return nullptr;
 }
 
@@ -479,6 +553,12 @@ struct DraftArgs {
 
 __device__ __forceinline__ const char* draft_name() { return "flash_attention_draft_decode_topk"; }
 
+__device__ __forceinline__ void check_draft_req(const FaDraftTopkParams& p, int64_t b, int64_t req) {
+  SGL_DEVICE_CHECK_COLD(req >= 0 && req < p.pool_size,
+                        "%s: req_pool_indices[%lld] = %lld is outside [0, req_to_token.size(0) = %lld)",
+                        draft_name(), (long long)b, (long long)req, (long long)p.pool_size);
+}
+
 __device__ void draft_page_block(const FaDraftTopkParams& p, uint32_t b, uint32_t chunk) {
   const int64_t c = int64_t{chunk} * kDraftColumns + threadIdx.x;
   const int shift = fa_shift(p.page.shift);
@@ -486,11 +566,35 @@ __device__ void draft_page_block(const FaDraftTopkParams& p, uint32_t b, uint32_
   const int64_t seq = p.seq_lens[b];
   // A hostile length writes nothing here; the row thread reports it.
   if (c >= (length_fits(seq) ? fa_draft_columns(p, seq) : 0)) return;
-  SGL_DEVICE_CHECK_COLD(req >= 0 && req < p.pool_size,
-                        "%s: req_pool_indices[%u] = %lld is outside [0, req_to_token.size(0) = %lld)",
-                        draft_name(), b, (long long)req, (long long)p.pool_size);
+  check_draft_req(p, b, req);
   const int32_t page = fa_page(load_once(p.req_to_token + req * p.req_to_token_stride + (c << shift)), shift);
   for (int s = 0; s < p.num_sets; ++s) p.set[s].page_table[b * p.set[s].page_table_stride + c] = page;
+}
+
+// Past kNarrowBlocks (page size 1 at the backend's static width): G blocks per
+// request, each over every G-th chunk below its prefix length (page_row).
+__device__ void draft_page_row(const FaDraftTopkParams& p, uint32_t b, uint32_t g, uint32_t blocks_per_row) {
+  const int shift = fa_shift(p.page.shift);
+  const int64_t req = p.req_pool_indices[b];
+  const int64_t seq = p.seq_lens[b];
+  const int64_t end = length_fits(seq) ? fa_draft_columns(p, seq) : 0;
+  if (end > 0) check_draft_req(p, b, req);
+  const int32_t* tokens = p.req_to_token + req * p.req_to_token_stride;
+  const int64_t stride = int64_t{blocks_per_row} * kDraftColumns;
+  for (int64_t c0 = int64_t{g} * kDraftColumns + threadIdx.x; c0 < end; c0 += kWideSteps * stride) {
+    int32_t page[kWideSteps];
+#pragma unroll
+    for (int k = 0; k < kWideSteps; ++k) {
+      const int64_t c = c0 + k * stride;
+      page[k] = c < end ? fa_page(load_once(tokens + (c << shift)), shift) : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < kWideSteps; ++k) {
+      const int64_t c = c0 + k * stride;
+      if (c >= end) break;
+      for (int s = 0; s < p.num_sets; ++s) p.set[s].page_table[b * p.set[s].page_table_stride + c] = page[k];
+    }
+  }
 }
 
 __device__ void draft_row(const FaDraftTopkParams& p, int64_t r) {
@@ -504,10 +608,7 @@ __device__ void draft_row(const FaDraftTopkParams& p, int64_t r) {
                         "expand_cache_seqlens",
                         draft_name(), (long long)b);
   if (r - b * p.topk == 0) {  // the request's first branch writes its prefix length
-    const int64_t req = p.req_pool_indices[b];
-    SGL_DEVICE_CHECK_COLD(req >= 0 && req < p.pool_size,
-                          "%s: req_pool_indices[%lld] = %lld is outside [0, req_to_token.size(0) = %lld)",
-                          draft_name(), (long long)b, (long long)req, (long long)p.pool_size);
+    check_draft_req(p, b, p.req_pool_indices[b]);
     for (int s = 0; s < p.num_sets; ++s) p.set[s].cache_seqlens[b] = static_cast<int32_t>(seq - last);
   }
   const bool paged = p.page.page_size > 1;
@@ -538,11 +639,15 @@ __device__ void draft_row(const FaDraftTopkParams& p, int64_t r) {
     if (p.set[s].expand_cache_seqlens != nullptr) p.set[s].expand_cache_seqlens[r] = p.set[s].decode_length + last;
 }
 
+template <bool kWide>
 __global__ void __launch_bounds__(kDraftThreads) draft_topk_kernel(const __grid_constant__ DraftArgs a) {
   const uint32_t blk = blockIdx.x;
   if (blk < a.page_blocks) {
     const uint32_t b = a.chunks.div(blk);
-    draft_page_block(a.p, b, blk - b * a.chunks.divisor);
+    if (kWide)
+      draft_page_row(a.p, b, blk - b * a.chunks.divisor, a.chunks.divisor);
+    else
+      draft_page_block(a.p, b, blk - b * a.chunks.divisor);
     return;
   }
   const int64_t r = int64_t{blk - a.page_blocks} * kDraftThreads + threadIdx.x;
@@ -595,7 +700,9 @@ const char* flash_attention_verify_expand_cuda(const FaVerifyExpandParams& p, vo
 }
 
 const char* flash_attention_draft_decode_topk_cuda(const FaDraftTopkParams& p, void* stream_ptr) {
-  const int64_t chunks = p.max_seq_pages > 0 ? (p.max_seq_pages + kDraftColumns - 1) / kDraftColumns : 0;
+  const int64_t all_chunks = p.max_seq_pages > 0 ? (p.max_seq_pages + kDraftColumns - 1) / kDraftColumns : 0;
+  const bool wide = all_chunks > 0 && p.bs * all_chunks > kNarrowBlocks;
+  const int64_t chunks = wide ? max_i64(kNarrowBlocks / p.bs, 1) : all_chunks;
   const int64_t rows = p.bs * p.topk;
   const int64_t row_blocks = (rows + kDraftThreads - 1) / kDraftThreads;
   if (row_blocks > INT32_MAX || (chunks > 0 && p.bs > (INT32_MAX - row_blocks) / chunks))
@@ -603,8 +710,12 @@ const char* flash_attention_draft_decode_topk_cuda(const FaDraftTopkParams& p, v
   const int64_t page_blocks = p.bs * chunks;
   if (page_blocks + row_blocks == 0) return nullptr;
   DraftArgs a{FastDivU32::make(static_cast<uint32_t>(chunks > 0 ? chunks : 1)), static_cast<uint32_t>(page_blocks), p};
-  draft_topk_kernel<<<static_cast<unsigned>(page_blocks + row_blocks), kDraftThreads, 0,
-                      static_cast<cudaStream_t>(stream_ptr)>>>(a);
+  const auto grid = static_cast<unsigned>(page_blocks + row_blocks);
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
+  if (wide)
+    draft_topk_kernel<true><<<grid, kDraftThreads, 0, stream>>>(a);
+  else
+    draft_topk_kernel<false><<<grid, kDraftThreads, 0, stream>>>(a);
   const cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
