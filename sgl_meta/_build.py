@@ -23,6 +23,15 @@ def cuda_kernels() -> bool:
     return bool(ctypes.CDLL(_C.__file__).sgl_meta_has_cuda_kernels())
 
 
+@functools.lru_cache(maxsize=1)
+def vllm_max_groups() -> int:
+    """The most KV-cache groups one vLLM block-table call takes, read from the binary
+    (``kVllmMaxGroups``: the kernels' per-group tables live in the launch parameters)."""
+    from . import _C
+
+    return int(ctypes.CDLL(_C.__file__).sgl_meta_vllm_max_groups())
+
+
 def require_built_extension() -> None:
     """Import ``sgl_meta._C`` or explain why it is not there."""
     import torch  # noqa: F401  (the extension links against torch's libraries)

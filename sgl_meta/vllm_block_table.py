@@ -17,13 +17,14 @@ graph replays with any new values.
 
 from __future__ import annotations
 
-from . import _op
+from . import _build, _op
 
 _UPSTREAM = "vllm.v1.worker.gpu.block_table"
 
-MAX_GROUPS = 32
+MAX_GROUPS = _build.vllm_max_groups()
 """The most KV-cache groups one call takes (the kernels' per-group tables live in the
-launch parameters); the vLLM plugin leaves larger engines to vLLM's own kernels."""
+launch parameters; the binary says how many); the vLLM plugin leaves larger engines to
+vLLM's own kernels."""
 
 vllm_compute_slot_mappings = _op.define(
     "vllm_compute_slot_mappings",
