@@ -7,8 +7,8 @@ out) in decode, target verify and draft decode, FlashMLA in every mode (its
 planner left out), the Triton backend's target verify and draft extend, and the Triton and
 TRT-LLM MLA multi-step draft decodes
 (the scheduler's page size published; the Triton backend told of 132 SMs, so its split counts take
-get_num_kv_splits_triton), the Triton backend's decode, FA3 in every mode (its function drop-ins
-swapped into the backend's module, as the plugin's REPLACE rows do), FA3's top-k 4 target
+get_num_kv_splits_triton), the Triton backend's decode, FA3 in every mode at page sizes 64 and 1 (its
+function drop-ins swapped into the backend's module, as the plugin's REPLACE rows do), FA3's top-k 4 target
 verify and draft decode, and DSA's multi-step draft decode (off: SGLang's eager generator and
 copy fallbacks, which it takes without CUDA). A JSON report on stdout's last line: per
 point the buffer differences, how many snapshots were compared, and how many of
@@ -27,10 +27,11 @@ POINTS = [("flashinfer", m) for m in ("decode", "target_verify", "draft_extend",
     ("flashinfer_mla", m) for m in ("decode", "target_verify", "draft_decode")] + [
     ("triton", m) for m in points.MODES] + [
     ("trtllm_mla", "draft_decode")] + [("flashmla", m) for m in points.MODES] + [
-    ("fa3", m) for m in points.MODES] + [
+    ("fa3", m) for m in points.MODES] + [("fa3_page1", m) for m in points.MODES] + [
     ("fa3_topk4", "target_verify"),
     ("fa3_topk4", "draft_decode"), ("dsa", "draft_decode"), ("dsa_fp8", "draft_decode")]
-HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3", "fa3_topk4", "triton", "flashmla", "dsa", "dsa_fp8"}
+HOOKED = {"flashinfer", "flashinfer_mla", "trtllm_mla", "fa3", "fa3_page1", "fa3_topk4", "triton", "flashmla", "dsa",
+          "dsa_fp8"}
 # The function drop-ins the FA3 backend imports by name (the plugin's REPLACE rows).
 FA3_FUNCTIONS = ("normal_decode_set_metadata", "draft_extend_set_metadata", "prepare_swa_spec_page_table_triton")
 

@@ -20,7 +20,7 @@ from sgl_meta.bench.sglang_step.plugin_switch import Switch
 SIZES = ((1, 8192), (8, 4096))
 # SGLMETA_STEP_BACKENDS=a,b: a subset (the whole run takes about five minutes on an H200).
 BACKENDS = tuple(os.environ.get("SGLMETA_STEP_BACKENDS",
-                                "trtllm_mha,dsa,dsa_fp8,fa3,fa3_topk4,triton,trtllm_mla,flashmla,flashinfer,"
+                                "trtllm_mha,dsa,dsa_fp8,fa3,fa3_page1,fa3_topk4,triton,trtllm_mla,flashmla,flashinfer,"
                                 "flashinfer_mla").split(","))
 
 

@@ -4,7 +4,7 @@ verify, draft extend and multi-step draft decode with the planner left out, Flas
 MLA's decode, verify and multi-step draft decode likewise, FlashMLA
 in every mode with its planner left out, the Triton backend in every mode (its multi-step draft decode, as
 TRT-LLM MLA's, builds once the scheduler's page size is published), FA3 in every mode through its
-function drop-ins, FA3's target verify and draft decode with top-k 4 (both halves of their metadata),
+function drop-ins (at page sizes 64 and 1), FA3's target verify and draft decode with top-k 4 (both halves of their metadata),
 and DSA's multi-step draft decode, also with the ``flashmla_kv`` decode (SGLang's own eager
 fallbacks off, one launch of ours on).
 With the hooks on, every buffer compared equals SGLang's, step for step, and the
@@ -47,7 +47,7 @@ def test_buffers_equal_and_the_hooks_take_the_point(report, point):
         assert any(k.endswith("block_kv_indices") for k in r["keys"]), r
     if point.startswith("triton-decode"):  # the split counts in the same launch
         assert {"kv_indptr", "kv_indices", "num_kv_splits"} <= set(r["keys"]), r
-    if point.startswith("fa3-"):
+    if point.startswith(("fa3-", "fa3_page1-")):
         keys = {k.split(".", 1)[1] if k.startswith("step") else k for k in r["keys"]}
         assert {"cache_seqlens", "cu_seqlens_k", "page_table"} <= keys, r
     if point.startswith(("dsa-draft_decode", "dsa_fp8-draft_decode")):  # every draft step's lengths and tables

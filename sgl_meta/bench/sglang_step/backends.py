@@ -41,6 +41,10 @@ MLA = ("trtllm_mla", "flashmla", "flashinfer_mla")
 """Backends built through the kit's MLA runner."""
 TOPK = {"fa3_topk4": ("fa3", 4)}
 """Grid labels of a backend built with EAGLE top-k > 1 (Llama's auto top-k is 4): (backend, top-k)."""
+PAGE1 = {"fa3_page1": "fa3"}
+"""Grid labels of a backend built at page size 1, FA3's default on Hopper: a column per token, and
+the backend's replay passes its static width (``ceil(max_context_len / page_size)``) whatever
+the lengths."""
 DSA_DECODE = {"dsa": "flashmla_sparse", "dsa_fp8": "flashmla_kv"}
 """Grid labels of the DSA backend: its decode implementation (``--dsa-decode-backend``)."""
 LEFT_OUT = [
@@ -86,7 +90,7 @@ def _tokens_per_req(mode: str, topk: int = 1) -> int:
     return SPEC_DRAFT_TOKENS if mode in ("target_verify", "draft_extend") else 1
 
 
-def _kit_case(module, backend_name: str, mode: str, bs: int):
+def _kit_case(module, backend_name: str, mode: str, bs: int, page_size: int):
     """A kit case whose runner gets the speculative configuration (any spec mode) or none."""
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
@@ -97,18 +101,19 @@ def _kit_case(module, backend_name: str, mode: str, bs: int):
         name=f"{backend_name}_{mode}_bs{bs}", backend=backend_name,
         forward_mode=ForwardMode.TARGET_VERIFY if spec else ForwardMode.DECODE,
         num_heads=8 if dense else 16, num_kv_heads=1 if dense else 16,
-        page_size=PAGE_SIZE, prefix_lens=(1,) * bs, extend_lens=(SPEC_DRAFT_TOKENS,) * bs if spec else (),
+        page_size=page_size, prefix_lens=(1,) * bs, extend_lens=(SPEC_DRAFT_TOKENS,) * bs if spec else (),
     )
 
 
-def _runner(backend_name: str, mode: str, bs: int, context: int, device: str, dsa_decode: Optional[str] = None):
+def _runner(backend_name: str, mode: str, bs: int, context: int, device: str, dsa_decode: Optional[str] = None,
+            page_size: int = PAGE_SIZE):
     if backend_name in MLA:
         from sglang.test.kits.attention_unittest.attention_methods import mla_attention as kit
 
         spec = mode != "decode"
         case = kit.MLAAttentionCase(
             name=f"{backend_name}_{mode}_bs{bs}", backend=backend_name,
-            forward_mode=_forward_mode("target_verify" if spec else "decode"), num_heads=16, page_size=PAGE_SIZE,
+            forward_mode=_forward_mode("target_verify" if spec else "decode"), num_heads=16, page_size=page_size,
             prefix_lens=(1,) * bs, extend_lens=(SPEC_DRAFT_TOKENS,) * bs if spec else ())
         config = kit.TinyMLAModelConfig(num_heads=16, kv_lora_rank=512, qk_rope_head_dim=64, hidden_size=512,
                                         context_len=context)
@@ -118,13 +123,13 @@ def _runner(backend_name: str, mode: str, bs: int, context: int, device: str, ds
     if backend_name in DENSE:
         from sglang.test.kits.attention_unittest.attention_methods import dense_attention as kit
 
-        case = _kit_case(kit, backend_name, mode, bs)
+        case = _kit_case(kit, backend_name, mode, bs, page_size)
         config = kit.TinyModelConfig(num_heads=8, num_kv_heads=1, head_dim=64, hidden_size=512, context_len=context)
         return kit.MockModelRunner(case=case, model_config=config, dtype=torch.bfloat16, device=device,
                                    max_context_len=context, head_dim=64, disable_cuda_graph=False, runner_batch_size=bs)
     from sglang.test.kits.attention_unittest.attention_methods import dsa_attention as kit
 
-    case = _kit_case(kit, backend_name, mode, bs)
+    case = _kit_case(kit, backend_name, mode, bs, page_size)
     config = kit.TinyDSAModelConfig(num_heads=16, head_dim=576, hidden_size=512, context_len=context,
                                     qk_nope_head_dim=512, qk_rope_head_dim=64, kv_lora_rank=512,
                                     index_topk=2048)
@@ -282,13 +287,13 @@ def _backend(backend_name: str, mode: str, runner, topk: int = 1):
     return Multi(runner, topk=topk, speculative_num_steps=SPEC_STEPS)
 
 
-def publish_page_size() -> None:
+def publish_page_size(page_size: int = PAGE_SIZE) -> None:
     """The scheduler's page size, as a server publishes it (the kit's runner leaves it
     None): the multi-step draft backends read it when built, for their draft-decode
     kv indices (Triton's, and FlashInfer MLA's under TRT-LLM MLA)."""
     from sglang.srt.runtime_context import get_context
 
-    get_context().override("sgl-meta step bench", page_size=PAGE_SIZE)
+    get_context().override("sgl-meta step bench", page_size=page_size)
 
 
 def leave_out_scheduler(backends) -> None:
@@ -336,26 +341,26 @@ def _spec_info(mode: str, batch, device, topk: int = 1):
     return None
 
 
-def _draft_slots(lens: torch.Tensor, topk: int, first_page: int) -> torch.Tensor:
+def _draft_slots(lens: torch.Tensor, topk: int, first_page: int, page_size: int) -> torch.Tensor:
     """EAGLE top-k > 1 draft-decode write slots, ``[bs, topk, steps]``: each branch's
     steps in a page of its own past the requests' pages, from its request's offset in
     its last page on (SGLang gives each branch a copy of that partly filled page), so a
     branch's steps may run into the next page."""
     bs = lens.numel()
     pages = first_page + 2 * torch.arange(bs * topk, dtype=torch.int64).view(bs, topk, 1)
-    offset = (lens % PAGE_SIZE).view(bs, 1, 1)
-    return pages * PAGE_SIZE + offset + torch.arange(SPEC_STEPS, dtype=torch.int64)
+    offset = (lens % page_size).view(bs, 1, 1)
+    return pages * page_size + offset + torch.arange(SPEC_STEPS, dtype=torch.int64)
 
 
-def _batch(runner, mode: str, bs: int, context: int, device, seed: int, topk: int = 1):
+def _batch(runner, mode: str, bs: int, context: int, device, seed: int, topk: int = 1, page_size: int = PAGE_SIZE):
     gen = torch.Generator().manual_seed(seed)
     req_to_token = runner.req_to_token_pool.req_to_token
-    batches.fill_req_to_token(req_to_token, bs, PAGE_SIZE, gen)
+    batches.fill_req_to_token(req_to_token, bs, page_size, gen)
     lens = batches.seq_lens(bs, context, headroom=HEADROOM, gen=gen)
     batch = batches.forward_batch(_forward_mode(mode), lens, _tokens_per_req(mode, topk), device)
     if mode == "draft_decode" and topk > 1:
-        first_page = bs * (req_to_token.shape[1] // PAGE_SIZE) + 1
-        batch.out_cache_loc = _draft_slots(lens, topk, first_page).view(-1).to(device)
+        first_page = bs * (req_to_token.shape[1] // page_size) + 1
+        batch.out_cache_loc = _draft_slots(lens, topk, first_page, page_size).view(-1).to(device)
     if mode == "draft_extend":
         per_req = torch.full((bs,), SPEC_DRAFT_TOKENS, dtype=torch.int32)
         batch.extend_seq_lens = per_req.to(device)
@@ -524,9 +529,11 @@ def _tree_mask(batch, device, seed: int) -> torch.Tensor:
 def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed: int = 0) -> Setup:
     """Runner, backend and replay batch for one point; the backend's CUDA-graph state allocated.
     A :data:`TOPK` label builds its backend with that EAGLE top-k, published as a server
-    publishes it (FA3 reads it when built)."""
+    publishes it (FA3 reads it when built); a :data:`PAGE1` label at page size 1."""
     label = backend_name
     backend_name, topk = TOPK.get(label, (backend_name, 1))
+    page_size = 1 if label in PAGE1 else PAGE_SIZE
+    backend_name = PAGE1.get(label, backend_name)
     dsa_decode = DSA_DECODE.get(label)
     if dsa_decode is not None:
         backend_name = "dsa"
@@ -546,14 +553,14 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
         flashinfer_planner.install()
     if backend_name == "flashinfer_mla":
         flashinfer_planner.install_mla()
-    runner = _runner(backend_name, mode, bs, context, device, dsa_decode)
-    publish_page_size()
+    runner = _runner(backend_name, mode, bs, context, device, dsa_decode, page_size)
+    publish_page_size(page_size)
     if topk != 1:
         from sglang.srt.runtime_context import get_context
 
         get_context().override("sgl-meta step bench", speculative_eagle_topk=topk)
     backend = _backend(backend_name, mode, runner, topk)
-    batch = _batch(runner, mode, bs, context, device, seed, topk)
+    batch = _batch(runner, mode, bs, context, device, seed, topk, page_size)
     inner = getattr(backend, "attn_backends", None) or [backend]
     leave_out_scheduler(inner)
     tokens = batch.input_ids.numel()

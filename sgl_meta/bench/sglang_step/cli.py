@@ -35,7 +35,8 @@ from .plugin_switch import Switch
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sgl_meta.bench --sglang", description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", nargs="+", choices=points.BACKENDS, default=list(points.BACKENDS),
-                   help="SGLang attention backends to build (default: all; fa3_topk4 is FA3 with EAGLE top-k 4)")
+                   help="SGLang attention backends to build (default: all; fa3_page1 is FA3 at page size 1, its "
+                        "default; fa3_topk4 is FA3 with EAGLE top-k 4)")
     p.add_argument("--mode", nargs="+", choices=points.MODES, default=list(points.MODES),
                    help="forward modes whose replay steps are timed (default: all)")
     p.add_argument("--sizes", help="bs:context,... (default 1:131072,64:32768,256:8192)")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 MODES = ("decode", "target_verify", "draft_extend", "draft_decode")
-BACKENDS = ("trtllm_mha", "fa3", "fa3_topk4", "triton", "dsa", "dsa_fp8", "trtllm_mla", "flashmla", "flashinfer",
-            "flashinfer_mla")
+BACKENDS = ("trtllm_mha", "fa3", "fa3_page1", "fa3_topk4", "triton", "dsa", "dsa_fp8", "trtllm_mla", "flashmla",
+            "flashinfer", "flashinfer_mla")
 NOT_MEASURED = {
     ("fa3_topk4", "decode"): "FA3 top-k 4 decode: no speculative input, fa3's row",
     ("fa3_topk4", "draft_extend"): "FA3 top-k 4 draft extend: top-k does not enter it, fa3's row",
