@@ -406,13 +406,17 @@ def test_swa_spec_cuda_equals_cpu(shape, gen):
 
 
 # Past 16,384 page blocks (bs x 128-column chunks) the kernel gives each row G =
-# 16384 // bs blocks that loop over its chunks (page size 1 at a 128k static width):
-# cases on both sides of that bound, a partial last chunk, G = 1, and every translation.
+# 16384 // bs blocks that loop over its chunks, four at a time (page size 1 at a 128k
+# static width): cases on both sides of that bound, a partial last chunk, G = 1, a block
+# with more than four chunks (every one of the four, then the loop's next turn), and
+# every translation.
 WIDE_CASES = [
     FaCase(bs=128, page_size=1, max_seq_pages=16384, pool=129),  # 16,384 blocks: one per chunk
     FaCase(bs=130, page_size=1, max_seq_pages=16384, pool=131, delta=1),  # 16,640: G = 126
     FaCase(bs=129, page_size=1, max_seq_pages=16300, pool=130, index_dtype=torch.int64),
     FaCase(bs=20000, page_size=16, max_seq_pages=200, pool=64),  # G = 1: each row one block
+    FaCase(bs=8192, page_size=1, max_seq_pages=1500, pool=64),  # G = 2, 12 chunks: 6 per block
+    FaCase(bs=640, page_size=1, max_seq_pages=16300, pool=64, delta=2),  # G = 25, 128 chunks: 5-6 per block
     FaCase(bs=200, page_size=1, max_seq_pages=12000, pool=201, swa="mapping", zero_tail=True,
            negative_slots=True),
     FaCase(bs=150, page_size=2, max_seq_pages=15000, pool=151, full_v2p=True, swa="v2p", zero_tail=True,
@@ -421,10 +425,10 @@ WIDE_CASES = [
 
 
 def _skewed(kw: dict, gen, case: FaCase) -> dict:
-    """Most rows short, one in 16 to its full width (the static-width decode at page size 1)."""
+    """Most rows short, one in 4 to past half its width (the static-width decode at page size 1)."""
     ctx = kw["req_to_token"].shape[1]
     lens = torch.randint(0, 300, (case.bs,), generator=gen)
-    long = torch.rand(case.bs, generator=gen) < 1 / 16
+    long = torch.rand(case.bs, generator=gen) < 1 / 4
     lens[long] = torch.randint(ctx // 2, ctx + 1, (int(long.sum()),), generator=gen)
     kw["seq_lens"] = lens.to(kw["seq_lens"].dtype)
     return kw
@@ -441,7 +445,7 @@ def test_decode_cuda_equals_cpu_wide_grids(case, skewed, gen):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", [WIDE_CASES[1], WIDE_CASES[4], WIDE_CASES[5]], ids=str)
+@pytest.mark.parametrize("case", [WIDE_CASES[i] for i in (1, 5, 6, 7)], ids=str)
 def test_multi_wide_grids(case, gen):
     """Several sets through the looping blocks, each set's own live columns; in a
     CUDA graph whose replays see new lengths."""
@@ -464,6 +468,25 @@ def test_multi_wide_grids(case, gen):
         for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
             for a, b in zip(static[k] or [], want[k] or []):
                 assert torch.equal(a.cpu(), b), k
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tables", [0, 3, 10])
+def test_multi_wide_grids_lengths_only_sets(tables, gen):
+    """Ten sets (two launches) through the looping blocks, the sets past `tables` lengths
+    only, no sums: CUDA equals the CPU kernel."""
+    case = WIDE_CASES[5]
+    kw = _skewed(decode_call(dataclasses.replace(case, delta=0), gen), gen, case)
+    multi, _ = _multi_kwargs(kw, list(range(10)))
+    multi.update(cu_seqlens_k=[], page_table=multi["page_table"][:tables], skip_page_table=tables == 0)
+    cpu = clone_call(multi)
+    sgl_meta.update_flash_attention_metadata(**cpu)
+    gpu = on_cuda(multi)
+    sgl_meta.update_flash_attention_metadata(**gpu)
+    for k in ("cache_seqlens", "page_table"):
+        assert len(cpu[k]) == len(gpu[k])
+        for a, b in zip(gpu[k], cpu[k]):
+            assert torch.equal(a.cpu(), b), k
 
 
 def _refill(dst: dict, src: dict) -> None:

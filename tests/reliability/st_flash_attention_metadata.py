@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 import sgl_meta
 from sgl_meta import reference
-from row_kit import Row, apply, at, hostile, set_, to_device
+from row_kit import Row, apply, at, both, hostile, set_, to_device
 from st_trtllm_mha_metadata import I32_MAX, _index_input, _out_1d, _out_2d, _randint, _req_to_token, _sprinkle
 from tensor_case import Case, garbage, strided
 
@@ -271,11 +271,11 @@ ENTRIES = [
 
 
 # ---- bad-input rows (bad_input_table.py) -----------------------------------------
-def _decode_base(gen, device):
+def _decode_base(gen, device, page_size=8, max_seq_pages=5):
     from flash_attention_metadata_cases import FaCase, decode_call  # tests/ (the shared case maker)
 
-    return decode_call(FaCase(bs=4, pool=6, page_size=8, max_seq_pages=5, swa="mapping", delta=2, zero_tail=True),
-                       gen, device)
+    return decode_call(FaCase(bs=4, pool=6, page_size=page_size, max_seq_pages=max_seq_pages, swa="mapping", delta=2,
+                              zero_tail=True), gen, device)
 
 
 def _draft_extend_base(gen, device):
@@ -284,8 +284,8 @@ def _draft_extend_base(gen, device):
     return draft_extend_call(FaCase(bs=4, pool=6, page_size=8, max_seq_pages=5, swa="mapping"), gen, device)
 
 
-def _op_base(gen, device):
-    kw = _decode_base(gen, device)
+def _op_base(gen, device, page_size=8, max_seq_pages=5):
+    kw = _decode_base(gen, device, page_size, max_seq_pages)
     de = _draft_extend_base(gen, device)
     return dict(
         cache_seqlens=[kw["cache_seqlens_int32"], kw["cache_seqlens_int32"].clone()],
@@ -294,7 +294,8 @@ def _op_base(gen, device):
         swa_page_table=[kw["swa_page_table"], kw["swa_page_table"].clone()],
         cu_seqlens_q=de["cu_seqlens_q"], swa_out_cache_loc=de["swa_out_cache_loc"],
         req_to_token=kw["req_to_token"], req_pool_indices=kw["req_pool_indices"], seq_lens=kw["seq_lens"],
-        seq_len_delta=[1, 2], bs=4, max_seq_pages=5, page_size=8, extend_seq_lens=de["extend_seq_lens"],
+        seq_len_delta=[1, 2], bs=4, max_seq_pages=max_seq_pages, page_size=page_size,
+        extend_seq_lens=de["extend_seq_lens"],
         full_to_swa_index_mapping=kw["full_to_swa_index_mapping"], out_cache_loc=de["out_cache_loc"],
         zero_tail=True,
     )
@@ -312,10 +313,24 @@ def _expand_base(gen, device):
     return verify_expand_call(gen, device=device)
 
 
-def _draft_base(gen, device):
+def _draft_base(gen, device, **shape):
     from flash_attention_metadata_cases import draft_topk_call
 
-    return draft_topk_call(gen, device=device)
+    return draft_topk_call(gen, device=device, **shape)
+
+
+# The CUDA kernels' looping page blocks: past 16,384 blocks of 128 columns, here 4 rows
+# (3 requests) at page size 1 over WIDE_PAGES columns, the base call rebuilt so.
+WIDE_PAGES = 6000 * 128 + 1
+
+
+def _wide_op(kw):
+    kw.update(_op_base(torch.Generator().manual_seed(0), kw["seq_lens"].device, 1, WIDE_PAGES))
+
+
+def _wide_draft(kw):
+    kw.update(_draft_base(torch.Generator().manual_seed(0), kw["seq_lens"].device, page_size=1,
+                          max_seq_pages=WIDE_PAGES))
 
 
 BAD_INPUT_BASES = {OP: _op_base, SPEC: _spec_base, EXPAND: _expand_base, DRAFT: _draft_base, DECODE: _decode_base, DRAFT_EXTEND: _draft_extend_base,
@@ -466,4 +481,21 @@ HOSTILE_ROWS = [
     hostile(DRAFT, "negative prefix slots divide by floor", lambda kw: kw["req_to_token"].fill_(-1), raises=()),
     hostile(EXPAND, "padding rows read entry 0 only", lambda kw: kw.update(custom_mask=kw["custom_mask"][:1],
                                                                          mask_rows=0), raises=()),
+    hostile(OP, "wide grid: request index == pool size", both(_wide_op, at("req_pool_indices", 1, 6)),
+            "req_pool_indices[1] = 6 is outside [0, 6)"),
+    hostile(OP, "wide grid: length past int32", both(_wide_op, at("seq_lens", 2, 2**31 - 1)),
+            "seq_lens[2] + seq_len_delta[0] = 2147483648", "does not fit int32 cache_seqlens[0]"),
+    hostile(OP, "wide grid: slot past the SWA mapping", both(_wide_op, lambda kw: kw["req_to_token"].fill_(2**31 - 1)),
+            "= 2147483647 is outside", "full_to_swa_index_mapping"),
+    hostile(OP, "wide grid: virtual page past full_v2p", both(
+        _wide_op, lambda kw: kw.update(full_v2p=kw["seq_lens"].new_zeros(1).long())),
+        "outside [0, 1) (full_v2p.numel())"),
+    hostile(OP, "wide grid: negative slots are sentinels", both(_wide_op, lambda kw: kw["req_to_token"].fill_(-1)),
+            raises=()),
+    hostile(DRAFT, "wide grid: request index == pool size", both(_wide_draft, at("req_pool_indices", 2, 5)),
+            "req_pool_indices[2] = 5 is outside"),
+    hostile(DRAFT, "wide grid: negative length", both(_wide_draft, at("seq_lens", 1, -3)),
+            "seq_lens[1] = -3 is negative"),
+    hostile(DRAFT, "wide grid: negative prefix slots divide by floor",
+            both(_wide_draft, lambda kw: kw["req_to_token"].fill_(-1)), raises=()),
 ]
