@@ -405,6 +405,30 @@ def test_swa_spec_cuda_equals_cpu(shape, gen):
     assert_cuda_equals_cpu(sgl_meta.prepare_swa_spec_page_table_triton, kw, str(shape))
 
 
+def assert_multi_replays(make, deltas, replays: int) -> None:
+    """The K-set call captured once on the GPU, then replayed after every input is
+    refilled from a fresh ``make()`` and the outputs are poisoned: each replay equals
+    the CPU call on the fresh values."""
+    static, _ = _multi_kwargs(on_cuda(make()), deltas)
+    graph = capture_cuda_graph(lambda: sgl_meta.update_flash_attention_metadata(**static))
+    for _ in range(replays):
+        fresh = make()
+        for k in ("req_to_token", "req_pool_indices", "seq_lens", "full_to_swa_index_mapping", "full_v2p",
+                  "swa_v2p"):
+            if static.get(k) is not None:
+                static[k].copy_(fresh[k])
+        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
+            for t in static[k] or []:
+                t.fill_(POISON)
+        want, _ = _multi_kwargs(fresh, deltas)
+        sgl_meta.update_flash_attention_metadata(**want)
+        graph.replay()
+        torch.cuda.synchronize()
+        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
+            for a, b in zip(static[k] or [], want[k] or []):
+                assert torch.equal(a.cpu(), b), k
+
+
 # Past 16,384 page blocks (bs x 128-column chunks) the kernel gives each row G =
 # 16384 // bs blocks that loop over its chunks, four at a time (page size 1 at a 128k
 # static width): cases on both sides of that bound, a partial last chunk, G = 1, a block
@@ -449,25 +473,8 @@ def test_decode_cuda_equals_cpu_wide_grids(case, skewed, gen):
 def test_multi_wide_grids(case, gen):
     """Several sets through the looping blocks, each set's own live columns; in a
     CUDA graph whose replays see new lengths."""
-    kw = _skewed(decode_call(dataclasses.replace(case, delta=0), gen), gen, case)
-    static, _ = _multi_kwargs(on_cuda(kw), [0, 1, 3])
-    graph = capture_cuda_graph(lambda: sgl_meta.update_flash_attention_metadata(**static))
-    for _ in range(2):
-        fresh = _skewed(decode_call(dataclasses.replace(case, delta=0), gen), gen, case)
-        for k in ("req_to_token", "req_pool_indices", "seq_lens", "full_to_swa_index_mapping", "full_v2p",
-                  "swa_v2p"):
-            if static.get(k) is not None:
-                static[k].copy_(fresh[k])
-        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
-            for t in static[k] or []:
-                t.fill_(POISON)
-        want, _ = _multi_kwargs(fresh, [0, 1, 3])
-        sgl_meta.update_flash_attention_metadata(**want)
-        graph.replay()
-        torch.cuda.synchronize()
-        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
-            for a, b in zip(static[k] or [], want[k] or []):
-                assert torch.equal(a.cpu(), b), k
+    assert_multi_replays(lambda: _skewed(decode_call(dataclasses.replace(case, delta=0), gen), gen, case), [0, 1, 3],
+                         replays=2)
 
 
 @pytest.mark.gpu
@@ -519,20 +526,4 @@ def test_graph_replay_sees_new_values(name, make, case, gen):
 def test_graph_replay_multi_step_draft(gen):
     """The K draft steps in one recorded launch: replays see new lengths and tables."""
     case = FaCase(swa="mapping", page_size=16)
-    kw = decode_call(case, gen)
-    static, _ = _multi_kwargs(on_cuda(kw), [1, 2, 3])
-    graph = capture_cuda_graph(lambda: sgl_meta.update_flash_attention_metadata(**static))
-    for _ in range(3):
-        fresh = decode_call(case, gen)
-        for k in ("req_to_token", "req_pool_indices", "seq_lens", "full_to_swa_index_mapping"):
-            static[k].copy_(fresh[k])
-        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
-            for t in static[k]:
-                t.fill_(POISON)
-        want, singles = _multi_kwargs(fresh, [1, 2, 3])
-        sgl_meta.update_flash_attention_metadata(**want)
-        graph.replay()
-        torch.cuda.synchronize()
-        for k in ("cache_seqlens", "cu_seqlens_k", "page_table", "swa_page_table"):
-            for a, b in zip(static[k], want[k]):
-                assert torch.equal(a.cpu(), b), k
+    assert_multi_replays(lambda: decode_call(case, gen), [1, 2, 3], replays=3)
