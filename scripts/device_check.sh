@@ -7,7 +7,7 @@
 # + abi3 build. Logs and JSON go to $OUT (or ./device-out). The short tables
 # are printed last.
 #
-#   bash scripts/device_check.sh [tests] [wheel] [micro] [small] [bench] [upstream] [bound] [sanitize]   (default: tests micro bench)
+#   bash scripts/device_check.sh [tests] [wheel] [micro] [small] [bench] [upstream] [step] [sanitize]   (default: tests micro bench)
 #
 # `wheel` installs the carried dist/*.whl (built by scripts/check_wheel.py) into
 # this machine's Python and runs the smoke test and the whole test suite against
@@ -17,6 +17,11 @@
 # (scripts/upstream_bench.sh: installs the wheels carried in .whl/ into /tmp/site,
 # then python -m sgl_meta.bench --preset none --upstream /tmp/site); writes
 # $OUT/upstream.json and $OUT/upstream.md.
+#
+# `step` runs SGLang's own decode step with the plugin off and on (python -m
+# sgl_meta.bench --sglang; SGLang 0.5.23 importable, e.g. from a site dir on
+# PYTHONPATH; STEP_ARGS adds options, e.g. "--backend fa3 fa3_page1"); writes
+# $OUT/sglang_step.json and $OUT/sglang_step.md.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 OUT=${OUT:-device-out}
@@ -64,7 +69,10 @@ for step in "${steps[@]}"; do
       run small "$PY" benchmarks/small_sizes.py --json "$OUT/small_sizes.json" "${small_args[@]}" ;;
     bench) run bench "$PY" -m sgl_meta.bench --json "$OUT/bench.json" --plot "$OUT/bench.png" ;;
     upstream) run upstream bash scripts/upstream_bench.sh "$OUT" ;;
-    bound) run bound "$PY" benchmarks/bound_calls.py --json "$OUT/bound_calls.json" ;;
+    step)
+      read -r -a step_args <<< "${STEP_ARGS:-}"
+      run step "$PY" -m sgl_meta.bench --sglang --json "$OUT/sglang_step.json" --markdown "$OUT/sglang_step.md" \
+        "${step_args[@]}" ;;
     sanitize) run sanitize bash scripts/sanitize.sh ;;
     *) echo "unknown step $step"; status=1 ;;
   esac
