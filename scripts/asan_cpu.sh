@@ -21,9 +21,11 @@ SGLMETA_CPU_ONLY=1 MAX_JOBS=${MAX_JOBS:-2} \
   "$PY" setup.py build_ext --build-lib "$DIR/lib" --build-temp "$DIR/tmp" >"$DIR/build.log" 2>&1 \
   || { tail -30 "$DIR/build.log"; exit 1; }
 rm -rf "$DIR/repo"
-mkdir -p "$DIR/repo/sgl_meta"
-cp sgl_meta/*.py sgl_meta/VERSION "$DIR/lib/sgl_meta/"_C*.so "$DIR/repo/sgl_meta/"
-cp -r tests pyproject.toml "$DIR/repo/"
+mkdir -p "$DIR/repo"
+cp -r sgl_meta tests pyproject.toml "$DIR/repo/"
+find "$DIR/repo" -name __pycache__ -prune -exec rm -rf {} +
+rm -f "$DIR/repo/sgl_meta/"_C*.so
+cp "$DIR/lib/sgl_meta/"_C*.so "$DIR/repo/sgl_meta/"
 cd "$DIR/repo"
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 export LD_PRELOAD

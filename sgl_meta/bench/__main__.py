@@ -28,8 +28,8 @@ from .timing import copy_bandwidth
 # Defaults sized for about a minute for all presets on an H200. The CPU kernels
 # and the eager reference on CPU take milliseconds where the GPU takes
 # microseconds, so on CPU the run is scaled down (fewer steps, buckets up to 32,
-# contexts capped: narrower page tables, shorter requests) to about two minutes
-# on two cores; the output says so.
+# contexts capped: narrower page tables, shorter requests) to seconds on two
+# cores; the output says so.
 GPU_DEFAULTS = dict(steps=1500, warmup=30, max_bs=256, context_len=None)
 CPU_DEFAULTS = dict(steps=40, warmup=3, max_bs=32, context_len=8192)
 

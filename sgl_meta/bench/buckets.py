@@ -2,7 +2,8 @@
 
 SGLang captures one decode graph per batch size in a fixed list and replays the
 smallest captured size that holds the running batch (``bisect_left``), padding the
-tail rows. The default lists (``ServerArgs._generate_cuda_graph_batch_sizes``):
+tail rows. The default lists
+(``sglang.srt.arg_groups.cuda_graph_hook.generate_decode_cuda_graph_batch_sizes``):
 
 * no speculative decoding: ``[1, 2, 4, 8, 12] + range(16, 257, 8)``
   (then ``range(272, 512, 16)`` and ``range(512, max_bs + 1, 32)`` above 256),

@@ -33,7 +33,7 @@ def fused_metadata_copy(
     flashmla_num_splits_dst: Optional[torch.Tensor] = None,
     flashmla_metadata_dst: Optional[torch.Tensor] = None,
 ) -> None:
-    """Eager reference of :func:`sgl_meta.ops.fused_metadata_copy`.
+    """Eager reference of :func:`sgl_meta.fused_metadata_copy`.
 
     The ``.copy_()`` sequence of SGLang's DSA backend
     (``init_forward_metadata_replay_cuda_graph_from_precomputed`` without the fused
@@ -74,7 +74,7 @@ def fused_metadata_copy_multi(
     flashmla_metadata_dst=None,
     **sources_and_scalars,
 ) -> None:
-    """Eager reference of :func:`sgl_meta.ops.fused_metadata_copy_multi`: the
+    """Eager reference of :func:`sgl_meta.fused_metadata_copy_multi`: the
     single-set copy once per destination set (what SGLang's multi-step backend did
     before the fused multi kernel)."""
     optional = dict(

@@ -85,7 +85,7 @@ def update_trtllm_mha_graph_metadata(
     v2p: Optional[torch.Tensor] = None,
     swa_v2p: Optional[torch.Tensor] = None,
 ) -> None:
-    """Eager reference of :func:`sgl_meta.ops.update_trtllm_mha_graph_metadata`.
+    """Eager reference of :func:`sgl_meta.update_trtllm_mha_graph_metadata`.
 
     Mirrors the ~25-op ``TRTLLMHAAttnBackend`` CUDA-graph replay path in SGLang
     that the fused kernel replaced; same arguments, same results. On CPU a

@@ -4,7 +4,7 @@ Each row edits the keyword arguments of a *valid* base call of one op (the
 row's ``control`` twin, run unedited, must succeed) and states what the error
 must be: the exception type(s), and substrings of its message -- the op name
 always, plus the argument and what was expected. Rows run in a subprocess
-worker (bad_input_worker.py), so a row that crashes the process fails that row
+worker (matrix_worker.py, run by matrix_runner.py), so a row that crashes the process fails that row
 instead of killing the test runner.
 
 Host-side checks from C++ must start their message with ``sgl_meta.<op>: ``

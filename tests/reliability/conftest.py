@@ -2,7 +2,7 @@
 
 Profiles (pick with SGLMETA_HYPOTHESIS_PROFILE, default ``ci``):
   ci        thousands of examples over all ops in a couple of minutes (2 cores)
-  long      10x ci, on demand
+  long      about 13x ci, on demand
   sanitize  a few dozen per op: for compute-sanitizer runs (every launch is slow)
   dev       quick smoke while editing
 ``max_examples`` is the budget of an op of weight 1 (tests/reliability/registry.py);
