@@ -26,7 +26,9 @@ set (different request rows and lengths, so repeated gathers do not all hit
 L2), replayed R times between CUDA events; reported per launch (median, p10,
 p90 over replays). ``--upstream`` adds SGLang 0.5.23's Triton kernels on the
 same inputs when the installed ``sglang`` package provides them (imported from
-the installed package, never copied here).
+the installed package, never copied here; ``SGLMETA_UPSTREAM`` = a site dir holding
+``sglang/`` or the sglang wheel takes that instead, as ``--upstream PATH`` of the
+benchmark does).
 """
 
 from __future__ import annotations
