@@ -12,7 +12,8 @@ The body is the kernel's own code, up to its first out-of-line subroutine (the
 paid on every launch (a spill, or an array the compiler could not keep in
 registers), while a failure path's printf buffer is not. These kernels are
 latency-bound: what sits between a load and the load that depends on it
-counts. ``--check`` exits 1 when a body touches local memory or a kernel spills.
+counts. ``--check`` exits 1 when a body touches local memory or a kernel spills,
+other than the kernels of CAPPED (tests/test_kernel_report.py runs the check).
 """
 
 from __future__ import annotations
@@ -35,6 +36,14 @@ PROPS = re.compile(r"Function properties for (\S+)")
 FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 REGS = re.compile(r"Used (\d+) registers")
 INSN = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+CAPPED = {
+    "build_kv_indices_kernel": "32 registers (__launch_bounds__: 8 resident blocks of 256 threads an SM)",
+    "kv_read_token_stream_kernel<long, true, false>": "32 registers (__launch_bounds__: 16 resident blocks of 128 "
+                                                      "threads an SM)",
+}
+"""Kernels whose register cap, set for occupancy, costs a few bytes of local memory
+in their body, and what the cap is; any other kernel that touches local memory fails
+``--check``."""
 
 
 @dataclass
@@ -121,31 +130,52 @@ def demangle(names: list[str]) -> dict[str, str]:
     return dict(zip(names, short))
 
 
+def families() -> list[str]:
+    """Every csrc/<family> with a kernel.cu."""
+    return sorted(d.name for d in CSRC.iterdir() if (d / "kernel.cu").exists())
+
+
+def report(names: list[str], arch: str = "sm_90") -> dict[str, list[Kernel]]:
+    """Per family, its kernels' facts, each ``Kernel.name`` demangled and shortened."""
+    tool, out = nvdisasm(), {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for family in names:
+            cubin, log = compile_family(family, arch, Path(tmp))
+            kernels = ptxas_facts(log)
+            sass_facts(subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout,
+                       kernels)
+            short = demangle(list(kernels))
+            for k in kernels.values():
+                k.name = short[k.name]
+            out[family] = list(kernels.values())
+    return out
+
+
+def touches_local(k: Kernel) -> bool:
+    return bool(k.local or k.spill_stores)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("family", nargs="*", help="csrc/<family> (default: every family with a kernel.cu)")
     p.add_argument("--arch", default="sm_90")
-    p.add_argument("--check", action="store_true", help="exit 1 on local memory in a body or a spill")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 on local memory in a body or a spill (kernels of CAPPED aside)")
     args = p.parse_args()
-    families = args.family or sorted(d.name for d in CSRC.iterdir() if (d / "kernel.cu").exists())
-    tool, bad = nvdisasm(), []
-    with tempfile.TemporaryDirectory() as tmp:
-        for family in families:
-            cubin, log = compile_family(family, args.arch, Path(tmp))
-            kernels = ptxas_facts(log)
-            sass_facts(subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout,
-                       kernels)
-            names = demangle(list(kernels))
-            print(f"{family} ({args.arch})")
-            print(f"  {'regs':>4} {'stack':>5} {'spill':>5} {'body B':>7} {'local':>5}  kernel")
-            for k in kernels.values():
-                print(f"  {k.registers:4d} {k.stack:5d} {k.spill_stores:5d} {k.body_bytes:7d} {len(k.local):5d}  "
-                      f"{names[k.name]}")
-                if k.local or k.spill_stores:
-                    bad.append(names[k.name])
+    bad = []
+    for family, kernels in report(args.family or families(), args.arch).items():
+        print(f"{family} ({args.arch})")
+        print(f"  {'regs':>4} {'stack':>5} {'spill':>5} {'body B':>7} {'local':>5}  kernel")
+        for k in kernels:
+            print(f"  {k.registers:4d} {k.stack:5d} {k.spill_stores:5d} {k.body_bytes:7d} {len(k.local):5d}  {k.name}")
+            if touches_local(k):
+                bad.append(k.name)
     if bad:
         print(f"\n{len(bad)} kernel(s) touch local memory in their body or spill: {', '.join(bad)}")
-    return 1 if args.check and bad else 0
+        capped = [n for n in bad if n in CAPPED]
+        if capped:
+            print(f"register-capped (CAPPED): {', '.join(capped)}")
+    return 1 if args.check and any(n not in CAPPED for n in bad) else 0
 
 
 if __name__ == "__main__":
