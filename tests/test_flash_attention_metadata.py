@@ -430,13 +430,13 @@ def assert_multi_replays(make, deltas, replays: int) -> None:
 
 
 # Past 16,384 page blocks (bs x 128-column chunks) the kernel gives each row G =
-# 16384 // bs blocks that loop over its chunks, four at a time (page size 1 at a 128k
-# static width): cases on both sides of that bound, a partial last chunk, G = 1, a block
-# with more than four chunks (every one of the four, then the loop's next turn), and
-# every translation.
+# min(16384 // bs, ceil(chunks / 4)) blocks (at least 1) that loop over its chunks, four
+# at a time (page size 1 at a 128k static width): cases on both sides of that bound, a
+# partial last chunk, G = 1, blocks with more than four chunks (every one of the four,
+# then the loop's next turn), and every translation.
 WIDE_CASES = [
     FaCase(bs=128, page_size=1, max_seq_pages=16384, pool=129),  # 16,384 blocks: one per chunk
-    FaCase(bs=130, page_size=1, max_seq_pages=16384, pool=131, delta=1),  # 16,640: G = 126
+    FaCase(bs=130, page_size=1, max_seq_pages=16384, pool=131, delta=1),  # 16,640: G = 32, 4 chunks each
     FaCase(bs=129, page_size=1, max_seq_pages=16300, pool=130, index_dtype=torch.int64),
     FaCase(bs=20000, page_size=16, max_seq_pages=200, pool=64),  # G = 1: each row one block
     FaCase(bs=8192, page_size=1, max_seq_pages=1500, pool=64),  # G = 2, 12 chunks: 6 per block

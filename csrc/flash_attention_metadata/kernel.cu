@@ -9,8 +9,9 @@
 //                              table (+ SWA table): each slot is gathered once
 //                              and stored into every set whose live prefix
 //                              covers it (zero_tail: zeros up to max_seq_pages);
-//                              past kNarrowBlocks such blocks, G per row, each
-//                              looping over every G-th chunk of its row
+//                              past kNarrowBlocks such blocks, G per row
+//                              (blocks_per_row), each looping over every G-th
+//                              chunk of its row
 //   [.., + out_blocks)         swa_out_cache_loc
 //
 // flash_attention_verify_expand: one block, one row per thread and pass; two
@@ -44,6 +45,15 @@ constexpr int64_t kPagesPerBlock = kThreads;  // one column per thread
 // the chunks a looping block loads together.
 constexpr int64_t kNarrowBlocks = 16384;
 constexpr int kWideSteps = 4;
+
+// Blocks per row of a grid of bs rows x `chunks` 128-column chunks: one per
+// chunk up to kNarrowBlocks blocks in all; past it G = kNarrowBlocks / bs (at
+// least 1), and no more than a turn of kWideSteps chunks each needs.
+int64_t blocks_per_row(int64_t bs, int64_t chunks, bool* wide) {
+  *wide = chunks > 0 && bs * chunks > kNarrowBlocks;
+  if (!*wide) return chunks;
+  return min_i64(max_i64(kNarrowBlocks / bs, 1), (chunks + kWideSteps - 1) / kWideSteps);
+}
 constexpr int kOutPerThread = 4;
 constexpr int64_t kOutPerBlock = int64_t{kThreads} * kOutPerThread;
 
@@ -383,9 +393,8 @@ const char* launch(const FaInputs& in, const FaDest* sets, int n, int first_set,
   const int64_t all_chunks =
       in.tables && any_table ? (in.max_seq_pages + kPagesPerBlock - 1) / kPagesPerBlock : 0;
   const int64_t out_blocks = (in.swa_out_len + kOutPerBlock - 1) / kOutPerBlock;
-  // Blocks per row: one per chunk, or G = kNarrowBlocks / bs that loop.
-  const bool wide = all_chunks > 0 && in.bs * all_chunks > kNarrowBlocks;
-  const int64_t chunks = wide ? max_i64(kNarrowBlocks / in.bs, 1) : all_chunks;
+  bool wide;
+  const int64_t chunks = blocks_per_row(in.bs, all_chunks, &wide);
   if (chunks > 0 && in.bs > (INT32_MAX - 1) / chunks)
     return "grid too large (bs * max_seq_pages out of range)";
   const int64_t page_blocks = in.bs * chunks;
@@ -704,8 +713,8 @@ const char* flash_attention_verify_expand_cuda(const FaVerifyExpandParams& p, vo
 
 const char* flash_attention_draft_decode_topk_cuda(const FaDraftTopkParams& p, void* stream_ptr) {
   const int64_t all_chunks = p.max_seq_pages > 0 ? (p.max_seq_pages + kDraftColumns - 1) / kDraftColumns : 0;
-  const bool wide = all_chunks > 0 && p.bs * all_chunks > kNarrowBlocks;
-  const int64_t chunks = wide ? max_i64(kNarrowBlocks / p.bs, 1) : all_chunks;
+  bool wide;
+  const int64_t chunks = blocks_per_row(p.bs, all_chunks, &wide);
   const int64_t rows = p.bs * p.topk;
   const int64_t row_blocks = (rows + kDraftThreads - 1) / kDraftThreads;
   if (row_blocks > INT32_MAX || (chunks > 0 && p.bs > (INT32_MAX - row_blocks) / chunks))
