@@ -195,6 +195,7 @@ ROWS = (
     _spec(f"FA draft extend bs64 x {TOKENS}, SWA", DRAFT_EXTEND, DRAFT_EXTEND, build_draft_extend, bs=64),
     _spec(f"FA multi-step draft bs256, K={SETS} (upstream: {SETS} calls)", MULTI, DECODE, build_multi, bs=256),
     _spec("FA decode page size 1, bs256 x 8k", DECODE, DECODE, build_decode_page1, bs=256, div=16, skewed=False),
+    _spec("FA decode page size 1, bs16 x 4k", DECODE, DECODE, build_decode_page1, bs=16, div=32, skewed=False),
     _spec("FA decode page size 1, bs256: one 128k request, the rest to 4k", DECODE, DECODE, build_decode_page1,
           bs=256, div=32, skewed=True),
     _spec("FA decode page size 1, bs1 x 128k", DECODE, DECODE, build_decode_page1, bs=1, div=1, skewed=True),
