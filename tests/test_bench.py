@@ -477,6 +477,27 @@ def test_sglang_step_control_and_measured_runs_do_not_merge():
     assert len(merge_runs([bare, explicit])["rows"]) == len(doc["rows"])
 
 
+def test_sglang_step_max_len_is_part_of_the_plan():
+    """Runs whose lengths were drawn for another context (--max-len) do not merge with
+    the others, and the table says what the lengths were drawn for."""
+    import json
+
+    from sgl_meta.bench.sglang_step import table
+    from sgl_meta.bench.sglang_step.cli import build_parser, merge_runs
+
+    assert build_parser().parse_args(["--max-len", "8192"]).max_len == 8192
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "2026-12-04-h200-sglang-step.json"
+    doc = json.loads(path.read_text())
+    short = {**doc, "plan": {**doc["plan"], "max_len": 8192},
+             "rows": [r for r in doc["rows"] if r["backend"] == "flashinfer"]}
+    rest = {**doc, "rows": [r for r in doc["rows"] if r["backend"] != "flashinfer"]}
+    with pytest.raises(ValueError, match="plan"):
+        merge_runs([rest, short])
+    assert len(merge_runs([rest, {**short, "plan": {**doc["plan"], "max_len": None}}])["rows"]) == len(doc["rows"])
+    assert "drawn as for a context of 8192 tokens" in table.markdown(short)
+    assert "drawn as for" not in table.markdown(doc)
+
+
 def test_sglang_step_merge_publishes_the_grid(tmp_path):
     """Parts of the grid joined with --merge --publish: the published pair, every row, the footer."""
     import json

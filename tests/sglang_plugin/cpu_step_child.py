@@ -109,20 +109,25 @@ def main() -> None:
         setattr(module, name, lambda *a, _real=real, **k: (
             calls.append(switch.state + ("+q" if k.get("qo_indptr") is not None else "")), _real(*a, **k))[1])
     report = {}
-    for backend, mode in POINTS:
-        for bs, ctx in ((1, 2048), (3, 1024)):
-            off = backends.build(backend, mode, bs, ctx, "cpu", seed=7)
-            switch.on()  # (FlashInfer's draft backend keeps the module's kernel when built)
-            on = backends.build(backend, mode, bs, ctx, "cpu", seed=7)
-            switch.off()
-            calls.clear()
-            result = run(off, on, switch, Plan(check_steps=3, warmup=0, steps=1, profile_steps=1, builds=1))
-            snaps = result["off"]["snapshots"]
-            report[f"{backend}-{mode}-bs{bs}"] = {
-                "diffs": compare(result["off"], result["on"]), "compared": len(snaps), "keys": sorted(snaps[0]),
-                "ours_off": sum(c.startswith("off") for c in calls), "ours_on": sum(c.startswith("on") for c in calls),
-                "ours_on_qo": calls.count("on+q")}
-            switch.off()
+    # (backend, mode, bs, context, max_len): every point at two sizes, and FA3 at page size 1 with requests
+    # far shorter than its width (--max-len).
+    sizes = [(b, m, bs, ctx, None) for b, m in POINTS for bs, ctx in ((1, 2048), (3, 1024))]
+    sizes += [("fa3_page1", m, 3, 4096, 600) for m in ("decode", "target_verify")]
+    for backend, mode, bs, ctx, max_len in sizes:
+        off = backends.build(backend, mode, bs, ctx, "cpu", seed=7, max_len=max_len)
+        switch.on()  # (FlashInfer's draft backend keeps the module's kernel when built)
+        on = backends.build(backend, mode, bs, ctx, "cpu", seed=7, max_len=max_len)
+        switch.off()
+        calls.clear()
+        result = run(off, on, switch, Plan(check_steps=3, warmup=0, steps=1, profile_steps=1, builds=1))
+        snaps = result["off"]["snapshots"]
+        lens = off.batch.seq_lens_cpu
+        assert max_len is None or int(lens.max()) <= max_len < ctx, (lens, max_len)
+        report[f"{backend}-{mode}-bs{bs}" + ("-short" if max_len else "")] = {
+            "diffs": compare(result["off"], result["on"]), "compared": len(snaps), "keys": sorted(snaps[0]),
+            "ours_off": sum(c.startswith("off") for c in calls), "ours_on": sum(c.startswith("on") for c in calls),
+            "ours_on_qo": calls.count("on+q")}
+        switch.off()
     print(json.dumps(report))
 
 

@@ -4,7 +4,8 @@ verify, draft extend and multi-step draft decode with the planner left out, Flas
 MLA's decode, verify and multi-step draft decode likewise, FlashMLA
 in every mode with its planner left out, the Triton backend in every mode (its multi-step draft decode, as
 TRT-LLM MLA's, builds once the scheduler's page size is published), FA3 in every mode through its
-function drop-ins (at page sizes 64 and 1), FA3's target verify and draft decode with top-k 4 (both halves of their metadata),
+function drop-ins (at page sizes 64 and 1, and at page size 1 with requests far shorter than the
+backend's width, as ``--max-len`` draws them), FA3's target verify and draft decode with top-k 4 (both halves of their metadata),
 and DSA's multi-step draft decode, also with the ``flashmla_kv`` decode (SGLang's own eager
 fallbacks off, one launch of ours on).
 With the hooks on, every buffer compared equals SGLang's, step for step, and the
@@ -28,7 +29,8 @@ def report():
     return child_report([str(HERE / "cpu_step_child.py")], timeout=1200, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
 
 
-@pytest.mark.parametrize("point", [f"{b}-{m}-bs{bs}" for b, m in POINTS for bs in (1, 3)])
+@pytest.mark.parametrize("point", [f"{b}-{m}-bs{bs}" for b, m in POINTS for bs in (1, 3)]
+                         + [f"fa3_page1-{m}-bs3-short" for m in ("decode", "target_verify")])
 def test_buffers_equal_and_the_hooks_take_the_point(report, point):
     r = report[point]
     assert r["diffs"] == [] and r["compared"] == 3 and r["keys"], r

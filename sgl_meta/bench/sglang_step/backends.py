@@ -352,11 +352,12 @@ def _draft_slots(lens: torch.Tensor, topk: int, first_page: int, page_size: int)
     return pages * page_size + offset + torch.arange(SPEC_STEPS, dtype=torch.int64)
 
 
-def _batch(runner, mode: str, bs: int, context: int, device, seed: int, topk: int = 1, page_size: int = PAGE_SIZE):
+def _batch(runner, mode: str, bs: int, context: int, device, seed: int, topk: int = 1, page_size: int = PAGE_SIZE,
+           max_len: Optional[int] = None):
     gen = torch.Generator().manual_seed(seed)
     req_to_token = runner.req_to_token_pool.req_to_token
     batches.fill_req_to_token(req_to_token, bs, page_size, gen)
-    lens = batches.seq_lens(bs, context, headroom=HEADROOM, gen=gen)
+    lens = batches.seq_lens(bs, min(context, max_len or context), headroom=HEADROOM, gen=gen)
     batch = batches.forward_batch(_forward_mode(mode), lens, _tokens_per_req(mode, topk), device)
     if mode == "draft_decode" and topk > 1:
         first_page = bs * (req_to_token.shape[1] // page_size) + 1
@@ -526,8 +527,10 @@ def _tree_mask(batch, device, seed: int) -> torch.Tensor:
     return (torch.rand(_verify_mask_size(batch), generator=gen) < 0.5).to(device)
 
 
-def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed: int = 0) -> Setup:
-    """Runner, backend and replay batch for one point; the backend's CUDA-graph state allocated.
+def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed: int = 0,
+          max_len: Optional[int] = None) -> Setup:
+    """Runner, backend and replay batch for one point; the backend's CUDA-graph state allocated
+    (``max_len``: the lengths drawn as for that context, the backend sized for ``context``).
     A :data:`TOPK` label builds its backend with that EAGLE top-k, published as a server
     publishes it (FA3 reads it when built); a :data:`PAGE1` label at page size 1."""
     label = backend_name
@@ -560,7 +563,7 @@ def build(backend_name: str, mode: str, bs: int, context: int, device: str, seed
 
         get_context().override("sgl-meta step bench", speculative_eagle_topk=topk)
     backend = _backend(backend_name, mode, runner, topk)
-    batch = _batch(runner, mode, bs, context, device, seed, topk, page_size)
+    batch = _batch(runner, mode, bs, context, device, seed, topk, page_size, max_len)
     inner = getattr(backend, "attn_backends", None) or [backend]
     leave_out_scheduler(inner)
     tokens = batch.input_ids.numel()

@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", nargs="+", choices=points.MODES, default=list(points.MODES),
                    help="forward modes whose replay steps are timed (default: all)")
     p.add_argument("--sizes", help="bs:context,... (default 1:131072,64:32768,256:8192)")
+    p.add_argument("--max-len", type=int, metavar="TOKENS",
+                   help="draw the requests' lengths as for a context of TOKENS (the upper half of it) while each "
+                        "backend keeps the point's context: a long-context model serving shorter requests, where "
+                        "FA3 at page size 1 refreshes its whole static width (default: the point's context)")
     p.add_argument("--steps", type=int, default=100, help="timed replay steps per point and side (default 100)")
     p.add_argument("--builds", type=int, default=4,
                    help="builds of each point, its buffers at other addresses, the steps split between them "
@@ -78,7 +82,7 @@ def run_points(grid, device: str, plan, switch, log, done=lambda out: None) -> d
         try:
             for _ in range(plan.builds):
                 spacer = torch.empty(rng.randrange(1, 1 << 20) * 64, dtype=torch.uint8, device=device)
-                off, on = _build_pair(backends, point, device, switch)
+                off, on = _build_pair(backends, point, device, switch, plan.max_len)
                 builds.append(run(off, on, switch, plan.per_build()))
                 off = on = spacer = None
                 _release(device)
@@ -93,16 +97,16 @@ def run_points(grid, device: str, plan, switch, log, done=lambda out: None) -> d
     return out
 
 
-def _build_pair(backends, point, device: str, switch) -> tuple:
+def _build_pair(backends, point, device: str, switch, max_len=None) -> tuple:
     """The point built with SGLang's attributes, then with the plugin's. A module
     the first build imports copies SGLang's function by name (and a backend may
     keep it at construction): the switch records such copies before it turns
     the plugin on, so that the second build gets the plugin's."""
     switch.off()
-    off = backends.build(*point, device=device)
+    off = backends.build(*point, device=device, max_len=max_len)
     switch.refresh()
     switch.on()
-    on = backends.build(*point, device=device)
+    on = backends.build(*point, device=device, max_len=max_len)
     switch.refresh()
     return off, on
 
@@ -130,8 +134,9 @@ SAME_RUN = ("gpu", "driver", "torch", "cuda", "python", "sgl_meta_commit")
 
 
 def _plan(doc: dict) -> dict:
-    """A run's plan, ``control`` at its default where the plan has none (a measured run's)."""
-    return {"control": False, **doc["plan"]}
+    """A run's plan, ``control`` and ``max_len`` at their defaults where the plan has none (a measured
+    run's, lengths as for each point's context)."""
+    return {"control": False, "max_len": None, **doc["plan"]}
 
 
 def merge_runs(docs: list) -> dict:
@@ -198,7 +203,11 @@ def main(argv=None) -> int:
     from .measure import Plan
 
     grid = points.grid(args.backend, args.mode, _sizes(args.sizes))
-    plan = Plan(steps=args.steps, builds=args.builds, control=args.control)
+    if args.max_len is not None and args.max_len <= backends.HEADROOM:
+        print(f"python -m sgl_meta.bench --sglang: --max-len must exceed the {backends.HEADROOM} tokens a run "
+              f"grows each request by, got {args.max_len}", file=sys.stderr)
+        return 2
+    plan = Plan(steps=args.steps, builds=args.builds, control=args.control, max_len=args.max_len)
 
     def log(line):
         print(line, file=sys.stderr, flush=True)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -53,6 +54,7 @@ class Plan:
     builds: int = 4
     spin: str = "3x host, both sides"  # the rule of spin_cycles (table.py names each)
     control: bool = False  # both sides SGLang's own code (Switch.control): on - off is the bench's own error
+    max_len: Optional[int] = None  # lengths drawn as for this context, the backends still sized for the point's
 
     def per_build(self) -> "Plan":
         return dataclasses.replace(self, steps=-(-self.steps // self.builds), builds=1)
