@@ -5,7 +5,7 @@
 #
 # Builds a CPU-only copy of the extension with -fsanitize=address,undefined
 # (and without Python's -fwrapv, so signed overflow is reported too) into
-# $ASAN_DIR (default build/asan), copies the package and tests next to it and
+# $ASAN_DIR (default build/asan), copies the checkout next to it and
 # runs pytest there with libasan + libubsan preloaded: an out-of-bounds read or
 # write of a CPU kernel, or UB, aborts with a report (matrix workers inherit it).
 # SGLMETA_HYPOTHESIS_PROFILE defaults to dev (ASan is ~2-3x slower).
@@ -22,9 +22,9 @@ SGLMETA_CPU_ONLY=1 MAX_JOBS=${MAX_JOBS:-2} \
   || { tail -30 "$DIR/build.log"; exit 1; }
 rm -rf "$DIR/repo"
 mkdir -p "$DIR/repo"
-cp -r sgl_meta tests pyproject.toml "$DIR/repo/"
-find "$DIR/repo" -name __pycache__ -prune -exec rm -rf {} +
-rm -f "$DIR/repo/sgl_meta/"_C*.so
+# The checkout's files (tracked, and new ones git does not ignore: tests read
+# scripts/, docs/, csrc/ and benchmarks/ too), without build outputs.
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$DIR/repo"
 cp "$DIR/lib/sgl_meta/"_C*.so "$DIR/repo/sgl_meta/"
 cd "$DIR/repo"
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"

@@ -29,7 +29,11 @@ def vllm_max_groups() -> int:
     (``kVllmMaxGroups``: the kernels' per-group tables live in the launch parameters)."""
     from . import _C
 
-    return int(ctypes.CDLL(_C.__file__).sgl_meta_vllm_max_groups())
+    try:
+        return int(ctypes.CDLL(_C.__file__).sgl_meta_vllm_max_groups())
+    except AttributeError:
+        raise ImportError(f"sgl_meta: the compiled extension {_C.__file__} is older than its Python files (it has "
+                          "no sgl_meta_vllm_max_groups): rebuild it (`pip install --no-build-isolation -e .`)") from None
 
 
 def require_built_extension() -> None:

@@ -477,15 +477,23 @@ def test_sglang_step_control_and_measured_runs_do_not_merge():
     assert len(merge_runs([bare, explicit])["rows"]) == len(doc["rows"])
 
 
-def test_sglang_step_max_len_is_part_of_the_plan():
+def test_sglang_step_max_len_is_part_of_the_plan(tmp_path):
     """Runs whose lengths were drawn for another context (--max-len) do not merge with
-    the others, and the table says what the lengths were drawn for."""
+    the others, the table says what the lengths were drawn for, and they publish under
+    a name of their own; bad sizes and lengths are argument errors."""
     import json
 
-    from sgl_meta.bench.sglang_step import table
-    from sgl_meta.bench.sglang_step.cli import build_parser, merge_runs
+    from sgl_meta.bench.sglang_step import points, table
+    from sgl_meta.bench.sglang_step.cli import build_parser, main, merge_runs
 
     assert build_parser().parse_args(["--max-len", "8192"]).max_len == 8192
+    assert build_parser().parse_args([]).sizes == points.SIZES
+    assert build_parser().parse_args(["--sizes", "16:131072,256:131072"]).sizes == ((16, 131072), (256, 131072))
+    for bad in (["--max-len", "256"], ["--max-len", "x"], ["--sizes", "foo"], ["--sizes", "1:2:3"],
+                ["--sizes", "1:131072,"], ["--sizes", "0:8192"], ["--sizes", "1:256"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(bad)
+    assert points.grid(["fa3", "fa3"], ["decode"], ((1, 1024),)) == [("fa3", "decode", 1, 1024)]
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "2026-12-04-h200-sglang-step.json"
     doc = json.loads(path.read_text())
     short = {**doc, "plan": {**doc["plan"], "max_len": 8192},
@@ -496,6 +504,9 @@ def test_sglang_step_max_len_is_part_of_the_plan():
     assert len(merge_runs([rest, {**short, "plan": {**doc["plan"], "max_len": None}}])["rows"]) == len(doc["rows"])
     assert "drawn as for a context of 8192 tokens" in table.markdown(short)
     assert "drawn as for" not in table.markdown(doc)
+    (tmp_path / "short.json").write_text(json.dumps(short))
+    main(["--merge", str(tmp_path / "short.json"), "--publish", str(tmp_path / "out")])
+    assert [p.name for p in sorted((tmp_path / "out").glob("*.md"))] == ["2026-12-04-h200-sglang-step-max-len-8192.md"]
 
 
 def test_sglang_step_merge_publishes_the_grid(tmp_path):

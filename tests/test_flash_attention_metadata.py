@@ -480,8 +480,8 @@ def test_multi_wide_grids(case, gen):
 @pytest.mark.gpu
 @pytest.mark.parametrize("tables", [0, 3, 10])
 def test_multi_wide_grids_lengths_only_sets(tables, gen):
-    """Ten sets (two launches) through the looping blocks, the sets past `tables` lengths
-    only, no sums: CUDA equals the CPU kernel."""
+    """Ten sets (two launches) at a wide grid, the sets past `tables` lengths only, no
+    sums: CUDA equals the CPU kernel (no tables at all: no page blocks, the scans only)."""
     case = WIDE_CASES[5]
     kw = _skewed(decode_call(dataclasses.replace(case, delta=0), gen), gen, case)
     multi, _ = _multi_kwargs(kw, list(range(10)))

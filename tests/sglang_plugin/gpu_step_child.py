@@ -7,6 +7,7 @@ differences).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pkgutil
@@ -18,6 +19,9 @@ from sgl_meta.bench.sglang_step.measure import Plan
 from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 SIZES = ((1, 8192), (8, 4096))
+# FA3 at page size 1 over a 128k static width with requests to 4k (--max-len): past 16,384 blocks
+# of 128 columns, the kernel's looping page blocks.
+WIDE = ((32, 131072), 4096)
 # SGLMETA_STEP_BACKENDS=a,b: a subset (the whole run takes about five minutes on an H200).
 BACKENDS = tuple(os.environ.get("SGLMETA_STEP_BACKENDS",
                                 "trtllm_mha,dsa,dsa_fp8,fa3,fa3_page1,fa3_topk4,triton,trtllm_mla,flashmla,flashinfer,"
@@ -39,6 +43,10 @@ def main() -> None:
 
     hooked = [h.target for h in HOOKS if getattr(pkgutil.resolve_name(h.target), "__wrapped__", None) is not None]
     results = run_points(grid, "cuda", plan, switch, log)
+    if "fa3_page1" in BACKENDS:
+        wide = points.grid(backends=("fa3_page1",), sizes=(WIDE[0],))
+        results.update(run_points(wide, "cuda", dataclasses.replace(plan, max_len=WIDE[1]), switch, log))
+        grid += wide
     report = {"hooked": hooked, "points": []}
     for point in grid:
         result = results[point]

@@ -29,12 +29,11 @@ from typing import Callable, Optional
 import torch
 
 from . import batches, flashinfer_planner
+from .points import HEADROOM
 
 SPEC_STEPS = 3
 SPEC_DRAFT_TOKENS = 4
 PAGE_SIZE = 64
-HEADROOM = 256
-"""Tokens a run may grow each request by (steps, draft tokens): at most 2 per replay step plus 8."""
 DENSE = ("trtllm_mha", "fa3", "triton", "flashinfer")
 """Backends built through the kit's dense-attention runner."""
 MLA = ("trtllm_mla", "flashmla", "flashinfer_mla")

@@ -39,11 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "default; fa3_topk4 is FA3 with EAGLE top-k 4)")
     p.add_argument("--mode", nargs="+", choices=points.MODES, default=list(points.MODES),
                    help="forward modes whose replay steps are timed (default: all)")
-    p.add_argument("--sizes", help="bs:context,... (default 1:131072,64:32768,256:8192)")
-    p.add_argument("--max-len", type=int, metavar="TOKENS",
-                   help="draw the requests' lengths as for a context of TOKENS (the upper half of it) while each "
-                        "backend keeps the point's context: a long-context model serving shorter requests, where "
-                        "FA3 at page size 1 refreshes its whole static width (default: the point's context)")
+    p.add_argument("--sizes", type=_sizes, default=points.SIZES,
+                   help="bs:context,... (default 1:131072,64:32768,256:8192); each context past the "
+                        f"{points.HEADROOM} tokens a run grows requests by")
+    p.add_argument("--max-len", type=_max_len, metavar="TOKENS",
+                   help="draw the requests' lengths as for a context of TOKENS (the upper half of it; the point's "
+                        "context where that is shorter) while each backend keeps the point's context: a "
+                        "long-context model serving shorter requests, where FA3 at page size 1 refreshes its whole "
+                        "static width (default: the point's context)")
     p.add_argument("--steps", type=int, default=100, help="timed replay steps per point and side (default 100)")
     p.add_argument("--builds", type=int, default=4,
                    help="builds of each point, its buffers at other addresses, the steps split between them "
@@ -57,15 +60,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write environment, grid and numbers as JSON")
     p.add_argument("--markdown", metavar="PATH", help="write the table as markdown")
     p.add_argument("--publish", metavar="DIR",
-                   help="write the published pair <date>-<gpu>-sglang-step.{json,md} into DIR (e.g. "
-                        "benchmarks/results), once the whole grid is measured or merged")
+                   help="write the published pair <date>-<gpu>-sglang-step.{json,md} (with --max-len N: "
+                        "sglang-step-max-len-N) into DIR (e.g. benchmarks/results), once the whole grid is measured "
+                        "or merged")
     return p
 
 
-def _sizes(text):
-    if not text:
-        return points.SIZES
-    return tuple(tuple(int(v) for v in item.split(":")) for item in text.split(","))
+def _sizes(text: str) -> tuple:
+    """``bs:context,...`` as ((bs, context), ...): bs >= 1, each context past points.HEADROOM."""
+    out = []
+    for item in text.split(","):
+        parts = item.split(":")
+        try:
+            bs, context = (int(v) for v in parts)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r} is not bs:context (two integers)") from None
+        if bs < 1 or context <= points.HEADROOM:
+            raise argparse.ArgumentTypeError(f"{item!r}: bs must be >= 1 and the context past "
+                                             f"{points.HEADROOM} tokens")
+        out.append((bs, context))
+    return tuple(out)
+
+
+def _max_len(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= points.HEADROOM:
+        raise argparse.ArgumentTypeError(f"must exceed the {points.HEADROOM} tokens a run grows each request by, "
+                                         f"got {value}")
+    return value
 
 
 def run_points(grid, device: str, plan, switch, log, done=lambda out: None) -> dict:
@@ -170,7 +195,8 @@ def _write(args, doc: dict, final: bool = True) -> str:
     if args.publish and final:
         from ..publish import write
 
-        write(args.publish, "sglang-step", doc, text)
+        max_len = doc["plan"].get("max_len")
+        write(args.publish, f"sglang-step-max-len-{max_len}" if max_len else "sglang-step", doc, text)
     if args.json:
         write_json(args.json, doc)
     if args.markdown:
@@ -202,12 +228,14 @@ def main(argv=None) -> int:
     from . import backends
     from .measure import Plan
 
-    grid = points.grid(args.backend, args.mode, _sizes(args.sizes))
-    if args.max_len is not None and args.max_len <= backends.HEADROOM:
-        print(f"python -m sgl_meta.bench --sglang: --max-len must exceed the {backends.HEADROOM} tokens a run "
-              f"grows each request by, got {args.max_len}", file=sys.stderr)
-        return 2
+    grid = points.grid(args.backend, args.mode, args.sizes)
     plan = Plan(steps=args.steps, builds=args.builds, control=args.control, max_len=args.max_len)
+    one = plan.per_build()
+    if args.builds < 1 or args.steps < 1 or points.growth(one.steps, one.check_steps + one.warmup) > points.HEADROOM:
+        print(f"python -m sgl_meta.bench --sglang: --steps {args.steps} over --builds {args.builds} grows each "
+              f"request past the {points.HEADROOM} tokens a point leaves for it (or is not positive): fewer steps "
+              f"per build", file=sys.stderr)
+        return 2
 
     def log(line):
         print(line, file=sys.stderr, flush=True)

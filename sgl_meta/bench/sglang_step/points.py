@@ -18,6 +18,16 @@ NOT_MEASURED = {
 SIZES = ((1, 131072), (64, 32768), (256, 8192))
 """(batch size, context tokens): one long request, a mid batch, a full graph bucket."""
 
+HEADROOM = 256
+"""Tokens a run may grow each request by (steps, draft tokens): at most 2 per replay step plus 8."""
+
+
+def growth(steps_per_build: int, untimed: int) -> int:
+    """Tokens a build grows each request by at most, over its untimed and timed steps."""
+    return 2 * (steps_per_build + untimed) + 8
+
 
 def grid(backends=BACKENDS, modes=MODES, sizes=SIZES) -> list:
-    return [(b, m, bs, ctx) for b in backends for m in modes for bs, ctx in sizes if (b, m) not in NOT_MEASURED]
+    """Every (backend, mode, bs, context) measured, each once, in the order given."""
+    return list(dict.fromkeys((b, m, bs, ctx) for b in backends for m in modes for bs, ctx in sizes
+                              if (b, m) not in NOT_MEASURED))

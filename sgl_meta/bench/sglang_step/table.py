@@ -77,7 +77,8 @@ def markdown(doc: dict) -> str:
     lines += [CONTROL, ""] * control
     max_len = doc["plan"].get("max_len")
     lines += [f"Requests' lengths drawn as for a context of {max_len} tokens (the upper half of it, less the "
-              f"tokens a run grows them by); each backend sized for its point's context.", ""] * bool(max_len)
+              f"tokens a run grows them by; the point's context where that is shorter); each backend sized for "
+              f"its point's context.", ""] * bool(max_len)
     lines += [
         "| " + " | ".join(HEADER) + " |",
         "|" + "---|" * len(HEADER),
