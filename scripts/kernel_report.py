@@ -74,11 +74,17 @@ def nvdisasm() -> str:
     return found
 
 
+def _tool_env() -> dict:
+    """The environment for the compiler and disassembler: without a preloaded sanitizer
+    runtime (scripts/asan_cpu.sh runs the tests under one), which crashes nvcc."""
+    return {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+
+
 def compile_family(family: str, arch: str, out: Path) -> tuple[Path, str]:
     cubin = out / f"{family}.cubin"
     cmd = ["nvcc", *NVCC_FLAGS, f"-arch={arch}", f"-I{CSRC}", "-Xptxas", "-v", "-cubin",
            str(CSRC / family / "kernel.cu"), "-o", str(cubin)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_tool_env())
     if proc.returncode != 0:
         sys.exit(f"kernel_report: nvcc failed for {family}:\n{proc.stderr[-3000:]}")
     return cubin, proc.stderr
@@ -125,7 +131,8 @@ def demangle(names: list[str]) -> dict[str, str]:
     tool = shutil.which("c++filt")
     if not tool:
         return {n: n for n in names}
-    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
+    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True,
+                         env=_tool_env()).stdout.splitlines()
     short = [re.sub(r"^void |sgl_meta::|\(anonymous namespace\)::|\(.*\)$", "", o) for o in out]
     return dict(zip(names, short))
 
@@ -142,8 +149,8 @@ def report(names: list[str], arch: str = "sm_90") -> dict[str, list[Kernel]]:
         for family in names:
             cubin, log = compile_family(family, arch, Path(tmp))
             kernels = ptxas_facts(log)
-            sass_facts(subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout,
-                       kernels)
+            sass_facts(subprocess.run([tool, "-c", str(cubin)], capture_output=True, text=True, check=True,
+                                      env=_tool_env()).stdout, kernels)
             short = demangle(list(kernels))
             for k in kernels.values():
                 k.name = short[k.name]

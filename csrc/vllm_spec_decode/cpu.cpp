@@ -34,8 +34,10 @@ void vllm_update_draft_inputs_cpu(const VllmDraftInputsParams& p) {
     p.sample_src_positions[r] = static_cast<int64_t>(static_cast<uint64_t>(p.sample_src_positions[r]) + 1u);
     p.input_ids[r] = static_cast<int32_t>(draft);
     // Bytes as they are: a copy, never a conversion (NaN payloads included).
-    std::memcpy(p.next_input_hidden_states + r * p.dst_stride, p.hidden_states + r * p.src_stride,
-                static_cast<size_t>(p.row_bytes));
+    // An empty row may come with null pointers, which memcpy must not be given.
+    if (p.row_bytes > 0)
+      std::memcpy(p.next_input_hidden_states + r * p.dst_stride, p.hidden_states + r * p.src_stride,
+                  static_cast<size_t>(p.row_bytes));
     if (p.advance) {
       p.positions[r] = vllm_next_position(p.positions[r], p.max_model_len);
       p.seq_lens[r] = vllm_next_seq_len(p.seq_lens[r], p.max_model_len);
