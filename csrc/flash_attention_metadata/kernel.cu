@@ -249,8 +249,33 @@ __device__ __forceinline__ void store_column(const Args<kSlots>& a, uint32_t row
   }
 }
 
-__device__ __forceinline__ bool req_fits(const FaInputs& in, int64_t req) {
-  return req >= 0 && req < in.pool_size;
+// Whether a request index lies in the pool (FaInputs, FaDraftTopkParams).
+template <class P>
+__device__ __forceinline__ bool req_fits(const P& p, int64_t req) {
+  return req >= 0 && req < p.pool_size;
+}
+
+// The looping blocks' walk over one row: block g of `blocks` takes the row's
+// 128-column chunks g, g + blocks, ... below `end`, kWideSteps chunks a turn,
+// every column below `read_end` loaded (load(c)) before any is stored
+// (store(c, value, read)).
+template <class Load, class Store>
+__device__ __forceinline__ void wide_columns(uint32_t g, uint32_t blocks, int64_t read_end, int64_t end,
+                                             Load load, Store store) {
+  const int64_t stride = int64_t{blocks} * kPagesPerBlock;
+  for (int64_t c0 = int64_t{g} * kPagesPerBlock + threadIdx.x; c0 < end; c0 += kWideSteps * stride) {
+    int32_t value[kWideSteps];
+#pragma unroll
+    for (int k = 0; k < kWideSteps; ++k) {
+      const int64_t c = c0 + k * stride;
+      value[k] = c < read_end ? load(c) : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < kWideSteps; ++k) {
+      const int64_t c = c0 + k * stride;
+      if (c < end) store(c, value[k], c < read_end);
+    }
+  }
 }
 
 __device__ __forceinline__ void check_req(const FaInputs& in, uint32_t row, int64_t req) {
@@ -306,20 +331,11 @@ __device__ void page_row(const Args<kSlots>& a, uint32_t row, uint32_t g) {
   const int64_t end = in.zero_tail ? in.max_seq_pages : live_end;
   const int shift = fa_shift(in.page.shift);
   const int32_t* tokens = in.req_to_token + req * in.req_to_token_stride;
-  const int64_t stride = int64_t{a.chunks.divisor} * kPagesPerBlock;
-  for (int64_t c0 = int64_t{g} * kPagesPerBlock + threadIdx.x; c0 < end; c0 += kWideSteps * stride) {
-    int32_t slot[kWideSteps];
-#pragma unroll
-    for (int k = 0; k < kWideSteps; ++k) {
-      const int64_t c = c0 + k * stride;
-      slot[k] = c < live_end ? load_once(tokens + (c << shift)) : 0;
-    }
-#pragma unroll
-    for (int k = 0; k < kWideSteps; ++k) {
-      const int64_t c = c0 + k * stride;
-      if (c < end) store_column<kPlain>(a, row, seq, true, c, slot[k], c < live_end, c < live_end);
-    }
-  }
+  wide_columns(
+      g, a.chunks.divisor, live_end, end, [&](int64_t c) { return load_once(tokens + (c << shift)); },
+      [&](int64_t c, int32_t slot, bool live) {
+        store_column<kPlain>(a, row, seq, true, c, slot, live, live);
+      });
 }
 
 template <int kSlots>
@@ -555,6 +571,7 @@ __global__ void __launch_bounds__(kThreadsT) expand_kernel(const __grid_constant
 // flash_attention_draft_decode_topk
 constexpr int kDraftThreads = 128;
 constexpr int64_t kDraftColumns = kDraftThreads;  // one prefix column per thread
+static_assert(kDraftColumns == kPagesPerBlock, "the prefix tables' looping blocks walk with wide_columns");
 constexpr int kDraftChunk = 8;  // draft slots a row loads before it stores any
 
 struct DraftArgs {
@@ -566,7 +583,7 @@ struct DraftArgs {
 __device__ __forceinline__ const char* draft_name() { return "flash_attention_draft_decode_topk"; }
 
 __device__ __forceinline__ void check_draft_req(const FaDraftTopkParams& p, int64_t b, int64_t req) {
-  SGL_DEVICE_CHECK_COLD(req >= 0 && req < p.pool_size,
+  SGL_DEVICE_CHECK_COLD(req_fits(p, req),
                         "%s: req_pool_indices[%lld] = %lld is outside [0, req_to_token.size(0) = %lld)",
                         draft_name(), (long long)b, (long long)req, (long long)p.pool_size);
 }
@@ -592,21 +609,12 @@ __device__ void draft_page_row(const FaDraftTopkParams& p, uint32_t b, uint32_t 
   const int64_t end = length_fits(seq) ? fa_draft_columns(p, seq) : 0;
   if (end > 0) check_draft_req(p, b, req);
   const int32_t* tokens = p.req_to_token + req * p.req_to_token_stride;
-  const int64_t stride = int64_t{blocks_per_row} * kDraftColumns;
-  for (int64_t c0 = int64_t{g} * kDraftColumns + threadIdx.x; c0 < end; c0 += kWideSteps * stride) {
-    int32_t page[kWideSteps];
-#pragma unroll
-    for (int k = 0; k < kWideSteps; ++k) {
-      const int64_t c = c0 + k * stride;
-      page[k] = c < end ? fa_page(load_once(tokens + (c << shift)), shift) : 0;
-    }
-#pragma unroll
-    for (int k = 0; k < kWideSteps; ++k) {
-      const int64_t c = c0 + k * stride;
-      if (c >= end) break;
-      for (int s = 0; s < p.num_sets; ++s) p.set[s].page_table[b * p.set[s].page_table_stride + c] = page[k];
-    }
-  }
+  wide_columns(
+      g, blocks_per_row, end, end,
+      [&](int64_t c) { return fa_page(load_once(tokens + (c << shift)), shift); },
+      [&](int64_t c, int32_t page, bool) {
+        for (int s = 0; s < p.num_sets; ++s) p.set[s].page_table[b * p.set[s].page_table_stride + c] = page;
+      });
 }
 
 __device__ void draft_row(const FaDraftTopkParams& p, int64_t r) {
