@@ -8,7 +8,8 @@
 # .whl/ holds sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl,
 # apache_tvm_ffi-0.1.11-cp312-abi3-*.whl and msgspec-*-cp312-*.whl, fetched with
 # `pip download --no-deps -d .whl sglang==0.5.23` and `pip download --no-deps
-# --only-binary=:all: --python-version 3.12 -d .whl apache-tvm-ffi==0.1.11 msgspec`. The sglang wheel is tagged cp311 but what
+# --only-binary=:all: --python-version 3.12 -d .whl apache-tvm-ffi==0.1.11 msgspec`.
+# The sglang wheel is tagged cp311 but what
 # the bench reads from it is Python and CUDA source, so pip is told to take it as
 # if for CPython 3.11 on manylinux_2_34 (`--python-version/--abi/--platform` need
 # `--only-binary=:all:` and `--target`). tvm-ffi and msgspec are this Python's.

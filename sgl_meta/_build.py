@@ -10,6 +10,14 @@ from pathlib import Path
 
 
 @functools.lru_cache(maxsize=1)
+def _binary() -> ctypes.CDLL:
+    """``sgl_meta._C`` opened for its ``extern "C"`` facts (csrc/build_info.cpp)."""
+    from . import _C
+
+    return ctypes.CDLL(_C.__file__)
+
+
+@functools.lru_cache(maxsize=1)
 def cuda_kernels() -> bool:
     """Whether ``sgl_meta._C`` was compiled with its CUDA kernels (False for a
     ``SGLMETA_CPU_ONLY=1`` build, or one made without nvcc or a CUDA torch).
@@ -18,22 +26,19 @@ def cuda_kernels() -> bool:
     that a CUDA tensor gets sgl_meta's own "built without CUDA" error. The
     binary answers through ``sgl_meta_has_cuda_kernels`` (csrc/build_info.cpp).
     """
-    from . import _C
-
-    return bool(ctypes.CDLL(_C.__file__).sgl_meta_has_cuda_kernels())
+    return bool(_binary().sgl_meta_has_cuda_kernels())
 
 
 @functools.lru_cache(maxsize=1)
 def vllm_max_groups() -> int:
     """The most KV-cache groups one vLLM block-table call takes, read from the binary
     (``kVllmMaxGroups``: the kernels' per-group tables live in the launch parameters)."""
-    from . import _C
-
     try:
-        return int(ctypes.CDLL(_C.__file__).sgl_meta_vllm_max_groups())
+        return int(_binary().sgl_meta_vllm_max_groups())
     except AttributeError:
-        raise ImportError(f"sgl_meta: the compiled extension {_C.__file__} is older than its Python files (it has "
-                          "no sgl_meta_vllm_max_groups): rebuild it (`pip install --no-build-isolation -e .`)") from None
+        raise ImportError(f"sgl_meta: the compiled extension {_binary()._name} is older than its Python files (it "
+                          "has no sgl_meta_vllm_max_groups): rebuild it (`pip install --no-build-isolation -e .`)"
+                          ) from None
 
 
 def require_built_extension() -> None:
