@@ -166,6 +166,17 @@ def draft_topk_call(gen: torch.Generator, bs: int = 3, topk: int = 4, num_steps:
     return on_device(out, device)
 
 
+def skew_lengths(kw: dict, gen: torch.Generator) -> dict:
+    """``kw`` with most ``seq_lens`` short and one in 4 to past half the req_to_token row
+    (the static-width decode at page size 1: most of each table past its row's length)."""
+    ctx, bs = kw["req_to_token"].shape[1], kw["seq_lens"].numel()
+    lens = torch.randint(0, 300, (bs,), generator=gen)
+    long = torch.rand(bs, generator=gen) < 1 / 4
+    lens[long] = torch.randint(ctx // 2, ctx + 1, (int(long.sum()),), generator=gen)
+    kw["seq_lens"] = lens.to(kw["seq_lens"].dtype)
+    return kw
+
+
 def clone_call(kw: dict) -> dict:
     return map_tensors(kw, torch.Tensor.clone)
 

@@ -12,7 +12,7 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from flash_attention_metadata_cases import POISON, clone_call, draft_topk_call
+from flash_attention_metadata_cases import POISON, clone_call, draft_topk_call, skew_lengths
 from helpers import capture_cuda_graph, on_cuda
 
 OUTPUTS = ("cache_seqlens", "page_table", "expand_cache_seqlens", "expand_page_table")
@@ -159,12 +159,8 @@ WIDE = [dict(bs=128, topk=2, num_steps=3, sets=2, page_size=1, max_seq_pages=163
 @pytest.mark.parametrize("shape", WIDE, ids=str)
 def test_cuda_equals_cpu_wide_grids(shape, skewed, gen):
     kw = _call(gen, shape)
-    if skewed:  # most prefixes short, one in 4 to past half the table's width
-        ctx = kw["req_to_token"].shape[1]
-        lens = torch.randint(0, 300, (shape["bs"],), generator=gen)
-        long = torch.rand(shape["bs"], generator=gen) < 1 / 4
-        lens[long] = torch.randint(ctx // 2, ctx + 1, (int(long.sum()),), generator=gen)
-        kw["seq_lens"] = lens
+    if skewed:
+        kw = skew_lengths(kw, gen)
     cpu = run(sgl_meta.flash_attention_draft_decode_topk, kw)
     assert_equal(run(sgl_meta.flash_attention_draft_decode_topk, on_cuda(kw)), cpu, f"{shape}, skewed={skewed}")
     assert_equal(cpu, run(reference.flash_attention_draft_decode_topk, kw), "cpu vs reference")

@@ -12,7 +12,8 @@ import torch
 
 import sgl_meta
 from sgl_meta import reference
-from flash_attention_metadata_cases import OUTPUTS, POISON, FaCase, clone_call, decode_call, draft_extend_call, swa_spec_call
+from flash_attention_metadata_cases import (OUTPUTS, POISON, FaCase, clone_call, decode_call, draft_extend_call,
+                                            skew_lengths, swa_spec_call)
 from flash_attention_metadata_upstream import upstream
 from helpers import assert_same, capture_cuda_graph, on_cuda
 
@@ -448,23 +449,13 @@ WIDE_CASES = [
 ]
 
 
-def _skewed(kw: dict, gen, case: FaCase) -> dict:
-    """Most rows short, one in 4 to past half its width (the static-width decode at page size 1)."""
-    ctx = kw["req_to_token"].shape[1]
-    lens = torch.randint(0, 300, (case.bs,), generator=gen)
-    long = torch.rand(case.bs, generator=gen) < 1 / 4
-    lens[long] = torch.randint(ctx // 2, ctx + 1, (int(long.sum()),), generator=gen)
-    kw["seq_lens"] = lens.to(kw["seq_lens"].dtype)
-    return kw
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("skewed", [False, True], ids=["uniform", "skewed"])
 @pytest.mark.parametrize("case", WIDE_CASES, ids=str)
 def test_decode_cuda_equals_cpu_wide_grids(case, skewed, gen):
     kw = decode_call(case, gen)
     if skewed:
-        kw = _skewed(kw, gen, case)
+        kw = skew_lengths(kw, gen)
     assert_cuda_equals_cpu(sgl_meta.normal_decode_set_metadata, kw, f"{case}, skewed={skewed}")
 
 
@@ -473,7 +464,7 @@ def test_decode_cuda_equals_cpu_wide_grids(case, skewed, gen):
 def test_multi_wide_grids(case, gen):
     """Several sets through the looping blocks, each set's own live columns; in a
     CUDA graph whose replays see new lengths."""
-    assert_multi_replays(lambda: _skewed(decode_call(dataclasses.replace(case, delta=0), gen), gen, case), [0, 1, 3],
+    assert_multi_replays(lambda: skew_lengths(decode_call(dataclasses.replace(case, delta=0), gen), gen), [0, 1, 3],
                          replays=2)
 
 
@@ -483,7 +474,7 @@ def test_multi_wide_grids_lengths_only_sets(tables, gen):
     """Ten sets (two launches) at a wide grid, the sets past `tables` lengths only, no
     sums: CUDA equals the CPU kernel (no tables at all: no page blocks, the scans only)."""
     case = WIDE_CASES[5]
-    kw = _skewed(decode_call(dataclasses.replace(case, delta=0), gen), gen, case)
+    kw = skew_lengths(decode_call(dataclasses.replace(case, delta=0), gen), gen)
     multi, _ = _multi_kwargs(kw, list(range(10)))
     multi.update(cu_seqlens_k=[], page_table=multi["page_table"][:tables], skip_page_table=tables == 0)
     cpu = clone_call(multi)
