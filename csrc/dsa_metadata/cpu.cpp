@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/errors.h"
+#include "common/row_checks.h"
 #include "dsa_metadata/params.h"
 
 namespace sgl_meta {
@@ -70,10 +71,7 @@ void expanded_rows(const DsaGenParams& p, std::vector<Rows>* rows, Emit&& emit) 
 void validate(const DsaGenParams& p) {
   if (p.writes_pages()) {
     for (int64_t r = 0; r < p.bs; ++r) {
-      const int64_t req = p.req_pool_indices[r];
-      if (req < 0 || req >= p.pool_size)
-        raise_error(kOp, "req_pool_indices[", r, "] = ", req,
-                    " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
+      check_request_index(kOp, r, p.req_pool_indices[r], p.pool_size);
     }
   }
   if (p.mode == kDsaGenDraftExtend && p.n > 0) {
@@ -86,8 +84,7 @@ void validate(const DsaGenParams& p) {
   int64_t cu = 0;
   for (int64_t r = 0; r < p.bs; ++r) {
     const int64_t seq = p.seq_lens[r];
-    if (!length_fits(seq))
-      fail_index("seq_lens", r, seq, seq < 0 ? "is negative" : "does not fit int32");
+    check_length(kOp, "seq_lens", r, seq);
     if (!cache_len_fits(p, seq))
       raise_error(kOp, "seq_lens[", r, "] + next_n = ", seq + p.next_n, " does not fit int32 cache_seqlens");
     cu += cache_len(p, to_i32(seq));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/errors.h"
+#include "common/row_checks.h"
 #include "flash_attention_metadata/params.h"
 
 namespace sgl_meta {
@@ -178,14 +179,10 @@ void flash_attention_swa_spec_page_table_cpu(const FaSwaSpecParams& p) {
   if (p.width == 0) return;  // nothing to write, nothing read (as on CUDA)
   const int64_t bs = p.rows / p.repeat;
   for (int64_t a = 0; a < bs; ++a) {
-    const int64_t la = p.seq_len_a[a];
-    if (!length_fits(la))
-      raise_error(kSpecOp, "seq_len_a[", a, "] = ", la, la < 0 ? " is negative" : " does not fit int32");
+    check_length(kSpecOp, "seq_len_a", a, p.seq_len_a[a]);
   }
   for (int64_t m = 0; m < p.rows; ++m) {
-    const int64_t lb = p.seq_len_b[m];
-    if (!length_fits(lb))
-      raise_error(kSpecOp, "seq_len_b[", m, "] = ", lb, lb < 0 ? " is negative" : " does not fit int32");
+    check_length(kSpecOp, "seq_len_b", m, p.seq_len_b[m]);
   }
   for (int64_t m = 0; m < p.rows; ++m) {
     const int64_t la = p.seq_len_a[m / p.repeat];
@@ -201,12 +198,8 @@ namespace {
 template <class P>
 int64_t checked_request(const char* op, const P& p, int64_t b) {
   const int64_t seq = p.seq_lens[b];
-  if (!length_fits(seq))
-    raise_error(op, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
-  const int64_t req = p.req_pool_indices[b];
-  if (req < 0 || req >= p.pool_size)
-    raise_error(op, "req_pool_indices[", b, "] = ", req,
-                " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
+  check_length(op, "seq_lens", b, seq);
+  check_request_index(op, b, p.req_pool_indices[b], p.pool_size);
   return seq;
 }
 

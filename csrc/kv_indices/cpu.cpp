@@ -6,6 +6,7 @@
 // token_mapping or outside kv_indices' dtype) raises std::runtime_error
 // before anything is written, where CUDA trips a device-side assert.
 #include "common/errors.h"
+#include "common/row_checks.h"
 #include "kv_indices/params.h"
 
 namespace sgl_meta {
@@ -26,17 +27,13 @@ struct Row {
 Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
   const KvReadSource& s = p.src;
   const int64_t req = s.req_pool_indices[b];
-  if (req < 0 || req >= s.pool_size)
-    raise_error(kOp, "req_pool_indices[", b, "] = ", req,
-                " is outside [0, req_to_token.size(0) = ", s.pool_size, ")");
+  check_request_index(kOp, b, req, s.pool_size);
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
   if (start < 0) raise_error(kOp, "kv_start_idx[", b, "] = ", start, " is negative");
   const int64_t raw = s.seq_lens[b];
-  if (!length_fits(raw))
-    raise_error(kOp, "seq_lens[", b, "] = ", raw, raw < 0 ? " is negative" : " does not fit int32");
+  check_length(kOp, "seq_lens", b, raw);
   const int64_t ext = extend_at(p.extend_seq_lens, b);
-  if (!length_fits(ext))
-    raise_error(kOp, "extend_seq_lens[", b, "] = ", ext, ext < 0 ? " is negative" : " does not fit int32");
+  check_length(kOp, "extend_seq_lens", b, ext);
   const int64_t seq = kv_len(raw, ext);
   const int64_t n = kv_indices_live(p, seq, start);
   int64_t lo = sum, mask = 0;
@@ -126,8 +123,7 @@ namespace {
 void check_draft_row(const DraftKvIndicesParams& p, int64_t b, int64_t cum) {
   switch (draft_row_error(p, b, cum)) {
     case kDraftReq:
-      raise_error(kDraftOp, "req_pool_indices[", b, "] = ", p.src.req_pool_indices[b],
-                  " is outside [0, req_to_token.size(0) = ", p.src.pool_size, ")");
+      raise_request_index(kDraftOp, b, p.src.req_pool_indices[b], p.src.pool_size);
     case kDraftLen:
       raise_error(kDraftOp, "seq_lens[", b, "] = ", p.src.seq_lens[b], " is negative or does not fit int32");
     case kDraftRow:

@@ -5,6 +5,7 @@
 // a CSR row outside its slot) raises std::runtime_error before anything is
 // written, where CUDA trips a device-side assert.
 #include "common/errors.h"
+#include "common/row_checks.h"
 #include "kv_read_table/params.h"
 
 namespace sgl_meta {
@@ -23,14 +24,11 @@ struct Row {
 
 Row check_row(const char* op, const KvReadSource& s, int64_t b) {
   const int64_t req = s.req_pool_indices[b];
-  if (req < 0 || req >= s.pool_size)
-    raise_error(op, "req_pool_indices[", b, "] = ", req,
-                " is outside [0, req_to_token.size(0) = ", s.pool_size, ")");
+  check_request_index(op, b, req, s.pool_size);
   const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
   if (start < 0) raise_error(op, "kv_start_idx[", b, "] = ", start, " is negative");
   const int64_t seq = s.seq_lens[b];
-  if (!length_fits(seq))
-    raise_error(op, "seq_lens[", b, "] = ", seq, seq < 0 ? " is negative" : " does not fit int32");
+  check_length(op, "seq_lens", b, seq);
   const int64_t len = window_len(s, seq);
   if (!length_fits(len))
     raise_error(op, "seq_lens[", b, "] + seq_len_delta = ", len,

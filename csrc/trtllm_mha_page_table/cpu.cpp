@@ -3,6 +3,7 @@
 // device assert.
 
 #include "common/errors.h"
+#include "common/row_checks.h"
 #include "trtllm_mha_page_table/params.h"
 
 namespace sgl_meta {
@@ -18,13 +19,8 @@ void build_trtllm_mha_page_table_cpu(const TrtllmMhaPageTableParams& p) {
   // too), and every SWA slot a live column reads: a bad call leaves the
   // tables untouched.
   for (int64_t r = 0; r < p.bs; ++r) {
-    const int64_t req = p.req_pool_indices[r];
-    if (req < 0 || req >= p.pool_size)
-      raise_error(kOp, "req_pool_indices[", r, "] = ", req,
-                  " is outside [0, req_to_token.size(0) = ", p.pool_size, ")");
-    const int64_t len = p.cache_seqlens[r];
-    if (!length_fits(len))
-      raise_error(kOp, "cache_seqlens[", r, "] = ", len, len < 0 ? " is negative" : " does not fit int32");
+    check_request_index(kOp, r, p.req_pool_indices[r], p.pool_size);
+    check_length(kOp, "cache_seqlens", r, p.cache_seqlens[r]);
   }
   if (p.swa_page_table != nullptr) {
     for (int64_t r = 0; r < p.bs; ++r) {
