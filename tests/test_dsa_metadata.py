@@ -466,3 +466,116 @@ def test_runs_on_the_tensors_device_not_the_current_one(gen):
     with torch.cuda.device(0):
         got = run(sgl_meta.fused_dsa_metadata, inputs, sets, scalars)
     assert_sets(got, want, "cuda:1")
+
+
+# --- the drop-ins at SGLang's own test shapes: a 16K-request batch one column wide, and
+# --- rows a million columns wide (expected values written out here, not the reference) ---
+
+
+def _dsa_call(mode, seq, ext, rpi, r2t, width, topk, ps, next_n, gen, device):
+    """One drop-in call on poisoned outputs; returns (outputs, their poisoned copies,
+    the per-row kv lengths, the expanded lengths written, the rows' requests)."""
+    bs = len(seq)
+    i64 = dict(dtype=torch.int64, device=device)
+    seq_t, rpi_t = torch.tensor(seq, **i64), torch.tensor(rpi, **i64)
+    if mode == DECODE:
+        n, kv, req, expanded = bs, list(seq), list(rpi), None
+    elif mode == TARGET_VERIFY:
+        n = bs * next_n
+        kv = [s + next_n for s in seq for _ in range(next_n)]
+        req = [r for r in rpi for _ in range(next_n)]
+        expanded = [s + d + 1 for s in seq for d in range(next_n)]
+    else:
+        n = sum(ext)
+        kv = [s for s, e in zip(seq, ext) for _ in range(e)]
+        req = [r for r, e in zip(rpi, ext) for _ in range(e)]
+        expanded = [max(s - e + d + 1, 0) for s, e in zip(seq, ext) for d in range(e)]
+    real_cols = -(-width // ps)
+
+    def out(*shape):
+        return poison_(torch.empty(shape, dtype=torch.int32, device=device), gen)
+
+    o = dict(cache_seqlens=out(bs), cu_seqlens_k=out(bs + 1), dsa_cache_seqlens=out(n), dsa_cu_seqlens_k=out(n + 1),
+             page_table_1=out(n, width))
+    o["real_page_table"] = o["page_table_1"] if ps == 1 else out(n, real_cols)
+    if mode != DECODE:
+        o["seqlens_expanded"] = out(n)
+    if mode == TARGET_VERIFY:
+        o["paged_mqa_ctx_lens_2d"] = out(bs, next_n)
+    before = {k: v.clone() for k, v in o.items()}
+    common = dict(seq_lens=seq_t, req_pool_indices=rpi_t, req_to_token=r2t, dsa_index_topk=topk,
+                  physical_page_size=ps, bs=bs)
+    if mode == DECODE:
+        sgl_meta.fused_dsa_decode_metadata(**common, **{k: o[k] for k in (
+            "cache_seqlens", "cu_seqlens_k", "page_table_1", "dsa_cache_seqlens", "dsa_cu_seqlens_k",
+            "real_page_table")}, max_len=width)
+    elif mode == TARGET_VERIFY:
+        sgl_meta.fused_dsa_target_verify_metadata(**common, **o, max_seqlen_k=width, next_n=next_n)
+    else:
+        sgl_meta.fused_dsa_draft_extend_metadata(
+            **common, **{k: o[k] for k in o}, extend_seq_lens=torch.tensor(ext, dtype=torch.int32, device=device),
+            total_len=n, max_seqlen_k=width, max_extend_len=max(ext, default=1), max_total_len=n,
+            static_extend_len=len(set(ext)) <= 1)
+    return o, before, kv, expanded, req
+
+
+def _check_dsa(o, before, kv, expanded, req, seq, r2t, width, topk, ps, next_n, mode):
+    bs = len(seq)
+    cache = [s + next_n for s in seq] if mode == TARGET_VERIFY else list(seq)
+    lens = expanded if mode != DECODE else cache
+    dsa = [min(v, topk) for v in lens]
+    cpu = {k: v.cpu() for k, v in o.items()}
+    assert cpu["cache_seqlens"].tolist() == cache
+    assert cpu["cu_seqlens_k"].tolist() == [0] + torch.tensor(cache).cumsum(0).tolist()
+    assert cpu["dsa_cache_seqlens"].tolist() == dsa
+    assert cpu["dsa_cu_seqlens_k"].tolist() == [0] + torch.tensor(dsa, dtype=torch.int64).cumsum(0).tolist()
+    if mode != DECODE:
+        assert cpu["seqlens_expanded"].tolist() == expanded
+    if mode == TARGET_VERIFY:
+        assert cpu["paged_mqa_ctx_lens_2d"].tolist() == [[c] * next_n for c in cache]
+    r2t = r2t.cpu()
+    pt1, pt1_before = cpu["page_table_1"], before["page_table_1"].cpu()
+    live = torch.tensor([min(k, width) for k in kv], dtype=torch.int64)
+    cols = torch.arange(width)
+    mask = cols[None, :] < live[:, None]
+    want = r2t[torch.tensor(req, dtype=torch.int64)][:, :width]
+    assert torch.equal(pt1[mask], want[mask]), "page_table_1: live prefix"
+    assert torch.equal(pt1[~mask], pt1_before[~mask]), "page_table_1: written past the live prefix"
+    if ps > 1:
+        real, real_before = cpu["real_page_table"], before["real_page_table"].cpu()
+        rmask = (torch.arange(real.shape[1]) * ps)[None, :] < live[:, None]
+        rwant = torch.div(want[:, ::ps], ps, rounding_mode="floor")
+        assert torch.equal(real[rmask], rwant[rmask]), "real_page_table: live pages"
+        assert torch.equal(real[~rmask], real_before[~rmask]), "real_page_table: written past the live pages"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dropins_sixteen_thousand_requests_one_column_wide(mode, gen, device):
+    """16384 requests (lengths 1 .. 257) over a req_to_token one column wide, page size 1
+    (real_page_table is page_table_1), one draft token / one extend token per request:
+    every row writes column 0 only, the lengths and both prefix sums run past one scan tile."""
+    bs, topk, next_n = 16 * 1024, 64, 1
+    seq = [i % 257 + 1 for i in range(bs)]
+    first = {DECODE: 0, TARGET_VERIFY: 1, DRAFT_EXTEND: 2}[mode]
+    step = 2 if mode == DECODE else 1
+    rpi = [first + step * i for i in range(bs)]
+    pool = 2 * (bs + 4)
+    r2t = (torch.arange(pool, dtype=torch.int32) * 18).view(pool, 1).to(device)
+    ext = [1] * bs if mode == DRAFT_EXTEND else None
+    o, before, kv, expanded, req = _dsa_call(mode, seq, ext, rpi, r2t, 1, topk, 1, next_n, gen, device)
+    _check_dsa(o, before, kv, expanded, req, seq, r2t, 1, topk, 1, next_n, mode)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dropins_rows_a_million_columns_wide(mode, gen, device):
+    """max_seqlen_k 1_000_003, lengths near a million, top-k 4096, physical page 64."""
+    width, topk, ps = 1_000_003, 4096, 64
+    seq = [1_000_000, 999_983] if mode == DECODE else [1_000_000]
+    next_n = 2
+    ext = [4] if mode == DRAFT_EXTEND else None
+    rpi = [1, 0] if mode == DECODE else [1]
+    r2t = torch.arange(2 * width, dtype=torch.int32).view(2, width)
+    r2t[1] += 17
+    o, before, kv, expanded, req = _dsa_call(mode, seq, ext, rpi, r2t.to(device), width, topk, ps, next_n, gen,
+                                             device)
+    _check_dsa(o, before, kv, expanded, req, seq, r2t, width, topk, ps, next_n, mode)

@@ -15,7 +15,7 @@ from sgl_meta import reference
 from flash_attention_metadata_cases import (OUTPUTS, POISON, FaCase, clone_call, decode_call, draft_extend_call,
                                             skew_lengths, swa_spec_call)
 from flash_attention_metadata_upstream import upstream
-from helpers import assert_same, capture_cuda_graph, on_cuda
+from helpers import assert_same, capture_cuda_graph, on_cuda, on_device, poison_
 
 UP = upstream()
 needs_upstream = pytest.mark.skipif(UP is None, reason="sglang 0.5.23 / triton not installed")
@@ -518,3 +518,68 @@ def test_graph_replay_multi_step_draft(gen):
     """The K draft steps in one recorded launch: replays see new lengths and tables."""
     case = FaCase(swa="mapping", page_size=16)
     assert_multi_replays(lambda: decode_call(case, gen), [1, 2, 3], replays=3)
+
+
+# --- the unified pool's decode table: lengths from the drop-in, the table through v2p ---
+
+
+def _unified_batch(page_size: int, device: str):
+    """Five requests (lengths P, P + 1, 3P, 7P - 3, 1), each on its own run of eight
+    shuffled virtual pages, and a virtual -> physical permutation (page 0 the sink)."""
+    g = torch.Generator().manual_seed(97 + page_size)
+    bs, ctx, vpages = 5, 8 * page_size, 512
+    lens = torch.tensor([page_size, page_size + 1, 3 * page_size, 7 * page_size - 3, 1])
+    pages = torch.randperm(vpages - 1, generator=g)[: bs * 8].view(bs, 8) + 1
+    tokens = (pages[:, :, None] * page_size + torch.arange(page_size)).reshape(bs, ctx)
+    r2t = torch.where(torch.arange(ctx)[None, :] < lens[:, None], tokens, torch.zeros_like(tokens))
+    v2p = torch.randperm(vpages, generator=g)
+    v2p[v2p == 0] = v2p[0].item()
+    v2p[0] = 0
+    return on_device(dict(req_to_token=r2t.to(torch.int32), req_pool_indices=torch.arange(bs), seq_lens=lens,
+                          v2p=v2p), device)
+
+
+@pytest.mark.parametrize("page_size", [1, 64])
+def test_decode_lengths_then_read_table_through_v2p(page_size, gen, device):
+    """normal_decode_set_metadata(skip_page_table=True) writes the lengths and their sum
+    only; build_kv_read_table, bounded by the lengths just written, fills the decode table
+    with v2p[slot // P] over each row's live pages (the rest keeps its values); the same
+    call with full_v2p writes that table itself; without v2p the table is slot // P."""
+    b = _unified_batch(page_size, device)
+    bs, max_pages = 5, 8
+    r2t, rpi, lens, v2p = b["req_to_token"], b["req_pool_indices"], b["seq_lens"], b["v2p"]
+    live = [-(-int(n) // page_size) for n in lens.tolist()]
+    first = r2t.cpu()[:, ::page_size].long()
+    physical = v2p.cpu()[torch.div(first, page_size, rounding_mode="floor")]
+    virtual = torch.div(first, page_size, rounding_mode="floor")
+    assert not all(torch.equal(physical[r, :n], virtual[r, :n]) for r, n in enumerate(live))
+
+    def outputs():
+        i32 = dict(dtype=torch.int32, device=r2t.device)
+        return (torch.full((bs,), POISON, **i32), torch.full((bs + 1,), POISON, **i32),
+                poison_(torch.empty((bs, max_pages + 2), **i32), gen))
+
+    def check_table(table, before, want, what):
+        table, before = table.cpu(), before.cpu()
+        for r, n in enumerate(live):
+            assert table[r, :n].tolist() == want[r, :n].tolist(), f"{what}: row {r}"
+            assert torch.equal(table[r, n:], before[r, n:]), f"{what}: row {r} written past its live pages"
+
+    cache, cu, table = outputs()
+    before = table.clone()
+    sgl_meta.normal_decode_set_metadata(cache, cu, table, r2t, rpi, max_pages, lens, 0, page_size,
+                                        skip_page_table=True)
+    assert cache.cpu().tolist() == lens.tolist()
+    assert cu.cpu().tolist() == [0] + lens.cumsum(0).tolist()
+    assert torch.equal(table.cpu(), before.cpu()), "skip_page_table wrote the table"
+    sgl_meta.build_kv_read_table(req_to_token=r2t, req_pool_indices=rpi, seq_lens=cache, v2p=v2p,
+                                 page_size=page_size, max_pages=max_pages, out=table)
+    check_table(table, before, physical, "read table")
+
+    for v2p_arg, want, what in ((v2p, physical, "full_v2p"), (None, virtual, "static")):
+        cache, cu, table = outputs()
+        before = table.clone()
+        sgl_meta.normal_decode_set_metadata(cache, cu, table, r2t, rpi, max_pages, lens, 0, page_size,
+                                            full_v2p=v2p_arg)
+        assert cache.cpu().tolist() == lens.tolist()
+        check_table(table, before, want, what)

@@ -386,3 +386,25 @@ def test_hostile_values_trip_device_assert(what):
     assert "sgl_meta: build_kv_indices" in out, out
     if what == "extend_seq_lens":
         assert "extend_seq_lens[1] = -5 is negative" in out, out
+
+
+@pytest.mark.parametrize("batch", [1, 37, 1786])
+def test_create_flashinfer_kv_indices_wide_pool(batch, gen, device):
+    """A 4096 x 4096 pool of consecutive slots, `batch` distinct requests of distinct
+    lengths below 4096 (row lengths summing to millions at 1786 rows): the indices are
+    the rows' prefixes back to back, and nothing past the last one is written."""
+    pool = ctx = 4096
+    r2t = torch.arange(pool * ctx, dtype=torch.int32).view(pool, ctx)
+    rows = torch.randperm(pool, generator=gen)[:batch]
+    lens = torch.randperm(ctx, generator=gen)[:batch]
+    indptr = torch.zeros(batch + 1, dtype=torch.int64)
+    indptr[1:] = lens.cumsum(0)
+    total = int(indptr[-1])
+    want = torch.cat([r2t[r, :n] for r, n in zip(rows.tolist(), lens.tolist())])
+    got = torch.full((total + 5,), -3, dtype=torch.int32, device=device)
+    sgl_meta.create_flashinfer_kv_indices(r2t.to(device), rows.to(torch.int32).to(device),
+                                          lens.to(torch.int32).to(device), indptr.to(torch.int32).to(device), None,
+                                          got, 1, None)
+    got = got.cpu()
+    assert torch.equal(got[:total], want)
+    assert (got[total:] == -3).all()
