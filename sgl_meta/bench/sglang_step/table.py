@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..report import _num, diff_cell
+from ..report import _num, diff_cell, environment_line
 
 HEADER = ("backend", "mode", "bs", "context", "out-of-graph host us (off / on)",
           "out-of-graph device us (off / on)", "launches out / in graph (off / on)",
@@ -72,6 +72,8 @@ def markdown(doc: dict) -> str:
         f"SGLang decode-step metadata, plugin off / on ({env.get('gpu') or env['device']}, torch {env['torch']}, "
         f"sgl_meta {env['sgl_meta']}); medians of {doc['plan']['steps']} replay steps over "
         f"{doc['plan'].get('builds', 1)} builds of each point.",
+        "",
+        environment_line(env),
         "",
     ]
     lines += [CONTROL, ""] * control
