@@ -145,6 +145,9 @@ class ArgChecker {
   // with stride(0)) and that `t` lives on `device_of`'s device.
   template <typename T>
   void tensor(const T& t, ArgName name, const Expect& e, const T& device_of) const {
+    // torch.ops hands None for a Tensor argument over as an undefined tensor,
+    // whose dtype query would fail with a message naming neither.
+    require(t.defined(), name, " must be a Tensor, got None");
     const ScalarType st = t.scalar_type();
     switch (e.dtype) {
       case Expect::DType::kInt32:

@@ -36,6 +36,7 @@ class TensorMeta {
     }
   }
 
+  bool defined() const { return true; }  // the fast path refuses None before filling one
   torch::headeronly::ScalarType scalar_type() const { return dtype_; }
   int64_t dim() const { return dim_; }
   int64_t size(int64_t i) const { return sizes_[i]; }

@@ -222,7 +222,7 @@ void flash_attention_swa_spec_page_table(T page_table_dst, T page_table_a, T pag
   const ArgChecker check("flash_attention_swa_spec_page_table");
   const int64_t repeat = speculative_num_draft_tokens;
   check.non_negative(repeat, "speculative_num_draft_tokens");
-  const T& dev = page_table_dst;
+  const T& dev = seq_len_a;  // the first tensor checked: every later one is compared with a checked one
   check.tensor(seq_len_a, "seq_len_a", {DT::kIndex, 1}, dev);
   check.tensor(seq_len_b, "seq_len_b", {DT::kIndex, 1}, dev);
   const int64_t bs = seq_len_a.size(0), rows = seq_len_b.size(0);

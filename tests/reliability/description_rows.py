@@ -3,7 +3,8 @@
 For every argument of every op, from its kind and dtype set alone: a value of
 the wrong type (an int for a tensor, a float or bool for an int or one past int64, an int for a
 bool, a tensor for a tensor list, None inside a list) is a TypeError naming
-the op and the argument, and a tensor of a dtype outside its set is a
+the op and the argument (through torch.ops, None for a tensor is a RuntimeError
+naming both), and a tensor of a dtype outside its set is a
 RuntimeError naming the argument and the dtypes it takes. The dtype rows also
 hold the descriptions to the C++ checks: a description that names the wrong
 dtype set fails here.
@@ -42,9 +43,13 @@ def _list_element(name, value):
 
 def _rows_of(op: _op.Op, base: dict) -> list[Row]:
     rows = []
+    # The base call also works through torch.ops when it passes no None that the
+    # schema does not take (the public functions take None for some lists).
+    through_dispatcher = all(base.get(a.name) is not None or a.kind.endswith("?") for a in op.args if a.name in base)
 
-    def row(id, edit, text, raises):
-        rows.append(Row(id=f"{op.name}/described: {id}", op=op.name, edit=edit, names=(text,), raises=(raises,)))
+    def row(id, edit, text, raises, dispatcher=False):
+        rows.append(Row(id=f"{op.name}/described: {id}", op=op.name, edit=edit, names=(text,), raises=(raises,),
+                        dispatcher=dispatcher))
 
     for a in op.args:
         name, given = a.name, base.get(a.name)
@@ -53,6 +58,9 @@ def _rows_of(op: _op.Op, base: dict) -> list[Row]:
             row(f"{name} = [[1, 2]]", set_(**{name: [[1, 2]]}), f"{name} must be a Tensor, got list", TypeError)
             if a.kind == "Tensor" and a.default is _op.REQUIRED:
                 row(f"{name} = None", set_(**{name: None}), f"{name} must be a Tensor, got NoneType", TypeError)
+                if through_dispatcher:  # torch.ops hands None over as an undefined tensor: the op names it
+                    row(f"{name} = None through torch.ops", set_(**{name: None}),
+                        f"{name} must be a Tensor, got None", RuntimeError, dispatcher=True)
             if given is not None:
                 expected = f"{name} must have dtype {_DTYPE_TEXT[a.dtypes]}"
                 for cast in _OUTSIDE[a.dtypes]:

@@ -107,15 +107,15 @@ def main() -> int:
         emit(row=row_id, event="start")
         try:
             gen = torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(row_id.encode())) % 2**63)
+            row = rows.get(row_id)
             if row_id.endswith("/control"):
                 op = row_id[: -len("/control")]
                 kw = table.BASES[op](gen, device)
             else:
-                row = rows[row_id]
                 op = row.op
                 kw = table.BASES[row.base or row.op](gen, device)
                 row.edit(kw)
-            fn = getattr(sgl_meta, op)
+            fn = getattr(torch.ops.sgl_meta if row is not None and row.dispatcher else sgl_meta, op)
         except Exception:  # the table itself is broken: report, do not blame the op
             emit(row=row_id, event="setup_error", message=traceback.format_exc())
             continue

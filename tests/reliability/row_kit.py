@@ -24,6 +24,7 @@ class Row:
     # hostile value the op must not read, this edit of the reference's copy
     # makes that value harmless. The op's output must then match anyway.
     oracle_edit: Callable[[dict], None] | None = None
+    dispatcher: bool = False  # call torch.ops.sgl_meta.<op> (the dispatcher's path) instead
 
 
 # ---- edits -------------------------------------------------------------------
