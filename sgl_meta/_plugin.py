@@ -5,8 +5,9 @@ report of ``python -m sgl_meta.<host>``."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Collection, Optional
 
 from . import _env
 
@@ -99,20 +100,22 @@ def entry_point_visible(group: str) -> bool:
     return any(ep.name == ENTRY_POINT and ep.value.startswith("sgl_meta.") for ep in entry_points(group=group))
 
 
-def report(host: str, switch: str, allowed: Optional[str], allowed_variable: str,
+def report(host: str, switch: str, allowed: Optional[Collection[str]], allowed_variable: str,
            inactive_reason: Callable[..., Optional[str]], plan: Callable[[], tuple[list, list]],
            describe: Callable[[object, object], str], noun: str, versions: str = "",
            group: Optional[str] = None) -> None:
     """``python -m sgl_meta.<host>``: the header, then why the plugin is
     inactive or one line per row (``describe(row, replacement)`` for the usable
     ones). ``switch`` is the plugin's ``SGLMETA_<switch>`` name; ``allowed`` the
-    host's allow-list, None where it allows every plugin; ``group`` the
+    plugin names of the host's allow-list, ``allowed_variable``, parsed as the
+    host parses it, None where it allows every plugin; ``group`` the
     entry-point group the host loads plugins from."""
     from . import __version__
 
     print(f"sgl-meta {__version__} at {package_dir()}{versions}")
-    if allowed is not None and ENTRY_POINT not in {x.strip() for x in allowed.split(",")}:
-        print(f"inactive: {allowed_variable}={allowed} does not name {ENTRY_POINT} ({host} will not call the plugin)")
+    if allowed is not None and ENTRY_POINT not in allowed:
+        print(f"inactive: {allowed_variable}={os.environ.get(allowed_variable, '')!r} does not name {ENTRY_POINT} "
+              f"(as {host} reads it: {sorted(allowed)}; {host} will not call the plugin)")
         return
     if group is not None and not entry_point_visible(group):
         print(f"inactive: {host} finds plugins through the entry-point group {group}, and this environment's "

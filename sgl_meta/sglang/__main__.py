@@ -16,7 +16,9 @@ from .plugin import SWITCH, inactive_reason, plan
 def main() -> None:
     import os
 
-    allowed = os.environ.get("SGLANG_PLUGINS", "").strip() or None  # unset or empty: SGLang loads every plugin
+    # SGLang's reading: names stripped of spaces, empty ones dropped; unset or empty loads every plugin.
+    value = os.environ.get("SGLANG_PLUGINS", "")
+    allowed = {x.strip() for x in value.split(",") if x.strip()} if value else None
     _plugin.report("SGLang", SWITCH, allowed, "SGLANG_PLUGINS", inactive_reason, plan, _describe, "hooks",
                    group="sglang.srt.plugins")
 

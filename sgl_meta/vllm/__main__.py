@@ -16,7 +16,10 @@ from .plugin import SWITCH, inactive_reason, plan, vllm_version
 def main() -> None:
     import os
 
-    _plugin.report("vLLM", SWITCH, os.environ.get("VLLM_PLUGINS"), "VLLM_PLUGINS", inactive_reason, plan, _describe,
+    # vLLM's reading: split on commas as it stands, spaces kept (" sgl_meta" names no plugin); unset loads every one.
+    value = os.environ.get("VLLM_PLUGINS")
+    allowed = None if value is None else value.split(",")
+    _plugin.report("vLLM", SWITCH, allowed, "VLLM_PLUGINS", inactive_reason, plan, _describe,
                    "rows", versions=f"; vllm {vllm_version() or 'not installed'}", group="vllm.general_plugins")
 
 

@@ -298,6 +298,20 @@ def test_cli_prints_each_row(fake_vllm, monkeypatch, capsys):
     assert "does not name sgl_meta" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("value, named", [("other,sgl_meta", True), ("other, sgl_meta", False), ("", False)])
+def test_cli_reads_the_allow_list_as_vllm_does(fake_vllm, monkeypatch, capsys, value, named):
+    """vLLM splits VLLM_PLUGINS on commas and keeps the spaces: " sgl_meta" names
+    no plugin, and an empty value allows none."""
+    from sgl_meta.vllm.__main__ import main
+
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    monkeypatch.setenv("VLLM_PLUGINS", value)
+    main()
+    out = capsys.readouterr().out
+    assert ("does not name sgl_meta" not in out) == named, out
+    assert (out.count("replaces vllm.") == 7) == named, out
+
+
 def test_cli_says_when_vllm_cannot_see_the_entry_point(fake_vllm, monkeypatch, capsys):
     """An sgl-meta install whose metadata predates the vLLM plugin: vLLM's loader
     never finds it, so the report must not claim replacements."""
