@@ -130,6 +130,19 @@ def test_gather_no_request_rows_are_zeroed_and_wider_destinations():
         assert (dst[7: args["num_rows"]] == 0).all()
 
 
+def test_slot_mappings_without_tokens_are_all_padding():
+    """No request and no token (positions empty) but padded slot mappings: the op
+    and the reference fill every column with pad_id."""
+    kw = dict(idx_mapping=torch.empty(0, dtype=torch.int64), query_start_loc=torch.zeros(1, dtype=torch.int32),
+              positions=torch.empty(0, dtype=torch.int64), block_tables=[torch.zeros(2, 4, dtype=torch.int32)] * 2,
+              block_sizes=torch.ones(2, dtype=torch.int32), slot_mapping_enabled=torch.ones(2, dtype=torch.bool),
+              dcp_sharded=torch.zeros(2, dtype=torch.bool), pad_id=-5)
+    for fn in (sgl_meta.vllm_compute_slot_mappings, reference.vllm_compute_slot_mappings):
+        out = torch.full((2, 3), 7, dtype=torch.int64)
+        fn(**kw, slot_mappings=out)
+        assert (out == -5).all(), (fn, out)
+
+
 def test_masking_nulls_the_blocks_below_the_window():
     bs, reach = 4, 10
     src = torch.arange(1, 21, dtype=torch.int32).view(1, 20)

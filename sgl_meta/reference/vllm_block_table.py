@@ -85,8 +85,10 @@ def vllm_compute_slot_mappings(
         return
 
     def read(row, inside):
+        if positions.numel() == 0:  # no token is inside: every column is padding
+            return torch.zeros(row.numel(), dtype=torch.long, device=row.device)
         t = torch.arange(row.numel(), device=row.device)
-        return positions.long()[torch.where(inside, t, torch.zeros_like(t)).clamp(max=max(positions.numel() - 1, 0))]
+        return positions.long()[torch.where(inside, t, torch.zeros_like(t)).clamp(max=positions.numel() - 1)]
 
     slot_mappings_of(idx_mapping=idx_mapping, query_start_loc=query_start_loc, positions=read,
                      block_tables=block_tables, block_sizes=block_sizes, slot_mapping_enabled=slot_mapping_enabled,
