@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from importlib import metadata
 from typing import Callable, Optional
 
@@ -83,7 +84,12 @@ def install(usable: list[tuple[object, Callable]]) -> None:
         from vllm.triton_utils.dispatcher import register_kernels
 
         originals = {t: _owner_and_attr(t) for t in kernels}
-        register_kernels(kernels)
+        with warnings.catch_warnings():
+            # register_kernels reads every attribute of every loaded module, torch's
+            # deprecated torch.distributed.reduce_op among them: its FutureWarning
+            # says nothing about this process.
+            warnings.filterwarnings("ignore", message=".*reduce_op.*", category=FutureWarning)
+            register_kernels(kernels)
         for target, (owner, attr, original) in originals.items():
             _installed[target] = original
             _kernels.add(target)
