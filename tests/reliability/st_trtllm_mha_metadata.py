@@ -89,9 +89,9 @@ def cases(draw, min_bs: int = 0, need: str | None = None, in_contract: bool = Fa
     """A valid call. `need` forces what a hostile injection needs: "swa_slot"
     (an SWA table and a column), "out_loc" (translated out_cache_loc entries),
     "dead_slot" (live_pages_only on an un-aliased req_to_token). `in_contract`
-    keeps lengths, offsets and query lengths inside the length contract, for a
-    call whose only error is an injected value (most draws of the extreme
-    regimes break the contract)."""
+    draws lengths, offsets and query lengths inside the length contract, for a
+    call whose only error is an injected value (most draws of the negative and
+    extreme regimes break it)."""
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**63 - 1)))
     bs = draw(st.one_of(st.integers(0, 9), st.integers(10, 40), st.sampled_from([127, 128, 129, 200, 257])))
     bs = max(bs, min_bs)
@@ -144,37 +144,41 @@ def cases(draw, min_bs: int = 0, need: str | None = None, in_contract: bool = Fa
     req_pool_indices = _index_input(draw, gen, _randint(gen, 0, pool, bs, torch.int64), idx_dtype)
 
     len_regime = "live" if in_contract else draw(st.sampled_from(["live", "live", "negative", "extreme"]))
-    live_hi = min((max_seq_pages + 1) * page_size + 1, I32_MAX // (max(bs, 1) + 1) if in_contract else I32_MAX)
+    live_lo, live_hi = 0, min((max_seq_pages + 1) * page_size + 1, I32_MAX)
+    if in_contract:
+        # A negative offset as well, over lengths it leaves >= 0 (some exactly 0: no live
+        # column); each row with both offsets (at most 2**20 + 4 here) fits, and so does the sum.
+        seqlen_offset = draw(st.integers(-4, 4))
+        live_lo = max(0, -seqlen_offset)
+        live_hi = max(live_lo + 1, min(live_hi, I32_MAX // max(bs, 1) - 2**20 - 8))
     if len_regime == "live":
-        lens = _randint(gen, 0, live_hi, bs, torch.int64)
+        lens = _randint(gen, live_lo, live_hi, bs, torch.int64)
     elif len_regime == "negative":
         lens = _randint(gen, -min(3 * page_size, 2**30), live_hi, bs, torch.int64)
     else:  # wraps around int32 in cache_seqlens and the sums
         hi = draw(st.sampled_from([2**40, 2**63 - 1])) if len_dtype == torch.int64 else I32_MAX
         lens = _randint(gen, -hi, hi, bs, torch.int64)
     seq_lens = _index_input(draw, gen, lens, len_dtype)
-    # Any int32 offset (outside int32 is a bad-input row: the op raises).
-    seqlen_offset = draw(st.integers(0, 4) if in_contract else
-                         st.one_of(st.integers(-4, 4), st.sampled_from([I32_MIN, I32_MAX])))
+    if not in_contract:  # any int32 offset (outside int32 is a bad-input row: the op raises)
+        seqlen_offset = draw(st.one_of(st.integers(-4, 4), st.sampled_from([I32_MIN, I32_MAX])))
 
     q_mode = draw(st.sampled_from([0, 1, 2]))
     # bs * q_stride must fit int32 (larger is a bad-input row).
-    q_stride = draw(st.integers(0, 8) if in_contract else
-                    st.one_of(st.integers(0, 8), st.sampled_from([2**20 // max(bs, 1), I32_MAX // max(bs, 1)])))
+    q_stride = draw(st.one_of(st.integers(0, 8), st.sampled_from([2**20 // max(bs, 1), I32_MAX // max(bs, 1)])))
     qlens = None
     if q_mode == 1 or draw(st.booleans()):
         q_dtype = draw(st.sampled_from([torch.int32, torch.int64]))
-        q_hi = draw(st.sampled_from([9, 2**20] if in_contract else [9, 2**20, I32_MAX]))
+        q_hi = draw(st.sampled_from([9, 2**20, I32_MAX // (bs + 1) if in_contract else I32_MAX]))
         qlens = _index_input(draw, gen, _randint(gen, 0, q_hi, bs, torch.int64), q_dtype)
 
     # docs/operators/trtllm_mha_metadata.md ragged verify: per-row offsets (added, never indexed: any value),
     # often with q_mode=CUMSUM over the same lengths as SGLang passes them.
-    offs_regime = draw(st.sampled_from(["none", "none", "none", "verify"] + ([] if in_contract else ["any"])))
+    offs_regime = draw(st.sampled_from(["none", "none", "none", "verify", "any"]))
     seqlen_offsets = None
     if offs_regime != "none":
         o_dtype = draw(st.sampled_from([torch.int32, torch.int64]))
-        hi = 9 if offs_regime == "verify" else (I32_MAX if o_dtype == torch.int32 else 2**62)
-        lo = 1 if offs_regime == "verify" else -hi
+        hi = 9 if offs_regime == "verify" else 2**20 if in_contract else I32_MAX if o_dtype == torch.int32 else 2**62
+        lo = 1 if offs_regime == "verify" else 0 if in_contract else -hi
         values = _randint(gen, lo, hi, bs, torch.int64)
         seqlen_offsets = _index_input(draw, gen, values, o_dtype)
         if offs_regime == "verify" and draw(st.booleans()):

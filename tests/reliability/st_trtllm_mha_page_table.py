@@ -55,7 +55,7 @@ def cases(draw, min_bs: int = 0, in_contract: bool = False) -> Case:
     def slots_fn(n):  # any int32; with an SWA mapping, past it is an error
         if draw_wide:
             return _randint(gen, I32_MIN, I32_MAX + 1, n, torch.int32)
-        v = _randint(gen, 0, swa_size if in_contract else 2 * swa_size + 3, n, torch.int32)
+        v = _randint(gen, 0, swa_size if swa and in_contract else 2 * swa_size + 3, n, torch.int32)
         return _sprinkle(gen, v, neg_frac, lambda k: _randint(gen, -3 * min(page_size, 2**20), 0, k, torch.int32))
 
     req_to_token, layout = _req_to_token(draw, gen, pool, ctx, slots_fn)
