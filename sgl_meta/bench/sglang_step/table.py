@@ -69,8 +69,7 @@ def markdown(doc: dict) -> str:
     env = doc["environment"]
     control = doc["plan"].get("control", False)
     lines = [
-        f"SGLang decode-step metadata, plugin off / on ({env.get('gpu') or env['device']}, torch {env['torch']}, "
-        f"sgl_meta {env['sgl_meta']}); medians of {doc['plan']['steps']} replay steps over "
+        f"SGLang decode-step metadata, plugin off / on; medians of {doc['plan']['steps']} replay steps over "
         f"{doc['plan'].get('builds', 1)} builds of each point.",
         "",
         environment_line(env),
