@@ -520,7 +520,6 @@ def _dsa_call(mode, seq, ext, rpi, r2t, width, topk, ps, next_n, gen, device):
 
 
 def _check_dsa(o, before, kv, expanded, req, seq, r2t, width, topk, ps, next_n, mode):
-    bs = len(seq)
     cache = [s + next_n for s in seq] if mode == TARGET_VERIFY else list(seq)
     lens = expanded if mode != DECODE else cache
     dsa = [min(v, topk) for v in lens]

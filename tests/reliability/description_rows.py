@@ -43,9 +43,11 @@ def _list_element(name, value):
 
 def _rows_of(op: _op.Op, base: dict) -> list[Row]:
     rows = []
-    # The base call also works through torch.ops when it passes no None that the
-    # schema does not take (the public functions take None for some lists).
-    through_dispatcher = all(base.get(a.name) is not None or a.kind.endswith("?") for a in op.args if a.name in base)
+    # The base call through torch.ops: a list the public function takes as None
+    # (an absent field) is the empty list there.
+    empty_lists = {a.name: [] for a in op.args if a.kind == "Tensor[]" and a.name in base and base[a.name] is None}
+    through_dispatcher = all(base.get(a.name) is not None or a.kind.endswith("?") or a.name in empty_lists
+                             for a in op.args if a.name in base)
 
     def row(id, edit, text, raises, dispatcher=False):
         rows.append(Row(id=f"{op.name}/described: {id}", op=op.name, edit=edit, names=(text,), raises=(raises,),
@@ -59,7 +61,7 @@ def _rows_of(op: _op.Op, base: dict) -> list[Row]:
             if a.kind == "Tensor" and a.default is _op.REQUIRED:
                 row(f"{name} = None", set_(**{name: None}), f"{name} must be a Tensor, got NoneType", TypeError)
                 if through_dispatcher:  # torch.ops hands None over as an undefined tensor: the op names it
-                    row(f"{name} = None through torch.ops", set_(**{name: None}),
+                    row(f"{name} = None through torch.ops", set_(**empty_lists, **{name: None}),
                         f"{name} must be a Tensor, got None", RuntimeError, dispatcher=True)
             if given is not None:
                 expected = f"{name} must have dtype {_DTYPE_TEXT[a.dtypes]}"
