@@ -5,7 +5,6 @@ report of ``python -m sgl_meta.<host>``."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Callable, Collection, Optional
 
@@ -114,8 +113,8 @@ def report(host: str, switch: str, allowed: Optional[Collection[str]], allowed_v
 
     print(f"sgl-meta {__version__} at {package_dir()}{versions}")
     if allowed is not None and ENTRY_POINT not in allowed:
-        print(f"inactive: {allowed_variable}={os.environ.get(allowed_variable, '')!r} does not name {ENTRY_POINT} "
-              f"(as {host} reads it: {sorted(allowed)}; {host} will not call the plugin)")
+        print(f"inactive: {allowed_variable} does not name {ENTRY_POINT} (as {host} reads it, it names "
+              f"{sorted(allowed)}; {host} will not call the plugin)")
         return
     if group is not None and not entry_point_visible(group):
         print(f"inactive: {host} finds plugins through the entry-point group {group}, and this environment's "

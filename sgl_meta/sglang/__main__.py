@@ -9,6 +9,8 @@ nothing. Exit status 0 whatever it finds.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .. import _plugin
 from .plugin import SWITCH, inactive_reason, plan
 
@@ -16,11 +18,14 @@ from .plugin import SWITCH, inactive_reason, plan
 def main() -> None:
     import os
 
-    # SGLang's reading: names stripped of spaces, empty ones dropped; unset or empty loads every plugin.
-    value = os.environ.get("SGLANG_PLUGINS", "")
-    allowed = {x.strip() for x in value.split(",") if x.strip()} if value else None
-    _plugin.report("SGLang", SWITCH, allowed, "SGLANG_PLUGINS", inactive_reason, plan, _describe, "hooks",
-                   group="sglang.srt.plugins")
+    _plugin.report("SGLang", SWITCH, allowed_plugins(os.environ.get("SGLANG_PLUGINS", "")), "SGLANG_PLUGINS",
+                   inactive_reason, plan, _describe, "hooks", group="sglang.srt.plugins")
+
+
+def allowed_plugins(value: str) -> Optional[set]:
+    """SGLANG_PLUGINS as SGLang reads it: names stripped of spaces, empty ones
+    dropped; None (every plugin loads) when it is unset or empty."""
+    return {x.strip() for x in value.split(",") if x.strip()} if value else None
 
 
 def _describe(hook, _) -> str:

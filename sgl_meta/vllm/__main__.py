@@ -9,6 +9,8 @@ installs nothing. Exit status 0 whatever it finds.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from .. import _plugin
 from .plugin import SWITCH, inactive_reason, plan, vllm_version
 
@@ -16,11 +18,15 @@ from .plugin import SWITCH, inactive_reason, plan, vllm_version
 def main() -> None:
     import os
 
-    # vLLM's reading: split on commas as it stands, spaces kept (" sgl_meta" names no plugin); unset loads every one.
-    value = os.environ.get("VLLM_PLUGINS")
-    allowed = None if value is None else value.split(",")
-    _plugin.report("vLLM", SWITCH, allowed, "VLLM_PLUGINS", inactive_reason, plan, _describe,
-                   "rows", versions=f"; vllm {vllm_version() or 'not installed'}", group="vllm.general_plugins")
+    _plugin.report("vLLM", SWITCH, allowed_plugins(os.environ.get("VLLM_PLUGINS")), "VLLM_PLUGINS", inactive_reason,
+                   plan, _describe, "rows", versions=f"; vllm {vllm_version() or 'not installed'}",
+                   group="vllm.general_plugins")
+
+
+def allowed_plugins(value: Optional[str]) -> Optional[list]:
+    """VLLM_PLUGINS as vLLM reads it: split on commas, spaces kept (" sgl_meta"
+    names no plugin, an empty value none); None (every plugin loads) when unset."""
+    return None if value is None else value.split(",")
 
 
 def _describe(row, ours) -> str:

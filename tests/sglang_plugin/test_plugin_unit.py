@@ -242,6 +242,19 @@ def test_build_without_cuda_kernels_is_inactive(registry, monkeypatch, capsys):
     assert capsys.readouterr().out.splitlines()[1:] == [f"inactive: {want}"]
 
 
+@pytest.mark.parametrize("value, names", [("", None), ("x, sgl_meta", {"x", "sgl_meta"}), ("  ", set()),
+                                          (",sgl_meta,", {"sgl_meta"})])
+def test_report_reads_sglang_plugins_as_sglang_does(value, names, monkeypatch, capsys):
+    """SGLang strips the names and drops empty ones; an empty value allows every
+    plugin, one of spaces none. The report says so without looking further."""
+    assert cli.allowed_plugins(value) == names
+    if names is None or "sgl_meta" in names:
+        return
+    monkeypatch.setenv("SGLANG_PLUGINS", value)
+    cli.main()
+    assert "inactive: SGLANG_PLUGINS does not name sgl_meta" in capsys.readouterr().out
+
+
 def test_without_sglang_the_report_is_one_line(monkeypatch, capsys):
     """``python -m sgl_meta.sglang`` where SGLang is not installed: one line
     saying so, not a row per hook each failing its import."""

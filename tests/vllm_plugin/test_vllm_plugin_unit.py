@@ -276,6 +276,29 @@ def test_more_groups_than_one_launch_takes_run_vllms_own_methods(fake_vllm, monk
         plugin.uninstall()
 
 
+def test_register_kernels_reduce_op_warning_is_not_shown(fake_vllm, monkeypatch):
+    """vLLM's register_kernels reads torch.distributed.reduce_op, whose FutureWarning
+    would add lines to the plugin's one; other warnings still pass."""
+    import warnings
+
+    monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "force")
+    from vllm.triton_utils import dispatcher
+
+    real = dispatcher.register_kernels
+
+    def warning_register_kernels(overrides):
+        warnings.warn("`torch.distributed.reduce_op` is deprecated, please use `torch.distributed.ReduceOp` instead",
+                      FutureWarning)
+        warnings.warn("something else", UserWarning)
+        real(overrides)
+
+    monkeypatch.setattr(dispatcher, "register_kernels", warning_register_kernels)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        plugin.register()
+    assert [str(w.message) for w in seen] == ["something else"]
+
+
 def test_register_off_installs_nothing(fake_vllm, monkeypatch, capsys):
     monkeypatch.setenv("SGLMETA_VLLM_PLUGIN", "0")
     plugin.register()
@@ -308,7 +331,7 @@ def test_cli_reads_the_allow_list_as_vllm_does(fake_vllm, monkeypatch, capsys, v
     monkeypatch.setenv("VLLM_PLUGINS", value)
     main()
     out = capsys.readouterr().out
-    assert ("does not name sgl_meta" not in out) == named, out
+    assert ("inactive: VLLM_PLUGINS does not name sgl_meta" not in out) == named, out
     assert (out.count("replaces vllm.") == 7) == named, out
 
 
