@@ -83,6 +83,13 @@ build_kv_indices = _op.define(
     ``seq_lens[b]``: the prefix of a draft-extend batch, as the Triton
     backend's ``_update_draft_extend_buffers`` computes it with
     ``torch.clamp(seq_lens - extend_seq_lens, min=0)`` before its gather.
+    With ``sliding_window = W > 0``, each of those lengths ``L`` becomes
+    ``min(L, W)`` (again everywhere) and ``start_b`` moves past the ``L -
+    min(L, W)`` tokens before the window: the window stream SGLang's
+    ``update_sliding_window_buffer`` builds with ``window_kv_lens =
+    torch.minimum(seq_lens, W)``, ``kv_start_idx = seq_lens - window_kv_lens``
+    and a cumsum for its ``window_kv_indptr`` (the Triton backend's split
+    counts for the window then come from the same lengths).
     Nothing else is written; ``bs == 0`` is a no-op.
 
     Args:
@@ -114,6 +121,7 @@ build_kv_indices = _op.define(
             ``write_indptr``), or None.
         extend_seq_lens: ``[>= bs]`` int32/int64 tokens each row extends by,
             taken off its length (clamped at 0), or None.
+        sliding_window: tokens a row keeps at its end (``>= 0``; 0: every token).
 
     Lengths: ``seq_lens[b]`` (and ``extend_seq_lens[b]``) must lie in
     ``[0, 2**31 - 1]`` and, with

@@ -27,6 +27,7 @@ class Case:
     zero_lens: bool = True
     verify: bool = False  # qo_indptr (and with write_indptr mask_indptr), q_stride
     extend: bool = False  # extend_seq_lens (the other index dtype), some past their row's length
+    window: bool = False  # sliding_window in [1, longest length + 2]: most rows cut, some not
 
 
 def _randint(gen, lo, hi, shape, device, dtype=torch.int64):
@@ -67,6 +68,8 @@ def make(case: Case, gen: torch.Generator, device) -> dict:
         ext_t = torch.int32 if case.index64 else torch.int64
         kw["extend_seq_lens"] = torch.tensor([int(_randint(gen, 0, int(n) + 5, (1,), "cpu")) for n in lens.cpu()],
                                              dtype=ext_t).to(device)
+    if case.window:
+        kw["sliding_window"] = int(_randint(gen, 1, int(lens.max()) + 3 if bs else 3, (1,), "cpu"))
     spare = _randint(gen, 0, 7, (bs,), "cpu") if case.gaps else torch.zeros(bs, dtype=torch.int64)
     ptr = torch.zeros(bs + 1, dtype=torch.int64)
     ptr[1:] = (lens.long().cpu() + spare).cumsum(0)
@@ -122,6 +125,10 @@ def formula(kw: dict) -> dict:
     if kw.get("extend_seq_lens") is not None:  # the prefix: max(seq_lens - extend_seq_lens, 0)
         lens = [max(n - e, 0) for n, e in zip(lens, kw["extend_seq_lens"].cpu().tolist())]
     start = [0] * bs if kw.get("kv_start_idx") is None else kw["kv_start_idx"].cpu().tolist()
+    window = kw.get("sliding_window", 0)
+    if window > 0:  # the last min(L, W) tokens: the start moves past the others
+        start = [s + n - min(n, window) for s, n in zip(start, lens)]
+        lens = [min(n, window) for n in lens]
     E = kw.get("entry_page_size", 1)
     v2p: Optional[list] = None if kw.get("v2p") is None else kw["v2p"].cpu().tolist()
     ps = kw.get("page_size", 1)

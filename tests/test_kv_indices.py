@@ -49,6 +49,12 @@ CASES = {
     "draft_extend": Case(write_indptr=True, verify=True, extend=True),
     "draft_extend_int64_splits": Case(write_indptr=True, splits=True, extend=True, index64=True, zero_lens=False),
     "extend_read_indptr": Case(extend=True, gaps=True, kv_start=True),
+    "sliding_window": Case(write_indptr=True, splits=True, window=True, zero_lens=False),
+    "sliding_window_mapping": Case(write_indptr=True, token_mapping=True, window=True, out64=True),
+    "sliding_window_start_read_indptr": Case(window=True, kv_start=True, gaps=True),
+    "sliding_window_extend": Case(write_indptr=True, extend=True, window=True, verify=True),
+    "sliding_window_v2p": Case(write_indptr=True, v2p_page=16, window=True, index64=True),
+    "sliding_window_many_rows": Case(bs=700, pool=800, width=33, write_indptr=True, splits=True, window=True),
 }
 
 
@@ -89,7 +95,7 @@ def test_random_cases(seed, gen, device):
                     kv_start=pick(False, True), token_mapping=not v2p and pick(False, True), v2p_page=v2p,
                     write_indptr=write, splits=pick(False, True), index64=pick(False, True),
                     out64=pick(False, True), gaps=not write and pick(False, True), zero_lens=pick(False, True),
-                    verify=pick(False, True), extend=pick(False, True))
+                    verify=pick(False, True), extend=pick(False, True), window=pick(False, True))
         kw = make(case, gen, device)
         got = run(sgl_meta.build_kv_indices, kw)
         assert_outputs_equal(got, run(reference.build_kv_indices, kw), f"op vs reference, {case}")

@@ -43,8 +43,9 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
                       int64_t num_group, int64_t num_head, int64_t num_kv_head,
                       int64_t max_kv_splits, int64_t device_core_count,
                       std::optional<T> qo_indptr, int64_t q_stride, std::optional<T> mask_indptr,
-                      std::optional<T> extend_seq_lens) {
+                      std::optional<T> extend_seq_lens, int64_t sliding_window) {
   const ArgChecker check("build_kv_indices");
+  check.non_negative(sliding_window, "sliding_window");
   // An id is entry * entry_page_size + offset: at most 2**31 * (2**31 - 1) in
   // magnitude, so int64 holds every id before the check that it fits kv_indices.
   check.in_range(entry_page_size, 1, INT32_MAX, "entry_page_size", "tokens per req_to_token entry");
@@ -100,6 +101,7 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   check.template disjoint<T>(outputs, inputs);
 
   if (extend_seq_lens) p.extend_seq_lens = index_array_of(*extend_seq_lens);
+  p.sliding_window = sliding_window;
   p.entry_page_size = entry_page_size;
   p.entry_div = PageDivisor::make(entry_page_size);
   const int64_t row_len = p.src.row_len;

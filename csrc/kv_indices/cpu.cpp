@@ -17,7 +17,7 @@ constexpr const char* kDraftOp = "build_draft_decode_kv_indices";
 
 struct Row {
   const int32_t* in;  // source row
-  int64_t len;        // its length (kv_len: less its extend length, when given)
+  int64_t len;        // its length (kv_row_len: less its extend length, in its window)
   int64_t start, n, lo;
   int64_t mask;  // mask_indptr[b + 1] (with mask_indptr)
 };
@@ -28,13 +28,15 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
   const KvReadSource& s = p.src;
   const int64_t req = s.req_pool_indices[b];
   check_request_index(kOp, b, req, s.pool_size);
-  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
-  if (start < 0) raise_error(kOp, "kv_start_idx[", b, "] = ", start, " is negative");
+  const int64_t given_start = s.kv_start_idx.present() ? s.kv_start_idx[b] : 0;
+  if (given_start < 0) raise_error(kOp, "kv_start_idx[", b, "] = ", given_start, " is negative");
   const int64_t raw = s.seq_lens[b];
   check_length(kOp, "seq_lens", b, raw);
   const int64_t ext = extend_at(p.extend_seq_lens, b);
   check_length(kOp, "extend_seq_lens", b, ext);
-  const int64_t seq = kv_len(raw, ext);
+  const int64_t whole = kv_len(raw, ext);
+  const int64_t seq = in_window(whole, p.sliding_window);
+  const int64_t start = window_start(given_start, whole - seq);
   const int64_t n = kv_indices_live(p, seq, start);
   int64_t lo = sum, mask = 0;
   if (p.write_indptr) {
@@ -79,17 +81,17 @@ int64_t checked_id(const KvIndicesParams& p, const Row& r, int64_t b, int64_t i)
 }
 
 // The split counts from the lengths of the bs requests (checked before).
-void write_kv_splits(const KvSplits& k, const KvReadSource& s, const IndexArray& extend) {
+void write_kv_splits(const KvSplits& k, const KvReadSource& s, const IndexArray& extend, int64_t window) {
   if (k.num_kv_splits == nullptr) return;
   int64_t max_len = 0, min_len = INT64_MAX;
   for (int64_t b = 0; b < s.bs; ++b) {
-    const int64_t len = kv_row_len(s, extend, b);
+    const int64_t len = kv_row_len(s, extend, window, b);
     max_len = max_i64(max_len, len);
     min_len = min_i64(min_len, len);
   }
   const KvSplitPlan plan = kv_split_plan(k, s.bs, max_len, min_len);
   for (int64_t b = 0; b < s.bs; ++b) {
-    const int32_t v = kv_splits_of(plan, kv_row_len(s, extend, b));
+    const int32_t v = kv_splits_of(plan, kv_row_len(s, extend, window, b));
     for (int64_t g = 0; g < k.num_group; ++g) k.num_kv_splits[b * k.num_group + g] = v;
   }
   if (k.uneven_batch != nullptr) k.uneven_batch[0] = plan.uneven ? 1 : 0;
@@ -115,7 +117,7 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
     if (p.write_indptr) store_indptr(p, b + 1, sum);
     store_verify_indptrs(p, b + 1, r.mask);
   }
-  write_kv_splits(p.splits, p.src, p.extend_seq_lens);
+  write_kv_splits(p.splits, p.src, p.extend_seq_lens, p.sliding_window);
 }
 
 namespace {
@@ -185,7 +187,7 @@ void build_draft_decode_kv_indices_cpu(const DraftKvIndicesParams& p) {
     sum += p.cap > 0 ? min_i64(v, p.cap) : v;
     for (int64_t s = 0; s < p.num_steps; ++s) store_draft_indptr(p, s, z, sum + z * (s + 1));
   }
-  write_kv_splits(p.splits, p.src, IndexArray{});
+  write_kv_splits(p.splits, p.src, IndexArray{}, 0);
 }
 
 }  // namespace sgl_meta

@@ -133,11 +133,12 @@ struct Min {
 };
 
 // The extra block: the batch's split counts (get_num_kv_splits_triton).
-__device__ void write_splits(const KvSplits& p, const KvReadSource& s, const IndexArray& extend) {
+__device__ void write_splits(const KvSplits& p, const KvReadSource& s, const IndexArray& extend,
+                             int64_t window) {
   __shared__ int64_t scratch[kWarps];
   int64_t hi = 0, lo = INT64_MAX;
   for (int64_t b = threadIdx.x; b < s.bs; b += kThreads) {
-    const int64_t len = clamped_len(kv_row_len(s, extend, b));
+    const int64_t len = clamped_len(kv_row_len(s, extend, window, b));
     hi = max_i64(hi, len);
     lo = min_i64(lo, len);
   }
@@ -145,7 +146,7 @@ __device__ void write_splits(const KvSplits& p, const KvReadSource& s, const Ind
   lo = block_reduce(lo, Min(), scratch);
   const KvSplitPlan plan = kv_split_plan(p, s.bs, hi, lo);
   for (int64_t b = threadIdx.x; b < s.bs; b += kThreads) {
-    const int32_t v = kv_splits_of(plan, kv_row_len(s, extend, b));
+    const int32_t v = kv_splits_of(plan, kv_row_len(s, extend, window, b));
     for (int64_t g = 0; g < p.num_group; ++g) p.num_kv_splits[b * p.num_group + g] = v;
   }
   if (threadIdx.x == 0 && p.uneven_batch != nullptr) p.uneven_batch[0] = plan.uneven ? 1 : 0;
@@ -156,26 +157,29 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const KvReadSource& s = p.src;
   const uint32_t row = blockIdx.x;
   if (row == s.bs) {
-    if (blockIdx.y == 0) write_splits(p.splits, s, p.extend_seq_lens);
+    if (blockIdx.y == 0) write_splits(p.splits, s, p.extend_seq_lens, p.sliding_window);
     return;
   }
   const int64_t req = s.req_pool_indices[row];
   const int64_t seq = s.seq_lens[row];
   const int64_t ext = extend_at(p.extend_seq_lens, row);
-  const int64_t len = kv_len(seq, ext);
-  const int64_t start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  const int64_t whole = kv_len(seq, ext);
+  const int64_t len = in_window(whole, p.sliding_window);
+  const int64_t given_start = s.kv_start_idx.present() ? s.kv_start_idx[row] : 0;
+  const int64_t start = window_start(given_start, whole - len);
   const int64_t n = kv_indices_live(p, len, start);
   const int64_t first = static_cast<int64_t>(blockIdx.y) * kThreads;
   if (blockIdx.y != 0 && first >= n) return;  // (block-uniform, as every return before the sums)
-  if (req < 0 || req >= s.pool_size || start < 0 || !length_fits(seq) || !length_fits(ext)) {
-    if (threadIdx.x == 0) fail_row(row, req, s.pool_size, start, seq, ext);
+  if (req < 0 || req >= s.pool_size || given_start < 0 || !length_fits(seq) || !length_fits(ext)) {
+    if (threadIdx.x == 0) fail_row(row, req, s.pool_size, given_start, seq, ext);
     return;
   }
   int64_t lo, hi, mask = 0;  // mask: mask_indptr[row + 1] (write_indptr only)
   if (p.write_indptr) {
     __shared__ int64_t scratch[kWarps];
     int64_t sum = 0;
-    for (int64_t r = threadIdx.x; r < row; r += kThreads) sum += clamped_len(kv_row_len(s, p.extend_seq_lens, r));
+    for (int64_t r = threadIdx.x; r < row; r += kThreads)
+      sum += clamped_len(kv_row_len(s, p.extend_seq_lens, p.sliding_window, r));
     lo = block_reduce(sum, Add(), scratch);
     hi = lo + len;
     if (hi > p.indptr_max) {
@@ -456,7 +460,7 @@ __global__ void __launch_bounds__(kThreads, kDraftBlocksPerSm)
   const int64_t blocks = gridDim.x - 1, x = blockIdx.x;
   if (x == blocks) {
     draft_indptr_block(p);
-    if (p.splits.num_kv_splits != nullptr) write_splits(p.splits, p.src, IndexArray{});
+    if (p.splits.num_kv_splits != nullptr) write_splits(p.splits, p.src, IndexArray{}, 0);
     return;
   }
   __shared__ DraftChunk c;

@@ -6,7 +6,9 @@
 // the lengths) and the Triton decode kernel's split counts, in one launch.
 // For row b < bs, req = req_pool_indices[b], start = kv_start_idx[b] (0
 // without it), L_b = seq_lens[b] (with extend_seq_lens: max(seq_lens[b] -
-// extend_seq_lens[b], 0)), token i < n_b (L_b cut at the row's end), pos = start + i:
+// extend_seq_lens[b], 0); with a sliding window W: min(L, W) of that L, and
+// start moves by the L - min(L, W) tokens before the window), token i < n_b
+// (L_b cut at the row's end), pos = start + i:
 //
 //   no v2p:  id = src[req, pos / E] * E + pos % E     (E = entry_page_size;
 //            E == 1 copies req_to_token verbatim, negative values included)
@@ -44,6 +46,9 @@ struct KvIndicesParams {
   KvReadSource src;
   // [>= bs] or absent: row b's length is then max(seq_lens[b] - extend_seq_lens[b], 0)
   IndexArray extend_seq_lens;
+  // > 0: row b keeps the last min(L_b, sliding_window) of its L_b tokens (its
+  // start moves past the others), SGLang's sliding-window stream; 0: all.
+  int64_t sliding_window = 0;
   int64_t entry_page_size = 1;  // tokens per source entry (no v2p)
   PageDivisor entry_div;
   int64_t row_positions = 0;  // token positions a source row covers (row_len * E, saturated)
@@ -122,11 +127,22 @@ SGL_HD int64_t kv_len(int64_t seq, int64_t ext) {
   return ext == 0 ? seq : max_i64(clamped_len(seq) - clamped_len(ext), 0);
 }
 SGL_HD int64_t extend_at(const IndexArray& extend, int64_t b) { return extend.present() ? extend[b] : 0; }
-SGL_HD int64_t kv_row_len(const KvReadSource& s, const IndexArray& extend, int64_t b) {
-  return kv_len(s.seq_lens[b], extend_at(extend, b));
+// The tokens a sliding window keeps of a row of `len` (window 0: all of them).
+SGL_HD int64_t in_window(int64_t len, int64_t window) { return window > 0 ? min_i64(len, window) : len; }
+// Row b's length as the ids, the running sums and the split counts take it.
+SGL_HD int64_t kv_row_len(const KvReadSource& s, const IndexArray& extend, int64_t window, int64_t b) {
+  return in_window(kv_len(s.seq_lens[b], extend_at(extend, b)), window);
+}
+// Where row b's ids start in its source row: its kv_start_idx value moved past
+// the `dropped` tokens before its window; saturated (such a start reads nothing).
+SGL_HD int64_t window_start(int64_t start, int64_t dropped) {
+  return start > INT64_MAX - dropped ? INT64_MAX : start + dropped;
 }
 // What the running sums add up, for the errors that name them.
 SGL_HD const char* kv_lens_name(const KvIndicesParams& p) {
+  if (p.sliding_window > 0)
+    return p.extend_seq_lens.present() ? "min(seq_lens - extend_seq_lens, sliding_window)"
+                                       : "min(seq_lens, sliding_window)";
   return p.extend_seq_lens.present() ? "(seq_lens - extend_seq_lens)" : "seq_lens";
 }
 

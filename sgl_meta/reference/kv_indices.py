@@ -26,8 +26,9 @@ def _cdiv(a: torch.Tensor, b) -> torch.Tensor:
 
 
 def _check_running_sums(seq_lens: torch.Tensor, bs: int, kv_dtype: torch.dtype, q_stride: int,
-                        mask_dtype: Optional[torch.dtype]) -> None:
-    """The CPU kernel's running-sum checks (kv_indptr, then mask_indptr, row by row), in its messages."""
+                        mask_dtype: Optional[torch.dtype], name: str = "seq_lens") -> None:
+    """The CPU kernel's running-sum checks (kv_indptr, then mask_indptr, row by row), in its messages
+    (``name``: what the lengths are)."""
     if not on_host(seq_lens):
         return
     mask_max = None if mask_dtype is None else INT32_MAX if mask_dtype == torch.int32 else 2**63 - 1
@@ -35,12 +36,12 @@ def _check_running_sums(seq_lens: torch.Tensor, bs: int, kv_dtype: torch.dtype, 
     for b, v in enumerate(values(seq_lens, bs)):
         total += v
         if kv_dtype == torch.int32 and total > INT32_MAX:
-            raise RuntimeError(f"sgl_meta.{_OP}: the running sum of seq_lens[0..{b}] = {total} does not fit "
+            raise RuntimeError(f"sgl_meta.{_OP}: the running sum of {name}[0..{b}] = {total} does not fit "
                                "kv_indptr (int32)")
         if mask_max is not None and q_stride * (total + (b + 1) * q_stride) > mask_max:
             raise RuntimeError(
-                f"sgl_meta.{_OP}: the running sum of q_stride * (seq_lens + q_stride) over rows 0..{b} "
-                f"(seq_lens summed: {total}, q_stride = {q_stride}) does not fit mask_indptr "
+                f"sgl_meta.{_OP}: the running sum of q_stride * ({name} + q_stride) over rows 0..{b} "
+                f"({name} summed: {total}, q_stride = {q_stride}) does not fit mask_indptr "
                 f"({'int32' if mask_dtype == torch.int32 else 'int64'})")
 
 
@@ -86,9 +87,11 @@ def build_kv_indices(
     q_stride: int = 0,
     mask_indptr: Optional[torch.Tensor] = None,
     extend_seq_lens: Optional[torch.Tensor] = None,
+    sliding_window: int = 0,
 ) -> None:
     """Eager reference of :func:`sgl_meta.build_kv_indices`."""
     bs = req_pool_indices.numel()
+    name = "seq_lens"
     if extend_seq_lens is None:
         check_rows(_OP, seq_lens, bs, "seq_lens")
     else:  # row by row, each row's two values in turn (the kernels' order)
@@ -97,11 +100,18 @@ def build_kv_indices(
                 check_length(_OP, f"seq_lens[{i}]", n)
                 check_length(_OP, f"extend_seq_lens[{i}]", e)
         seq_lens = (seq_lens[:bs].long() - extend_seq_lens[:bs].long()).clamp(min=0)
+        name = "seq_lens - extend_seq_lens"
     if bs == 0:
         return
+    whole = seq_lens[:bs].long()
+    if sliding_window > 0:  # the last min(L, W) tokens of each row
+        seq_lens = whole.clamp(max=sliding_window)
+        name = f"min({name}, sliding_window)"
+    elif name != "seq_lens":
+        name = f"({name})"
     if write_indptr:
         _check_running_sums(seq_lens, bs, kv_indptr.dtype, q_stride,
-                            None if mask_indptr is None else mask_indptr.dtype)
+                            None if mask_indptr is None else mask_indptr.dtype, name)
     device = req_to_token.device
     lens = seq_lens[:bs].long().clamp(0, INT32_MAX)
     if write_indptr:
@@ -110,6 +120,8 @@ def build_kv_indices(
         ptr = kv_indptr[: bs + 1].long()
     req = req_pool_indices.long()
     start = torch.zeros(bs, dtype=torch.int64, device=device) if kv_start_idx is None else kv_start_idx[:bs].long()
+    dropped = whole - seq_lens[:bs].long()  # the tokens before the window (saturating: such a start reads nothing)
+    start = torch.where(start > 2**63 - 1 - dropped, torch.full_like(start, 2**63 - 1), start + dropped)
     width = req_to_token.shape[1]
     positions = width if v2p is not None else width * entry_page_size
     n = torch.minimum(lens, (positions - start).clamp(min=0))

@@ -15,18 +15,23 @@ it instead:
   (``write_indptr=True``) over the same source ``pack_read_stream`` would read
   (``KVIndexTranslator.read_source``: ``req_to_token`` verbatim, the plan's
   page table, or ``req_to_token`` through ``v2p``).
-* :func:`apply_cuda_graph_metadata`: a plain decode replay (no DCP, no sliding
-  window, split counts from ``get_num_kv_splits_triton``) becomes that one
-  launch with the split counts in it.
+* :func:`apply_cuda_graph_metadata`: a plain decode replay (no DCP, split
+  counts from ``get_num_kv_splits_triton``) becomes that one launch with the
+  split counts in it. With a sliding window, ``update_sliding_window_buffer``
+  (``torch.minimum``, a cumsum and its copy, a subtraction, the gather) and
+  the window's split counts become a second one (``sliding_window=``), where
+  its gather is ``create_flashinfer_kv_indices_triton`` over an untranslated
+  source (a static pool; a static SWA pool's full-to-SWA mapping in the gather).
 
 * :func:`multi_step_draft_init_forward_metadata_out_graph`: the EAGLE multi-step
   draft backend's replay prep (``generate_draft_decode_kv_indices`` for every
   step, then ``get_num_kv_splits_triton``) becomes one
   :func:`sgl_meta.build_draft_decode_kv_indices` with the split counts.
 
-Anything else (DCP, a sliding window, static or deterministic splits, another
-backend class, a source whose rows are not addressed by ``stride(0)``) runs
-SGLang's method.
+Anything else (DCP, a window read through a translated table or translated
+after its gather, a sliding window outside a decode replay, static or
+deterministic splits, another backend class, a source whose rows are not
+addressed by ``stride(0)``) runs SGLang's method.
 
 :func:`pack_read_stream` wraps ``KVIndexTranslator.pack_read_stream`` itself, which
 the FlashInfer backends call on every replay after their own ``kv_indptr``
@@ -169,29 +174,75 @@ def _triton_splits(backend) -> bool:
 
 def _one_launch_decode(self, forward_mode, spec_info) -> bool:
     """A decode replay whose whole metadata is kv_indptr, kv_indices and the
-    Triton split counts (what _apply_cuda_graph_metadata writes then)."""
+    Triton split counts (what _apply_cuda_graph_metadata writes then), and the
+    same of the window with a sliding window."""
     if spec_info is not None or not forward_mode.is_decode_or_idle():
         return False
-    if getattr(self, "dcp_size", 1) != 1 or (getattr(self, "sliding_window_size", None) or 0) > 0:
+    if getattr(self, "dcp_size", 1) != 1:
         return False
     return _triton_splits(self)
+
+
+def _swa_pool_classes() -> tuple:
+    """SGLang's SWA pool classes, as ``update_sliding_window_buffer`` tests the pool."""
+    from sglang.srt.mem_cache.base_swa_memory_pool import BaseSWAKVPool
+    from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
+
+    return BaseSWAKVPool, SWAKVPool
+
+
+def _window_source(backend, plan, bs: int, req_pool_indices: torch.Tensor) -> Optional[dict]:
+    """The arguments of build_kv_indices that name what 0.5.23's
+    ``update_sliding_window_buffer`` gathers for these rows: ``pack_read_stream``
+    of the translator's window kind with a static SWA pool's
+    ``full_to_swa_index_mapping`` as its token mapping; None where that takes
+    another branch (a translated read table, a table-less translated read, a
+    mapping over translated ids, or a translate after the gather) or a source
+    ours does not take."""
+    translator = getattr(backend, "kv_index_translator", None)
+    if translator is None:
+        return None
+    kind = translator.window_kv_kind
+    if translator._reads_translated(kind) and not plan.has_read_table(kind, reader=translator):
+        return None
+    base_swa, swa = _swa_pool_classes()
+    pool = getattr(backend, "token_to_kv_pool", None)
+    mapping = pool.full_to_swa_index_mapping if isinstance(pool, swa) else None
+    src = translator.read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=kind)
+    ids = src.ids
+    if (src.v2p is not None or (mapping is not None and src.is_translated) or ids.dim() != 2
+            or ids.dtype != torch.int32 or ids.stride(1) != 1 or ids.stride(0) != src.row_stride):
+        return None
+    if not (src.is_translated or mapping is not None) and isinstance(pool, base_swa):
+        return None  # SGLang translates the gathered ids afterwards
+    return dict(req_to_token=ids, req_pool_indices=src.row_ids[:bs], entry_page_size=src.entry_page_size,
+                token_mapping=mapping)
 
 
 def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indices, seq_lens, forward_mode,
                               spec_info) -> Any:
     """AROUND ``TritonAttnBackend._apply_cuda_graph_metadata``: a plain decode
-    in one launch (kv_indptr, kv_indices, num_kv_splits, uneven flag)."""
+    in one launch (kv_indptr, kv_indices, num_kv_splits, uneven flag); with a
+    sliding window, the window's kv_indptr, kv_indices and split counts in a
+    second."""
     if not _one_launch_decode(self, forward_mode, spec_info):
         return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode, spec_info)
-    source = _source(self, plan, bs, req_pool_indices[:bs])
-    if source is None:
+    req = req_pool_indices[:bs]
+    source = _source(self, plan, bs, req)
+    window = getattr(self, "sliding_window_size", None) or 0
+    window_source = _window_source(self, plan, bs, req) if window > 0 else None
+    if source is None or (window > 0 and window_source is None):
         return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode, spec_info)
+    splits = dict(num_group=1, num_head=self.num_head, num_kv_head=self.num_kv_head,
+                  max_kv_splits=self.max_kv_splits, device_core_count=self.device_core_count)
     build_kv_indices(**source, seq_lens=seq_lens[:bs], kv_indptr=self.kv_indptr[: bs + 1],
                      kv_indices=self.cuda_graph_kv_indices, write_indptr=True,
                      num_kv_splits=self.cuda_graph_num_kv_splits[:bs],
-                     uneven_batch=getattr(self, "cuda_graph_uneven_batch", None), num_group=1,
-                     num_head=self.num_head, num_kv_head=self.num_kv_head, max_kv_splits=self.max_kv_splits,
-                     device_core_count=self.device_core_count)
+                     uneven_batch=getattr(self, "cuda_graph_uneven_batch", None), **splits)
+    if window > 0:
+        build_kv_indices(**window_source, seq_lens=seq_lens[:bs], kv_indptr=self.window_kv_indptr[: bs + 1],
+                         kv_indices=self.cuda_graph_window_kv_indices, write_indptr=True, sliding_window=window,
+                         num_kv_splits=self.cuda_graph_window_num_kv_splits[:bs], **splits)
     return None
 
 

@@ -61,7 +61,7 @@ def cases(draw) -> Case:
         token_mapping=not v2p and draw(st.booleans()), v2p_page=v2p, write_indptr=write,
         splits=draw(st.booleans()), index64=draw(st.booleans()), out64=draw(st.booleans()),
         negatives=draw(st.booleans()), gaps=not write and draw(st.booleans()), zero_lens=draw(st.booleans()),
-        verify=draw(st.booleans()), extend=draw(st.booleans()))
+        verify=draw(st.booleans()), extend=draw(st.booleans()), window=draw(st.booleans()))
     kw = kv_indices_cases.make(c, gen, "cpu")
     if bs and draw(st.integers(0, 4)) == 0:  # the last row past its req_to_token row: capped, never read past
         extra_len = draw(st.integers(1, 50))
@@ -82,7 +82,7 @@ def events(case: Case) -> list[str]:
         "source=" + ("v2p" if e["v2p_page"] else "verbatim" if e["entry_page_size"] == 1 else "pages"),
         f"write_indptr={e['write_indptr']}", f"splits={e['splits']}", f"token_mapping={e['token_mapping']}",
         f"kv_start={e['kv_start']}", "out=" + ("int64" if e["out64"] else "int32"), f"verify={e['verify']}",
-        f"extend={e['extend']}",
+        f"extend={e['extend']}", f"window={e['window']}",
     ]
 
 
@@ -227,6 +227,7 @@ BAD_INPUT_ROWS = [
        "mask_indptr must have dtype int32 or int64"),
     _r(OP, "mask_indptr without write_indptr", set_(write_indptr=False), "mask_indptr needs write_indptr"),
     _r(OP, "q_stride negative", set_(q_stride=-1), "q_stride = -1 is outside"),
+    _r(OP, "sliding_window negative", set_(sliding_window=-1), "sliding_window must be >= 0, got -1"),
     _r(OP, "q_stride 0 with the verify outputs", set_(q_stride=0), "q_stride must be >= 1 with qo_indptr"),
     _r(OP, "q_stride times bs past int32", set_(q_stride=2**30), "req_pool_indices.numel() * q_stride"),
     _r(OP, "mask_indptr aliases kv_indptr", lambda kw: kw.update(mask_indptr=kw["kv_indptr"]),
@@ -311,6 +312,10 @@ HOSTILE_ROWS = [
     hostile(OP, "prefix lengths' running sum past int32",
             both(at("seq_lens", 3, 2**31 - 1), lambda kw: kw.update(extend_seq_lens=kw["seq_lens"].new_tensor([0, 1, 0, 1]))),
             "running sum of (seq_lens - extend_seq_lens)[0..3]"),
+    hostile(OP, "windowed lengths' running sum past int32", both(at("seq_lens", 3, 2**31 - 1), set_(sliding_window=2**40)),
+            "running sum of min(seq_lens, sliding_window)[0..3]"),
+    hostile(OP, "seq_lens negative under a window", both(at("seq_lens", 3, -1), set_(sliding_window=4)),
+            "seq_lens[3] = -1 is negative"),
     hostile(OP, "id past token_mapping", apply("token_mapping", lambda t: t[:10]), "is outside token_mapping"),
     hostile(OP, "mapped id past int32", lambda kw: kw.update(kv_indices=kw["kv_indices"].int(),
                                                     token_mapping=torch.full_like(kw["token_mapping"], 2**40)),
@@ -327,6 +332,9 @@ HOSTILE_ROWS = [
     # must succeed: sentinels, capped windows, values never read
     hostile(OP, "negative slots verbatim", apply("req_to_token", lambda t: t.fill_(-5)), raises=()),
     hostile(OP, "window past the row", at("kv_start_idx", 1, 2**30), raises=()),
+    hostile(OP, "sliding window's start past int64",
+            both(apply("kv_start_idx", lambda t: t.long()), at("kv_start_idx", 1, 2**63 - 2), set_(sliding_window=1)),
+            raises=()),
     hostile(OP, "seq_lens past bs hostile", apply("seq_lens", lambda t: torch.cat([t, t.new_tensor([-(2**31)])])), raises=()),
     hostile(DRAFT, "request index == pool size", at("req_pool_indices", 1, 6),
             "req_pool_indices[1] = 6 is outside [0, req_to_token.size(0) = 6)"),

@@ -28,6 +28,8 @@ OWN_PLAN = types.SimpleNamespace(is_read_by=lambda reader: True)
 
 
 class Translator:
+    window_kv_kind = "FULL"  # a pool without an SWA sub-pool of its own
+
     def __init__(self, table: Table, page_size: int = 1):
         self.table, self.page_size, self.calls = table, page_size, []
 
@@ -35,7 +37,20 @@ class Translator:
         self.calls.append((plan, bs, kind))
         t = self.table
         return Table(ids=t.ids, row_ids=req_pool_indices if t.row_ids is None else t.row_ids,
-                     row_stride=t.ids.stride(0), entry_page_size=t.entry_page_size, v2p=t.v2p)
+                     row_stride=t.ids.stride(0), entry_page_size=t.entry_page_size, v2p=t.v2p,
+                     is_translated=t.v2p is not None)
+
+    def _reads_translated(self, kind) -> bool:
+        return self.table.v2p is not None
+
+    def pack_read_stream(self, plan, *, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None, kind="FULL",
+                         token_mapping=None, **_):
+        """0.5.23's gather branch over the stand-in's source (the reference gather)."""
+        src = self.read_source(plan, req_pool_indices=req_pool_indices, bs=seq_lens.numel(), kind=kind)
+        assert src.v2p is None
+        reference.create_flashinfer_kv_indices(src.ids, src.row_ids[: seq_lens.numel()], seq_lens, indptr,
+                                               kv_start_idx, out, src.entry_page_size, token_mapping)
+        return token_mapping is not None
 
 
 class Mode:
@@ -126,12 +141,86 @@ def test_decode_replay_equals_sglangs_sequence(source, gen):
         assert torch.equal(getattr(b, k), getattr(want, k)), k
 
 
-@pytest.mark.parametrize("change", ["verify", "spec", "dcp", "window", "static", "deterministic", "no_cores"])
-def test_uncovered_replays_run_sglangs_method(change, gen):
-    b, req, lens = _backend(gen, "verbatim")
+class BaseSwaPool:
+    """Stand-in of SGLang's BaseSWAKVPool: ids gathered from it are translated afterwards."""
+
+
+class SwaPool(BaseSwaPool):
+    """Stand-in of SGLang's SWAKVPool: its full-to-SWA mapping fuses into the gather."""
+
+    def __init__(self, mapping):
+        self.full_to_swa_index_mapping = mapping
+
+
+def _window_backend(gen, source: str, pool: str, window: int):
+    b, req, lens = _backend(gen, source)
+    bs = lens.numel()
+    mapping = torch.randint(-1, 2**20, (2**20,), generator=gen)
+    b.__dict__.update(sliding_window_size=window, window_kv_indptr=torch.zeros(bs + 4, dtype=torch.int32),
+                      cuda_graph_window_kv_indices=torch.full((bs * 128,), -7, dtype=torch.int64),
+                      cuda_graph_window_num_kv_splits=torch.full((bs + 2,), -7, dtype=torch.int32),
+                      token_to_kv_pool={"static": object(), "swa": SwaPool(mapping),
+                                        "base_swa": BaseSwaPool()}[pool])
+    return b, req, lens
+
+
+@pytest.fixture
+def swa_pools(monkeypatch):
+    """The stand-in pool classes wherever SGLang's are tested (the hook and 0.5.23's function)."""
+    monkeypatch.setattr(hooks, "_swa_pool_classes", lambda: (BaseSwaPool, SwaPool))
+    tb = pytest.importorskip("sglang.srt.layers.attention.triton_backend")
+    monkeypatch.setattr(tb, "BaseSWAKVPool", BaseSwaPool)
+    monkeypatch.setattr(tb, "SWAKVPool", SwaPool)
+    return tb
+
+
+@pytest.mark.parametrize("source, pool, window", [("verbatim", "static", 40), ("verbatim", "swa", 40),
+                                                  ("table", "static", 20), ("verbatim", "swa", 10**6)])
+def test_sliding_window_decode_replay_equals_sglangs_sequence(source, pool, window, gen, swa_pools):
+    """0.5.23's own update_sliding_window_buffer (its minimum, cumsum, start and
+    pack_read_stream call, the gather the reference's) and the window's split
+    counts, against the hook's second launch; the full stream as without a window."""
+    b, req, lens = _window_backend(gen, source, pool, window)
+    bs = lens.numel()
+    want = types.SimpleNamespace(**{k: v.clone() for k, v in vars(b).items() if isinstance(v, torch.Tensor)})
+    ref_backend = types.SimpleNamespace(**{**vars(b), **vars(want)})
+    _sglang_sequence(ref_backend, bs, lens, req, want.cuda_graph_kv_indices, want.kv_indptr[: bs + 1], splits=True)
+    _, _, window_lens, _ = swa_pools.update_sliding_window_buffer(
+        want.window_kv_indptr, b.kv_index_translator, OWN_PLAN, req, window, lens, bs,
+        token_to_kv_pool=b.token_to_kv_pool, window_kv_indices=want.cuda_graph_window_kv_indices)
+    src = b.kv_index_translator.read_source(None, req_pool_indices=req, bs=bs, kind="FULL")
+    reference.build_kv_indices(req_to_token=src.ids, req_pool_indices=src.row_ids[:bs], seq_lens=window_lens,
+                               kv_indptr=torch.zeros(bs + 1, dtype=torch.int64),
+                               kv_indices=torch.zeros(10**4, dtype=torch.int64), write_indptr=True,
+                               entry_page_size=src.entry_page_size,
+                               num_kv_splits=want.cuda_graph_window_num_kv_splits[:bs], num_head=b.num_head,
+                               num_kv_head=b.num_kv_head, max_kv_splits=b.max_kv_splits,
+                               device_core_count=b.device_core_count)
+    cut = window_lens < lens
+    assert bool(cut.any()) == (window < int(lens.max())), (window_lens, lens)
+    hooks.apply_cuda_graph_metadata(_never, b, OWN_PLAN, bs, torch.cat([req, req[:2]]), torch.cat([lens, lens[:2]]),
+                                    Mode(True), None)
+    for k in ("kv_indptr", "cuda_graph_kv_indices", "cuda_graph_num_kv_splits", "cuda_graph_uneven_batch",
+              "window_kv_indptr", "cuda_graph_window_kv_indices", "cuda_graph_window_num_kv_splits"):
+        assert torch.equal(getattr(b, k), getattr(want, k)), k
+
+
+@pytest.mark.parametrize("change", ["verify", "spec", "dcp", "window_translated_after", "window_v2p", "static",
+                                    "deterministic", "no_cores"])
+def test_uncovered_replays_run_sglangs_method(change, gen, swa_pools, monkeypatch):
+    """Uncovered, SGLang's method runs: among them a window over a pool that
+    translates its ids after the gather (BaseSWAKVPool without a mapping) and a
+    window read through v2p (0.5.23 builds a translated read table)."""
+    if change.startswith("window"):
+        b, req, lens = _window_backend(gen, "v2p" if change == "window_v2p" else "verbatim",
+                                       "base_swa" if change == "window_translated_after" else "static", 40)
+        b.kv_index_translator.window_kv_kind = "SLIDING_WINDOW" if change == "window_v2p" else "FULL"
+        monkeypatch.setattr(OWN_PLAN, "has_read_table", lambda kind, reader: False, raising=False)
+    else:
+        b, req, lens = _backend(gen, "verbatim")
     mode = Mode(change != "verify")
     spec = object() if change == "spec" else None
-    setattr(b, *{"dcp": ("dcp_size", 2), "window": ("sliding_window_size", 128), "static": ("static_kv_splits", True),
+    setattr(b, *{"dcp": ("dcp_size", 2), "static": ("static_kv_splits", True),
                  "deterministic": ("enable_deterministic", True), "no_cores": ("device_core_count", 0)}.get(
         change, ("dcp_size", 1)))
     ran = []
