@@ -409,15 +409,37 @@ class CpuFlashinferKernel:
         return launch
 
 
-STREAM_ROWS = [s for s in ROW_SPECS if s.upstream == (rows_kv_indices.FLASHINFER,)]
+class CpuSplitsKernel:
+    """SGLang's ``get_num_kv_splits_triton`` on CPU for the rows' plumbing: its argument order, the
+    reference's counts (held to SGLang's kernel by the GPU rows)."""
+
+    def __class_getitem__(cls, grid):
+        def launch(num_kv_splits, lens, bs, num_group, num_head, num_kv_head, max_kv_splits, cores, MAX_NUM_SEQ,
+                   uneven_batch_ptr=None):
+            assert grid == (1,) and MAX_NUM_SEQ >= bs
+            counts, uneven = reference.kv_indices._splits(lens.long(), bs, num_group, num_head, num_kv_head,
+                                                          max_kv_splits, cores)
+            num_kv_splits[: bs * num_group].copy_(counts.repeat_interleave(num_group))
+            if uneven_batch_ptr is not None:
+                uneven_batch_ptr[:1].copy_(uneven.reshape(1))
+
+        return launch
+
+
+STREAM_ROWS = [s for s in ROW_SPECS
+               if set(s.upstream) <= {rows_kv_indices.FLASHINFER, rows_kv_indices.SPLITS}
+               and rows_kv_indices.FLASHINFER in s.upstream]
 
 
 @pytest.mark.parametrize("spec", STREAM_ROWS, ids=[s.name for s in STREAM_ROWS])
 def test_stream_rows_plumbing_on_cpu(spec, monkeypatch):
-    """The FlashInfer decode and Triton target-verify rows on small rows, upstream's gather stood in by
-    :class:`CpuFlashinferKernel`, its torch ops as SGLang runs them: every output equal on its region."""
+    """The FlashInfer and Triton rows of kv_indptr + kv_indices (with the split counts, the verify
+    and draft-extend companions, the sliding window) on small rows, upstream's gather and split
+    counts stood in by :class:`CpuFlashinferKernel` and :class:`CpuSplitsKernel`, its torch ops as
+    SGLang runs them: every output equal on its region."""
     monkeypatch.setattr(rows_kv_indices, "PAGES", 12)
-    up = type("Up", (), {rows_kv_indices.FLASHINFER: CpuFlashinferKernel, "has": lambda self, n: True})()
+    up = type("Up", (), {rows_kv_indices.FLASHINFER: CpuFlashinferKernel, rows_kv_indices.SPLITS: CpuSplitsKernel,
+                         "has": lambda self, n: True})()
     row = spec.build(Context(device=torch.device("cpu"), seed=5), up)
     row.repoison()
     for calls in row.calls.values():

@@ -16,6 +16,11 @@ Static pool (``req_to_token`` holds physical slots: shuffled whole pages of 64,
   draft tokens, extend lengths 1-4): ``qo_indptr[:bs+1] = torch.arange(...)``,
   ``kv_lens = torch.clamp(seq_lens - extend_seq_lens, min=0).to(torch.int32)``,
   then the FlashInfer decode pair over ``kv_lens``.
+* Triton decode's sliding-window stream (``update_sliding_window_buffer``, a
+  window of 127 tokens as gpt-oss's, then the window's split counts):
+  ``window_kv_lens = torch.minimum(lens, 127)``, its cumsum into
+  ``kv_indptr[1:bs+1]``, ``kv_start_idx = lens - window_kv_lens``, the gather
+  from those starts, ``get_num_kv_splits_triton`` over ``window_kv_lens``.
 * TRT-LLM MLA / FlashMLA: ``create_flashmla_kv_indices_triton[(bs, blocks)]``.
 * EAGLE multi-step draft decode (3 steps): ``generate_draft_decode_kv_indices``
   as ``TritonMultiStepDraftBackend.common_template`` launches it
@@ -49,6 +54,7 @@ PAGES = 2048
 STREAM_BS = 64
 CORES, HEADS, KV_HEADS, MAX_SPLITS = 132, 32, 8, 8
 VERIFY_TOKENS = 4
+WINDOW = 127  # gpt-oss: its config's sliding_window - 1
 FLASHINFER, FLASHMLA, SPLITS = ("create_flashinfer_kv_indices_triton", "create_flashmla_kv_indices_triton",
                                 "get_num_kv_splits_triton")
 DRAFT = "generate_draft_decode_kv_indices"
@@ -66,6 +72,7 @@ class Fixture:
         self.extend = torch.randint(1, VERIFY_TOKENS + 1, (STREAM_BS,), generator=gen, device=dev,
                                     dtype=torch.int32)
         self.prefix_tokens = int((self.lens[:STREAM_BS].long() - self.extend.long()).clamp(min=0).sum())
+        self.window_tokens = int(self.lens[:STREAM_BS].long().clamp(max=WINDOW).sum())
         self.out = OutputSets({"kv_indptr": ((STREAM_BS + 1,), torch.int32), "kv_indices": ((self.tokens,), torch.int32),
                                "num_kv_splits": ((STREAM_BS,), torch.int32), "uneven_batch": ((1,), torch.int32),
                                "qo_indptr": ((STREAM_BS + 1,), torch.int64),
@@ -89,19 +96,28 @@ def upstream_stream(up, f: Fixture, out: dict, splits: bool, mode: str, bs: int 
         out["qo_indptr"][: bs + 1] = torch.arange(0, (1 + bs) * n, step=n, dtype=torch.int32, device=lens.device)
     if mode == "extend":
         lens = torch.clamp(lens - f.extend[:bs], min=0).to(torch.int32)
+    start = None
+    if mode == "window":
+        window_lens = torch.minimum(lens, torch.tensor(WINDOW))
+        start, lens = lens - window_lens, window_lens
     out["kv_indptr"][1: bs + 1] = torch.cumsum(lens, dim=0)
-    getattr(up, FLASHINFER)[(bs, 1)](f.req_to_token, f.req_pool_indices[:bs], lens, out["kv_indptr"], None,
+    getattr(up, FLASHINFER)[(bs, 1)](f.req_to_token, f.req_pool_indices[:bs], lens, out["kv_indptr"], start,
                                      out["kv_indices"], f.req_to_token.stride(0))
     if splits:
         getattr(up, SPLITS)[(1,)](out["num_kv_splits"], lens, bs, 1, HEADS, KV_HEADS, MAX_SPLITS, CORES,
-                                  MAX_NUM_SEQ=max(256, next_power_of_2(bs)), uneven_batch_ptr=out["uneven_batch"])
+                                  MAX_NUM_SEQ=max(256, next_power_of_2(bs)),
+                                  uneven_batch_ptr=None if mode == "window" else out["uneven_batch"])
     if mode == "verify":
         out["mask_indptr"][1: bs + 1] = torch.cumsum(n * (lens + n), dim=0)
 
 
 def ours_stream(fn, f: Fixture, out: dict, splits: bool, mode: str, bs: int = STREAM_BS) -> None:
-    extra = dict(num_kv_splits=out["num_kv_splits"], uneven_batch=out["uneven_batch"], num_head=HEADS,
-                 num_kv_head=KV_HEADS, max_kv_splits=MAX_SPLITS, device_core_count=CORES) if splits else {}
+    extra = dict(num_kv_splits=out["num_kv_splits"], num_head=HEADS, num_kv_head=KV_HEADS,
+                 max_kv_splits=MAX_SPLITS, device_core_count=CORES) if splits else {}
+    if splits and mode != "window":  # the window's split counts come without the flag
+        extra["uneven_batch"] = out["uneven_batch"]
+    if mode == "window":
+        extra["sliding_window"] = WINDOW
     if mode == "verify":
         extra.update(qo_indptr=out["qo_indptr"], q_stride=VERIFY_TOKENS, mask_indptr=out["mask_indptr"])
     if mode == "extend":
@@ -111,20 +127,24 @@ def ours_stream(fn, f: Fixture, out: dict, splits: bool, mode: str, bs: int = ST
 
 
 def build_stream(ctx, up, *, splits: bool, name: str, mode: str = "decode"):
-    """A Triton / FlashInfer replay-prep row; mode: decode, verify (target verify) or extend (draft extend)."""
+    """A Triton / FlashInfer replay-prep row; mode: decode, verify (target verify), extend (draft extend) or
+    window (decode's sliding-window stream)."""
     f = _fixture(ctx)
     calls = {impl: [functools.partial(ours_stream, fn, f, f.out[impl], splits, mode)]
              for impl, fn in (("ours", sgl_meta.build_kv_indices), ("ref", reference.build_kv_indices))}
     calls["upstream"] = [functools.partial(upstream_stream, up, f, f.out["upstream"], splits, mode)]
-    names = (["kv_indptr", "kv_indices"] + (["num_kv_splits", "uneven_batch"] if splits else [])
-             + {"decode": [], "verify": ["qo_indptr", "mask_indptr"], "extend": ["qo_indptr"]}[mode])
-    tokens = f.prefix_tokens if mode == "extend" else f.tokens
+    names = (["kv_indptr", "kv_indices"] + (["num_kv_splits"] if splits else [])
+             + (["uneven_batch"] if splits and mode != "window" else [])
+             + {"decode": [], "window": [], "verify": ["qo_indptr", "mask_indptr"], "extend": ["qo_indptr"]}[mode])
+    tokens = {"extend": f.prefix_tokens, "window": f.window_tokens}.get(mode, f.tokens)
     regions = {"kv_indptr": (slice(1, STREAM_BS + 1),), "kv_indices": (slice(0, tokens),),
                "num_kv_splits": (slice(0, STREAM_BS),), "uneven_batch": (slice(0, 1),),
                "qo_indptr": (slice(0, STREAM_BS + 1),), "mask_indptr": (slice(1, STREAM_BS + 1),)}
     params = dict(bs=STREAM_BS, tokens=tokens, lengths="uniform", splits=splits)
-    if mode != "decode":
+    if mode in ("verify", "extend"):
         params["draft_tokens"] = VERIFY_TOKENS
+    if mode == "window":
+        params["sliding_window"] = WINDOW
     return make_row(f.out, names, name=name, group="kv indices", params=params, calls=calls,
                     regions={k: regions[k] for k in names})
 
@@ -231,6 +251,8 @@ _TV = (f"Triton target verify qo_indptr + kv_indptr + kv_indices + mask_indptr b
        "(upstream: 9 launches)")
 _TE = (f"Triton draft extend qo_indptr + prefix lengths + kv_indptr + kv_indices bs{STREAM_BS} "
        "(upstream: 8 launches)")
+_TW = (f"Triton decode, sliding window of {WINDOW}: window kv_indptr + kv_indices + num_kv_splits bs{STREAM_BS} "
+       "(upstream: 6 launches)")
 _MLA = "FlashMLA / TRT-LLM MLA block table bs256 x 2048 pages of 64"
 _D1 = "EAGLE draft decode kv_indices + kv_indptr, 3 steps, bs1 x 128k (upstream: the Triton backend's launch)"
 _D64 = "EAGLE draft decode kv_indices + kv_indptr, 3 steps, bs64 (upstream: the Triton backend's launch)"
@@ -244,6 +266,9 @@ ROWS = (
             build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_TV, mode="verify")),
     RowSpec(name=_TE, group="kv indices", families=(TRITON,), ours=("build_kv_indices",), upstream=(FLASHINFER,),
             build=lambda ctx, up: build_stream(ctx, up, splits=False, name=_TE, mode="extend")),
+    RowSpec(name=_TW, group="kv indices", families=(TRITON,), ours=("build_kv_indices",),
+            upstream=(FLASHINFER, SPLITS),
+            build=lambda ctx, up: build_stream(ctx, up, splits=True, name=_TW, mode="window")),
     RowSpec(name=_MLA, group="kv indices", families=(TRITON,), ours=("create_flashmla_kv_indices",),
             upstream=(FLASHMLA,), build=lambda ctx, up: build_flashmla(ctx, up, bs=256, name=_MLA)),
     RowSpec(name=_D1, group="kv indices", families=(TRITON,), ours=("build_draft_decode_kv_indices",),
