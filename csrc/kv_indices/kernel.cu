@@ -526,9 +526,10 @@ const char* build_kv_indices_cuda(const KvIndicesParams& p, void* stream) {
   if (bs == 0) return nullptr;
   const int64_t rows = bs + (p.splits.num_kv_splits != nullptr ? 1 : 0);
   if (rows > INT32_MAX) return "grid too large (req_pool_indices.numel() > 2^31 - 2)";
-  // Positions a row can hold (its static cap), one thread each, but no more
-  // blocks than one wave over the batch.
-  const int64_t cap = p.src.translate ? p.src.row_len : p.row_positions;
+  // Positions a row can hold (its static cap; a sliding window, a host value,
+  // caps it too), one thread each, but no more blocks than one wave over the batch.
+  int64_t cap = p.src.translate ? p.src.row_len : p.row_positions;
+  if (p.sliding_window > 0) cap = min_i64(cap, p.sliding_window);
   const int64_t needed = cap > 0 ? (cap - 1) / kThreads + 1 : 1;
   const int64_t wave = int64_t{current_device_sm_count(132)} * kBlocksPerSm;
   const int64_t spread = wave / bs > 1 ? wave / bs : 1;
