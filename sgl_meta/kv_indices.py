@@ -103,7 +103,8 @@ build_kv_indices = _op.define(
             min(kv_indptr[b + 1], kv_indices.numel())``) or written.
         kv_indices: ``[capacity]`` int32/int64 ids, contiguous.
         write_indptr: write ``kv_indptr`` as the running sum of ``seq_lens``.
-        kv_start_idx: ``[>= bs]`` int32/int64 first position of each row's window.
+        kv_start_idx: ``[>= bs]`` int32/int64 first position of each row's tokens
+            (with ``sliding_window``, moved past the tokens before the window).
         entry_page_size: tokens per ``req_to_token`` entry (in ``[1, 2**31 - 1]``; 1 with ``v2p``).
         token_mapping: ``[M]`` int32/int64 id map (a static SWA pool's
             full-to-SWA slots); not with ``v2p``.

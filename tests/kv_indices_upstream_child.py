@@ -105,6 +105,26 @@ def main() -> None:
         sgl_meta.build_kv_indices(**ours)
         equal(ours, up, "Triton backend decode sequence", case3)
 
+        # 3b. Its sliding-window stream (update_sliding_window_buffer, then the window's split counts).
+        case3b = dataclasses.replace(case3, kv_start=False, token_mapping=pick(False, True))
+        kw = make(case3b, gen, "cpu")
+        kw["kv_indptr"][0] = 0
+        kw.pop("uneven_batch")
+        window = pick(1, 7, 50, 10**6)
+        up, ours = clone_outputs(kw), clone_outputs(kw)
+        bs = case3b.bs
+        window_lens = torch.minimum(up["seq_lens"], torch.tensor(window))
+        up["kv_indptr"][1: bs + 1] = torch.cumsum(window_lens, dim=0)
+        kvi.create_flashinfer_kv_indices_triton[(bs, 1)](
+            up["req_to_token"], up["req_pool_indices"], window_lens, up["kv_indptr"][: bs + 1],
+            up["seq_lens"] - window_lens, up["kv_indices"], up["req_to_token"].stride(0),
+            token_mapping=up.get("token_mapping"))
+        meta.get_num_kv_splits_triton[(1,)](
+            up["num_kv_splits"][:bs], window_lens, bs, 1, up["num_head"], up["num_kv_head"], up["max_kv_splits"],
+            up["device_core_count"], MAX_NUM_SEQ=256 if bs < 256 else 1 << (bs - 1).bit_length())
+        sgl_meta.build_kv_indices(**{**ours, "num_group": 1}, sliding_window=window)
+        equal(ours, up, "Triton backend sliding-window stream", (case3b, window))
+
         # 4. create_flashmla_kv_indices_triton as the TRT-LLM MLA / FlashMLA backends launch it.
         ps = pick(1, 16, 64)
         width_pages = pick(1, 5, 12)

@@ -90,6 +90,8 @@ def build_kv_indices(
     sliding_window: int = 0,
 ) -> None:
     """Eager reference of :func:`sgl_meta.build_kv_indices`."""
+    if sliding_window < 0:
+        raise RuntimeError(f"sgl_meta.{_OP}: sliding_window must be >= 0, got {sliding_window}")
     bs = req_pool_indices.numel()
     name = "seq_lens"
     if extend_seq_lens is None:

@@ -20,18 +20,20 @@ it instead:
   split counts in it. With a sliding window, ``update_sliding_window_buffer``
   (``torch.minimum``, a cumsum and its copy, a subtraction, the gather) and
   the window's split counts become a second one (``sliding_window=``), where
-  its gather is ``create_flashinfer_kv_indices_triton`` over an untranslated
-  source (a static pool; a static SWA pool's full-to-SWA mapping in the gather).
+  ``pack_read_stream`` would take its gather branch
+  (``create_flashinfer_kv_indices_triton``: ``req_to_token``, or the plan's
+  translated table once built; a static SWA pool's full-to-SWA mapping in the
+  gather) and SGLang translates nothing afterwards.
 
 * :func:`multi_step_draft_init_forward_metadata_out_graph`: the EAGLE multi-step
   draft backend's replay prep (``generate_draft_decode_kv_indices`` for every
   step, then ``get_num_kv_splits_triton``) becomes one
   :func:`sgl_meta.build_draft_decode_kv_indices` with the split counts.
 
-Anything else (DCP, a window read through a translated table or translated
-after its gather, a sliding window outside a decode replay, static or
-deterministic splits, another backend class, a source whose rows are not
-addressed by ``stride(0)``) runs SGLang's method.
+Anything else (DCP; a window whose read builds a translated table first, maps
+translated ids, or is translated after its gather; a sliding window outside a
+decode replay; static or deterministic splits; another backend class; a source
+whose rows are not addressed by ``stride(0)``) runs SGLang's method.
 
 :func:`pack_read_stream` wraps ``KVIndexTranslator.pack_read_stream`` itself, which
 the FlashInfer backends call on every replay after their own ``kv_indptr``
@@ -69,6 +71,7 @@ time, inside SGLang).
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any, Callable, Optional
 
@@ -183,6 +186,7 @@ def _one_launch_decode(self, forward_mode, spec_info) -> bool:
     return _triton_splits(self)
 
 
+@functools.lru_cache(maxsize=None)
 def _swa_pool_classes() -> tuple:
     """SGLang's SWA pool classes, as ``update_sliding_window_buffer`` tests the pool."""
     from sglang.srt.mem_cache.base_swa_memory_pool import BaseSWAKVPool
@@ -196,9 +200,9 @@ def _window_source(backend, plan, bs: int, req_pool_indices: torch.Tensor) -> Op
     ``update_sliding_window_buffer`` gathers for these rows: ``pack_read_stream``
     of the translator's window kind with a static SWA pool's
     ``full_to_swa_index_mapping`` as its token mapping; None where that takes
-    another branch (a translated read table, a table-less translated read, a
-    mapping over translated ids, or a translate after the gather) or a source
-    ours does not take."""
+    another branch (building a translated read table first, a mapping over
+    translated ids, a translate after the gather) or a source ours does not
+    take."""
     translator = getattr(backend, "kv_index_translator", None)
     if translator is None:
         return None

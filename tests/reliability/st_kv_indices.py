@@ -316,6 +316,9 @@ HOSTILE_ROWS = [
             "running sum of min(seq_lens, sliding_window)[0..3]"),
     hostile(OP, "seq_lens negative under a window", both(at("seq_lens", 3, -1), set_(sliding_window=4)),
             "seq_lens[3] = -1 is negative"),
+    # the window moves row 2's start past its first tokens; the value given is still checked
+    hostile(OP, "kv_start_idx negative under a window", both(at("kv_start_idx", 2, -1), set_(sliding_window=4)),
+            "kv_start_idx[2] = -1 is negative"),
     hostile(OP, "id past token_mapping", apply("token_mapping", lambda t: t[:10]), "is outside token_mapping"),
     hostile(OP, "mapped id past int32", lambda kw: kw.update(kv_indices=kw["kv_indices"].int(),
                                                     token_mapping=torch.full_like(kw["token_mapping"], 2**40)),
@@ -332,6 +335,8 @@ HOSTILE_ROWS = [
     # must succeed: sentinels, capped windows, values never read
     hostile(OP, "negative slots verbatim", apply("req_to_token", lambda t: t.fill_(-5)), raises=()),
     hostile(OP, "window past the row", at("kv_start_idx", 1, 2**30), raises=()),
+    hostile(OP, "a length past int32's running sum, cut by the window", both(
+        at("seq_lens", 3, 2**31 - 1), set_(sliding_window=4, mask_indptr=None)), raises=()),
     hostile(OP, "sliding window's start past int64",
             both(apply("kv_start_idx", lambda t: t.long()), at("kv_start_idx", 1, 2**63 - 2), set_(sliding_window=1)),
             raises=()),

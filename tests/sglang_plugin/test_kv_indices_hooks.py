@@ -32,16 +32,18 @@ class Translator:
 
     def __init__(self, table: Table, page_size: int = 1):
         self.table, self.page_size, self.calls = table, page_size, []
+        self.tables = {}  # kind -> its own table (the FULL one: ``table``)
 
     def read_source(self, plan, *, req_pool_indices, bs, kind):
         self.calls.append((plan, bs, kind))
-        t = self.table
+        t = self.tables.get(kind, self.table)
+        # the plan's table (row_ids given) and a v2p read hold physical ids; req_to_token itself does not
         return Table(ids=t.ids, row_ids=req_pool_indices if t.row_ids is None else t.row_ids,
                      row_stride=t.ids.stride(0), entry_page_size=t.entry_page_size, v2p=t.v2p,
-                     is_translated=t.v2p is not None)
+                     is_translated=t.v2p is not None or t.row_ids is not None)
 
     def _reads_translated(self, kind) -> bool:
-        return self.table.v2p is not None
+        return self.tables.get(kind, self.table).v2p is not None
 
     def pack_read_stream(self, plan, *, req_pool_indices, seq_lens, indptr, out, kv_start_idx=None, kind="FULL",
                          token_mapping=None, **_):
@@ -153,8 +155,14 @@ class SwaPool(BaseSwaPool):
 
 
 def _window_backend(gen, source: str, pool: str, window: int):
+    """A backend whose window layers read a table of their own (the translator's
+    SLIDING_WINDOW kind: another req_to_token, same shape)."""
     b, req, lens = _backend(gen, source)
     bs = lens.numel()
+    t = b.kv_index_translator
+    t.window_kv_kind = "SLIDING_WINDOW"
+    t.tables["SLIDING_WINDOW"] = Table(**{**vars(t.table), "ids": torch.randint(-1, 2**20, t.table.ids.shape,
+                                                                             generator=gen).to(torch.int32)})
     mapping = torch.randint(-1, 2**20, (2**20,), generator=gen)
     b.__dict__.update(sliding_window_size=window, window_kv_indptr=torch.zeros(bs + 4, dtype=torch.int32),
                       cuda_graph_window_kv_indices=torch.full((bs * 128,), -7, dtype=torch.int64),
@@ -188,7 +196,7 @@ def test_sliding_window_decode_replay_equals_sglangs_sequence(source, pool, wind
     _, _, window_lens, _ = swa_pools.update_sliding_window_buffer(
         want.window_kv_indptr, b.kv_index_translator, OWN_PLAN, req, window, lens, bs,
         token_to_kv_pool=b.token_to_kv_pool, window_kv_indices=want.cuda_graph_window_kv_indices)
-    src = b.kv_index_translator.read_source(None, req_pool_indices=req, bs=bs, kind="FULL")
+    src = b.kv_index_translator.read_source(None, req_pool_indices=req, bs=bs, kind="SLIDING_WINDOW")
     reference.build_kv_indices(req_to_token=src.ids, req_pool_indices=src.row_ids[:bs], seq_lens=window_lens,
                                kv_indptr=torch.zeros(bs + 1, dtype=torch.int64),
                                kv_indices=torch.zeros(10**4, dtype=torch.int64), write_indptr=True,
@@ -196,8 +204,7 @@ def test_sliding_window_decode_replay_equals_sglangs_sequence(source, pool, wind
                                num_kv_splits=want.cuda_graph_window_num_kv_splits[:bs], num_head=b.num_head,
                                num_kv_head=b.num_kv_head, max_kv_splits=b.max_kv_splits,
                                device_core_count=b.device_core_count)
-    cut = window_lens < lens
-    assert bool(cut.any()) == (window < int(lens.max())), (window_lens, lens)
+    assert bool((window_lens < lens).any()) == (window < 10**6), (window_lens, lens)  # the window cuts rows
     hooks.apply_cuda_graph_metadata(_never, b, OWN_PLAN, bs, torch.cat([req, req[:2]]), torch.cat([lens, lens[:2]]),
                                     Mode(True), None)
     for k in ("kv_indptr", "cuda_graph_kv_indices", "cuda_graph_num_kv_splits", "cuda_graph_uneven_batch",
@@ -205,16 +212,19 @@ def test_sliding_window_decode_replay_equals_sglangs_sequence(source, pool, wind
         assert torch.equal(getattr(b, k), getattr(want, k)), k
 
 
-@pytest.mark.parametrize("change", ["verify", "spec", "dcp", "window_translated_after", "window_v2p", "static",
-                                    "deterministic", "no_cores"])
+@pytest.mark.parametrize("change", ["verify", "spec", "dcp", "window_translated_after", "window_v2p",
+                                    "window_mapping_over_table", "static", "deterministic", "no_cores"])
 def test_uncovered_replays_run_sglangs_method(change, gen, swa_pools, monkeypatch):
     """Uncovered, SGLang's method runs: among them a window over a pool that
-    translates its ids after the gather (BaseSWAKVPool without a mapping) and a
-    window read through v2p (0.5.23 builds a translated read table)."""
+    translates its ids after the gather (BaseSWAKVPool without a mapping), a
+    window read through v2p (0.5.23 builds a translated read table) and a static
+    SWA pool's mapping over the plan's translated table (0.5.23 asserts)."""
     if change.startswith("window"):
-        b, req, lens = _window_backend(gen, "v2p" if change == "window_v2p" else "verbatim",
-                                       "base_swa" if change == "window_translated_after" else "static", 40)
-        b.kv_index_translator.window_kv_kind = "SLIDING_WINDOW" if change == "window_v2p" else "FULL"
+        source = {"window_v2p": "v2p", "window_mapping_over_table": "table"}.get(change, "verbatim")
+        b, req, lens = _window_backend(gen, source, {"window_translated_after": "base_swa",
+                                                     "window_mapping_over_table": "swa"}.get(change, "static"), 40)
+        t = b.kv_index_translator
+        t.tables["SLIDING_WINDOW"] = t.table
         monkeypatch.setattr(OWN_PLAN, "has_read_table", lambda kind, reader: False, raising=False)
     else:
         b, req, lens = _backend(gen, "verbatim")
