@@ -85,7 +85,7 @@ STABLE_TORCH_LIBRARY(sgl_meta, m) {
       "Tensor(c!)? num_kv_splits=None, Tensor(d!)? uneven_batch=None, int num_group=1, "
       "int num_head=1, int num_kv_head=1, int max_kv_splits=1, int device_core_count=1, "
       "Tensor(e!)? qo_indptr=None, int q_stride=0, Tensor(f!)? mask_indptr=None, "
-      "Tensor? extend_seq_lens=None, int sliding_window=0) -> ()");
+      "Tensor? extend_seq_lens=None, int sliding_window=0, Tensor(g!)? kv_offsets=None) -> ()");
   // EAGLE multi-step draft decode's KV ids and row starts, every step in one
   // launch, with the Triton backend's split counts (docs/operators/kv_indices.md).
   m.def(

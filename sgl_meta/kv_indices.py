@@ -42,7 +42,7 @@ build_kv_indices = _op.define(
               "(FlashInferIndicesUpdaterDecode.call_begin_forward, TritonAttnBackend._fill_kv_indptr_and_indices); "
               "sglang.kernels.ops.attention.metadata.get_num_kv_splits_triton"),
     index=("req_pool_indices", "seq_lens", "kv_indptr", "kv_indices", "kv_start_idx", "token_mapping",
-           "qo_indptr", "mask_indptr", "extend_seq_lens"),
+           "qo_indptr", "mask_indptr", "extend_seq_lens", "kv_offsets"),
     int64=("v2p",),
     doc="""Fill a CSR stream of KV ids (``kv_indices``), with its ``kv_indptr`` and split counts if asked.
 
@@ -89,7 +89,10 @@ build_kv_indices = _op.define(
     ``update_sliding_window_buffer`` builds with ``window_kv_lens =
     torch.minimum(seq_lens, W)``, ``kv_start_idx = seq_lens - window_kv_lens``
     and a cumsum for its ``window_kv_indptr`` (the Triton backend's split
-    counts for the window then come from the same lengths).
+    counts for the window then come from the same lengths). With
+    ``kv_offsets``, ``kv_offsets[b] = start_b`` (with a window, where it
+    starts: the ``window_kv_offsets`` SGLang's target verify and draft extend
+    keep from that call).
     Nothing else is written; ``bs == 0`` is a no-op.
 
     Args:
@@ -123,6 +126,8 @@ build_kv_indices = _op.define(
         extend_seq_lens: ``[>= bs]`` int32/int64 tokens each row extends by,
             taken off its length (clamped at 0), or None.
         sliding_window: tokens a row keeps at its end (``>= 0``; 0: every token).
+        kv_offsets: ``[>= bs]`` int32/int64 each row's start (written), or None;
+            a start that does not fit its dtype is an error.
 
     Lengths: ``seq_lens[b]`` (and ``extend_seq_lens[b]``) must lie in
     ``[0, 2**31 - 1]`` and, with

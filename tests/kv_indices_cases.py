@@ -28,6 +28,7 @@ class Case:
     verify: bool = False  # qo_indptr (and with write_indptr mask_indptr), q_stride
     extend: bool = False  # extend_seq_lens (the other index dtype), some past their row's length
     window: bool = False  # sliding_window in [1, longest length + 2]: most rows cut, some not
+    offsets: bool = False  # kv_offsets (the other index dtype): each row's start
 
 
 def _randint(gen, lo, hi, shape, device, dtype=torch.int64):
@@ -70,6 +71,8 @@ def make(case: Case, gen: torch.Generator, device) -> dict:
                                              dtype=ext_t).to(device)
     if case.window:
         kw["sliding_window"] = int(_randint(gen, 1, int(lens.max()) + 3 if bs else 3, (1,), "cpu"))
+    if case.offsets:
+        kw["kv_offsets"] = _randint(gen, -99, 99, (bs + 2,), device, torch.int32 if case.index64 else torch.int64)
     spare = _randint(gen, 0, 7, (bs,), "cpu") if case.gaps else torch.zeros(bs, dtype=torch.int64)
     ptr = torch.zeros(bs + 1, dtype=torch.int64)
     ptr[1:] = (lens.long().cpu() + spare).cumsum(0)
@@ -104,7 +107,7 @@ def make(case: Case, gen: torch.Generator, device) -> dict:
     return kw
 
 
-OUTPUTS = ("kv_indptr", "kv_indices", "num_kv_splits", "uneven_batch", "qo_indptr", "mask_indptr")
+OUTPUTS = ("kv_indptr", "kv_indices", "num_kv_splits", "uneven_batch", "qo_indptr", "mask_indptr", "kv_offsets")
 
 
 def clone_outputs(kw: dict) -> dict:
@@ -115,7 +118,7 @@ def formula(kw: dict) -> dict:
     """The contract element by element in plain Python (small cases): kv_indptr,
     kv_indices and the verify row starts (the split counts are held to SGLang's
     own kernel instead)."""
-    out = {k: kw[k].clone().cpu() for k in ("kv_indptr", "kv_indices", "qo_indptr", "mask_indptr")
+    out = {k: kw[k].clone().cpu() for k in ("kv_indptr", "kv_indices", "qo_indptr", "mask_indptr", "kv_offsets")
            if kw.get(k) is not None}
     q = kw.get("q_stride", 0)
     r2t = kw["req_to_token"].cpu().tolist()
@@ -138,6 +141,8 @@ def formula(kw: dict) -> dict:
     total = mask_total = 0
     ptr_in = kw["kv_indptr"].cpu().tolist()
     for b in range(bs):
+        if "kv_offsets" in out:
+            out["kv_offsets"][b] = start[b]
         lo = total if kw["write_indptr"] else ptr_in[b]
         n = min(lens[b], max(positions - start[b], 0))
         for i in range(n):

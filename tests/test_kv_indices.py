@@ -55,6 +55,9 @@ CASES = {
     "sliding_window_extend": Case(write_indptr=True, extend=True, window=True, verify=True),
     "sliding_window_v2p": Case(write_indptr=True, v2p_page=16, window=True, index64=True),
     "sliding_window_many_rows": Case(bs=700, pool=800, width=33, write_indptr=True, splits=True, window=True),
+    "sliding_window_offsets": Case(write_indptr=True, window=True, offsets=True, kv_start=True),
+    "sliding_window_offsets_verify": Case(write_indptr=True, window=True, offsets=True, verify=True, index64=True),
+    "offsets_without_window": Case(offsets=True, kv_start=True, gaps=True),
 }
 
 
@@ -95,7 +98,8 @@ def test_random_cases(seed, gen, device):
                     kv_start=pick(False, True), token_mapping=not v2p and pick(False, True), v2p_page=v2p,
                     write_indptr=write, splits=pick(False, True), index64=pick(False, True),
                     out64=pick(False, True), gaps=not write and pick(False, True), zero_lens=pick(False, True),
-                    verify=pick(False, True), extend=pick(False, True), window=pick(False, True))
+                    verify=pick(False, True), extend=pick(False, True), window=pick(False, True),
+                    offsets=pick(False, True))
         kw = make(case, gen, device)
         got = run(sgl_meta.build_kv_indices, kw)
         assert_outputs_equal(got, run(reference.build_kv_indices, kw), f"op vs reference, {case}")
@@ -103,7 +107,7 @@ def test_random_cases(seed, gen, device):
 
 
 def test_bs_zero_writes_nothing(gen, device):
-    kw = make(Case(write_indptr=True, splits=True, verify=True), gen, device)
+    kw = make(Case(write_indptr=True, splits=True, verify=True, window=True, offsets=True), gen, device)
     kw["req_pool_indices"] = kw["req_pool_indices"][:0]
     got = run(sgl_meta.build_kv_indices, kw)
     for k in OUTPUTS:

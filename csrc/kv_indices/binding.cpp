@@ -43,7 +43,8 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
                       int64_t num_group, int64_t num_head, int64_t num_kv_head,
                       int64_t max_kv_splits, int64_t device_core_count,
                       std::optional<T> qo_indptr, int64_t q_stride, std::optional<T> mask_indptr,
-                      std::optional<T> extend_seq_lens, int64_t sliding_window) {
+                      std::optional<T> extend_seq_lens, int64_t sliding_window,
+                      std::optional<T> kv_offsets) {
   const ArgChecker check("build_kv_indices");
   check.non_negative(sliding_window, "sliding_window");
   // An id is entry * entry_page_size + offset: at most 2**31 * (2**31 - 1) in
@@ -71,6 +72,7 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
                         {KvDT::kInt32, 1, bs * num_group, 0, "req_pool_indices.numel() * num_group"},
                         dev);
   check.optional_tensor(uneven_batch, "uneven_batch", {KvDT::kInt32, 1, 1}, dev);
+  check.optional_tensor(kv_offsets, "kv_offsets", {KvDT::kIndex, 1, bs, 0, "req_pool_indices.numel()"}, dev);
   check.require(!mask_indptr || write_indptr,
                 "mask_indptr needs write_indptr (its values are the running sum's)");
   check.optional_tensor(qo_indptr, "qo_indptr",
@@ -98,10 +100,15 @@ void build_kv_indices(T req_to_token, T req_pool_indices, T seq_lens, T kv_indpt
   if (uneven_batch) outputs.push_back({"uneven_batch", &*uneven_batch, 1, 1});
   if (qo_indptr) outputs.push_back({"qo_indptr", &*qo_indptr, 1, bs + 1});
   if (mask_indptr) outputs.push_back({"mask_indptr", &*mask_indptr, 1, bs + 1});
+  if (kv_offsets) outputs.push_back({"kv_offsets", &*kv_offsets, 1, bs});
   check.template disjoint<T>(outputs, inputs);
 
   if (extend_seq_lens) p.extend_seq_lens = index_array_of(*extend_seq_lens);
   p.sliding_window = sliding_window;
+  if (kv_offsets) {
+    p.kv_offsets = kv_offsets->data_ptr();
+    p.offsets64 = kv_offsets->scalar_type() == ScalarType::Long;
+  }
   p.entry_page_size = entry_page_size;
   p.entry_div = PageDivisor::make(entry_page_size);
   const int64_t row_len = p.src.row_len;

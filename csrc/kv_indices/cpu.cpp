@@ -37,6 +37,9 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
   const int64_t whole = kv_len(raw, ext);
   const int64_t seq = in_window(whole, p.sliding_window);
   const int64_t start = window_start(given_start, whole - seq);
+  if (p.kv_offsets != nullptr && !offset_fits(p, start))
+    raise_error(kOp, "row ", b, "'s start, kv_start_idx[", b, "] = ", given_start, " + ", whole - seq,
+                " tokens before its window, does not fit kv_offsets (", p.offsets64 ? "int64" : "int32", ")");
   const int64_t n = kv_indices_live(p, seq, start);
   int64_t lo = sum, mask = 0;
   if (p.write_indptr) {
@@ -116,6 +119,7 @@ void build_kv_indices_cpu(const KvIndicesParams& p) {
     sum += r.len;
     if (p.write_indptr) store_indptr(p, b + 1, sum);
     store_verify_indptrs(p, b + 1, r.mask);
+    if (p.kv_offsets != nullptr) store_index(p.kv_offsets, p.offsets64, b, r.start);
   }
   write_kv_splits(p.splits, p.src, p.extend_seq_lens, p.sliding_window);
 }

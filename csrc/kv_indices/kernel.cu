@@ -84,6 +84,15 @@ SGL_FAILURE_PATH void fail_indptr(uint32_t row, int64_t lo, int64_t hi, int64_t 
   __trap();
 }
 
+SGL_FAILURE_PATH void fail_offset(uint32_t row, int64_t given, int64_t dropped, bool offsets64) {
+  const bool start_fits_kv_offsets = false;
+  SGL_DEVICE_CHECK(start_fits_kv_offsets,
+                   OP ": row %u's start, kv_start_idx[%u] = %lld + %lld tokens before its window, does not fit "
+                      "kv_offsets (%s)",
+                   row, row, (long long)given, (long long)dropped, offsets64 ? "int64" : "int32");
+  __trap();
+}
+
 SGL_FAILURE_PATH void fail_mask(uint32_t row, int64_t sum, int64_t q_stride, bool mask64, const char* lens) {
   const bool running_sum_fits_mask_indptr = false;
   SGL_DEVICE_CHECK(running_sum_fits_mask_indptr,
@@ -174,6 +183,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     if (threadIdx.x == 0) fail_row(row, req, s.pool_size, given_start, seq, ext);
     return;
   }
+  if (p.kv_offsets != nullptr && !offset_fits(p, start)) {
+    if (threadIdx.x == 0) fail_offset(row, given_start, whole - len, p.offsets64);
+    return;
+  }
   int64_t lo, hi, mask = 0;  // mask: mask_indptr[row + 1] (write_indptr only)
   if (p.write_indptr) {
     __shared__ int64_t scratch[kWarps];
@@ -202,9 +215,10 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       return;
     }
   }
-  if (blockIdx.y == 0 && threadIdx.x == 0) {  // the verify row starts, whichever are given
+  if (blockIdx.y == 0 && threadIdx.x == 0) {  // the verify row starts, whichever are given, and the offset
     if (row == 0) store_verify_indptrs(p, 0, 0);
     store_verify_indptrs(p, int64_t{row} + 1, mask);
+    if (p.kv_offsets != nullptr) store_index(p.kv_offsets, p.offsets64, row, start);
   }
   if (n > 0 && (n > hi - lo || lo > p.out_size - n)) {
     if (threadIdx.x == 0) fail_indptr(row, lo, hi, n, p.out_size, nullptr);

@@ -49,6 +49,10 @@ struct KvIndicesParams {
   // > 0: row b keeps the last min(L_b, sliding_window) of its L_b tokens (its
   // start moves past the others), SGLang's sliding-window stream; 0: all.
   int64_t sliding_window = 0;
+  // [>= bs] int32 or int64, or absent: kv_offsets[b] = row b's start (with a
+  // sliding window, its window's: SGLang's window_kv_offsets)
+  void* kv_offsets = nullptr;
+  bool offsets64 = false;
   int64_t entry_page_size = 1;  // tokens per source entry (no v2p)
   PageDivisor entry_div;
   int64_t row_positions = 0;  // token positions a source row covers (row_len * E, saturated)
@@ -137,6 +141,11 @@ SGL_HD int64_t kv_row_len(const KvReadSource& s, const IndexArray& extend, int64
 // the `dropped` tokens before its window; saturated (such a start reads nothing).
 SGL_HD int64_t window_start(int64_t start, int64_t dropped) {
   return start > INT64_MAX - dropped ? INT64_MAX : start + dropped;
+}
+// Whether row b's start (window_start's, of a non-negative given start) fits
+// kv_offsets: a saturated start is one that did not fit int64.
+SGL_HD bool offset_fits(const KvIndicesParams& p, int64_t start) {
+  return start < (p.offsets64 ? INT64_MAX : int64_t{INT32_MAX} + 1);
 }
 // What the running sums add up, for the errors that name them.
 SGL_HD const char* kv_lens_name(const KvIndicesParams& p) {

@@ -88,6 +88,7 @@ def build_kv_indices(
     mask_indptr: Optional[torch.Tensor] = None,
     extend_seq_lens: Optional[torch.Tensor] = None,
     sliding_window: int = 0,
+    kv_offsets: Optional[torch.Tensor] = None,
 ) -> None:
     """Eager reference of :func:`sgl_meta.build_kv_indices`."""
     if sliding_window < 0:
@@ -123,7 +124,16 @@ def build_kv_indices(
     req = req_pool_indices.long()
     start = torch.zeros(bs, dtype=torch.int64, device=device) if kv_start_idx is None else kv_start_idx[:bs].long()
     dropped = whole - seq_lens[:bs].long()  # the tokens before the window (saturating: such a start reads nothing)
+    given = start
     start = torch.where(start > 2**63 - 1 - dropped, torch.full_like(start, 2**63 - 1), start + dropped)
+    if kv_offsets is not None and on_host(start):
+        limit = 2**63 - 1 if kv_offsets.dtype == torch.int64 else 2**31
+        for b in range(bs):
+            if int(start[b]) >= limit and int(given[b]) >= 0:
+                raise RuntimeError(
+                    f"sgl_meta.{_OP}: row {b}'s start, kv_start_idx[{b}] = {int(given[b])} + {int(dropped[b])} "
+                    f"tokens before its window, does not fit kv_offsets "
+                    f"({'int64' if kv_offsets.dtype == torch.int64 else 'int32'})")
     width = req_to_token.shape[1]
     positions = width if v2p is not None else width * entry_page_size
     n = torch.minimum(lens, (positions - start).clamp(min=0))
@@ -151,6 +161,8 @@ def build_kv_indices(
         kv_indices.copy_(torch.where(live, ids.to(kv_indices.dtype), kv_indices))
     if write_indptr:
         kv_indptr[: bs + 1].copy_(ptr)
+    if kv_offsets is not None:
+        kv_offsets[:bs].copy_(start)
     if qo_indptr is not None or mask_indptr is not None:
         starts = torch.arange(bs + 1, dtype=torch.int64, device=device) * q_stride  # qo_indptr
         if qo_indptr is not None:

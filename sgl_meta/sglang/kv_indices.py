@@ -19,7 +19,10 @@ it instead:
   counts from ``get_num_kv_splits_triton``) becomes that one launch with the
   split counts in it. With a sliding window, ``update_sliding_window_buffer``
   (``torch.minimum``, a cumsum and its copy, a subtraction, the gather) and
-  the window's split counts become a second one (``sliding_window=``), where
+  the window's split counts become a second one (``sliding_window=``; in
+  target verify and draft extend, :func:`update_target_verify_buffers` and
+  :func:`update_draft_extend_buffers`, the window's starts into
+  ``window_kv_offsets`` instead of split counts, ``kv_offsets=``), where
   ``pack_read_stream`` would take its gather branch
   (``create_flashinfer_kv_indices_triton``: ``req_to_token``, or the plan's
   translated table once built; a static SWA pool's full-to-SWA mapping in the
@@ -31,8 +34,7 @@ it instead:
   :func:`sgl_meta.build_draft_decode_kv_indices` with the split counts.
 
 Anything else (DCP; a window whose read builds a translated table first, maps
-translated ids, or is translated after its gather; a sliding window outside a
-decode replay; static or deterministic splits; another backend class; a source
+translated ids, or is translated after its gather; static or deterministic splits; another backend class; a source
 whose rows are not addressed by ``stride(0)``) runs SGLang's method.
 
 :func:`pack_read_stream` wraps ``KVIndexTranslator.pack_read_stream`` itself, which
@@ -223,6 +225,22 @@ def _window_source(backend, plan, bs: int, req_pool_indices: torch.Tensor) -> Op
                 token_mapping=mapping)
 
 
+def _window_size(backend) -> int:
+    return getattr(backend, "sliding_window_size", None) or 0
+
+
+def _fill_window(backend, source: dict, bs: int, seq_lens: torch.Tensor, **extra) -> torch.Tensor:
+    """The window stream ``update_sliding_window_buffer`` writes into the graph's
+    window buffers (``window_kv_indptr[:bs + 1]``, returned, and
+    ``cuda_graph_window_kv_indices``), with ``extra`` (the split counts, the
+    offsets, the extend lengths) in the same launch."""
+    window_kv_indptr = backend.window_kv_indptr[: bs + 1]
+    build_kv_indices(**source, seq_lens=seq_lens, kv_indptr=window_kv_indptr,
+                     kv_indices=backend.cuda_graph_window_kv_indices, write_indptr=True,
+                     sliding_window=_window_size(backend), **extra)
+    return window_kv_indptr
+
+
 def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indices, seq_lens, forward_mode,
                               spec_info) -> Any:
     """AROUND ``TritonAttnBackend._apply_cuda_graph_metadata``: a plain decode
@@ -233,7 +251,7 @@ def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indic
         return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode, spec_info)
     req = req_pool_indices[:bs]
     source = _source(self, plan, bs, req)
-    window = getattr(self, "sliding_window_size", None) or 0
+    window = _window_size(self)
     window_source = _window_source(self, plan, bs, req) if window > 0 else None
     if source is None or (window > 0 and window_source is None):
         return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode, spec_info)
@@ -244,17 +262,16 @@ def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indic
                      num_kv_splits=self.cuda_graph_num_kv_splits[:bs],
                      uneven_batch=getattr(self, "cuda_graph_uneven_batch", None), **splits)
     if window > 0:
-        build_kv_indices(**window_source, seq_lens=seq_lens[:bs], kv_indptr=self.window_kv_indptr[: bs + 1],
-                         kv_indices=self.cuda_graph_window_kv_indices, write_indptr=True, sliding_window=window,
-                         num_kv_splits=self.cuda_graph_window_num_kv_splits[:bs], **splits)
+        _fill_window(self, window_source, bs, seq_lens[:bs], num_kv_splits=self.cuda_graph_window_num_kv_splits[:bs],
+                     **splits)
     return None
 
 
 def _verify_buffers(self, bs: int, seq_lens: torch.Tensor) -> Optional[tuple]:
     """``qo_indptr``, ``kv_indptr``, ``mask_indptr`` and ``kv_indices`` of a target
-    verify replay whose other metadata is only the custom mask (no sliding
-    window, the prefill buffers allocated), or None."""
-    if (getattr(self, "sliding_window_size", None) or 0) > 0 or getattr(self, "skip_prefill", True):
+    verify replay whose other metadata is only the custom mask and, with a
+    sliding window, the window's (the prefill buffers allocated), or None."""
+    if getattr(self, "skip_prefill", True):
         return None
     if not callable(getattr(self, "_target_verify_num_tokens_per_req", None)):
         return None
@@ -269,23 +286,33 @@ def update_target_verify_buffers(original: Callable, self, plan, bs, seq_lens, s
     """AROUND ``TritonAttnBackend._update_target_verify_buffers``: ``qo_indptr``
     (0.5.23: ``torch.arange`` and a copy), ``kv_indptr`` + ``kv_indices`` (a
     cumsum, a copy, the gather) and ``mask_indptr`` (an add, a mul, a cumsum and
-    a copy) in one launch; the custom-mask copy and the returned tuple as
-    0.5.23's. A sliding window, a source ours does not take, or a backend
-    without the prefill buffers runs SGLang's method."""
+    a copy) in one launch; with a sliding window, ``update_sliding_window_buffer``
+    (the window's ``kv_indptr`` + ``kv_indices`` and ``window_kv_offsets``) in a
+    second; the custom-mask copy and the returned tuple as 0.5.23's. A window
+    :func:`_window_source` does not take, a source ours does not take, or a
+    backend without the prefill buffers runs SGLang's method."""
     buffers = _verify_buffers(self, bs, seq_lens)
     source = None if buffers is None else _source(self, plan, bs, req_pool_indices)
-    if source is None:
+    window_source = None
+    if source is not None and _window_size(self) > 0:
+        window_source = _window_source(self, plan, bs, req_pool_indices)
+    if source is None or (_window_size(self) > 0 and window_source is None):
         return original(self, plan, bs, seq_lens, spec_info, req_pool_indices)
     qo_indptr, kv_indptr, mask_indptr, kv_indices = buffers
     build_kv_indices(**source, seq_lens=seq_lens, kv_indptr=kv_indptr, kv_indices=kv_indices, write_indptr=True,
                      qo_indptr=qo_indptr, q_stride=self._target_verify_num_tokens_per_req(spec_info),
                      mask_indptr=mask_indptr)
+    window = (self.window_kv_indptr, None, None, None)
+    if window_source is not None:
+        offsets = self.cuda_graph_window_kv_offsets
+        window = (_fill_window(self, window_source, bs, seq_lens, kv_offsets=offsets[:bs]),
+                  self.cuda_graph_window_kv_indices, self.cuda_graph_window_num_kv_splits, offsets)
     custom_mask = self._verify_mask.buffer if getattr(self, "_verify_mask", None) is not None else None
     if spec_info is not None and spec_info.custom_mask is not None:
         custom_mask[: spec_info.custom_mask.shape[0]] = spec_info.custom_mask
     else:
         custom_mask = None
-    return qo_indptr, kv_indptr, custom_mask, mask_indptr, self.window_kv_indptr, None, None, None
+    return (qo_indptr, kv_indptr, custom_mask, mask_indptr, *window)
 
 
 def update_draft_extend_buffers(original: Callable, self, plan, bs, seq_lens, forward_mode, spec_info,
@@ -294,23 +321,30 @@ def update_draft_extend_buffers(original: Callable, self, plan, bs, seq_lens, fo
     (0.5.23: ``torch.arange`` and a copy), the prefix lengths
     (``clamp(seq_lens - extend_seq_lens, min=0)``: a subtraction, a clamp, a
     cast) and ``kv_indptr`` + ``kv_indices`` (a cumsum, a copy, the gather) in
-    one launch, returning 0.5.23's tuple. A sliding window (its window buffers
-    are rebuilt from the prefix lengths), a source ours does not take, or a
+    one launch; with a sliding window, ``update_sliding_window_buffer`` over
+    the prefix lengths (the window's ``kv_indptr`` + ``kv_indices`` and
+    ``window_kv_offsets``) in a second; returning 0.5.23's tuple. A window
+    :func:`_window_source` does not take, a source ours does not take, or a
     backend without the prefill buffers runs SGLang's method."""
     qo = getattr(self, "qo_indptr", None)
     kv = getattr(self, "kv_indptr", None)
     kv_indices = getattr(self, "cuda_graph_kv_indices", None)
-    source = None
-    if ((getattr(self, "sliding_window_size", None) or 0) <= 0 and qo is not None and kv is not None
-            and kv_indices is not None and seq_lens.dim() == 1 and seq_lens.numel() >= bs):
+    source = window_source = None
+    if qo is not None and kv is not None and kv_indices is not None and seq_lens.dim() == 1 and seq_lens.numel() >= bs:
         source = _source(self, plan, bs, req_pool_indices)
-    if source is None:
+    if source is not None and _window_size(self) > 0:
+        window_source = _window_source(self, plan, bs, req_pool_indices)
+    if source is None or (_window_size(self) > 0 and window_source is None):
         return original(self, plan, bs, seq_lens, forward_mode, spec_info, req_pool_indices)
     n = self.num_draft_tokens if forward_mode.is_draft_extend_v2() else self.speculative_num_steps + 1
     ext = getattr(spec_info, "extend_seq_lens_tensor", None)  # (None without spec_info: zeros upstream)
     qo_indptr, kv_indptr = qo[: bs + 1], kv[: bs + 1]
-    build_kv_indices(**source, seq_lens=seq_lens[:bs], extend_seq_lens=None if ext is None else ext[:bs],
-                     kv_indptr=kv_indptr, kv_indices=kv_indices, write_indptr=True, qo_indptr=qo_indptr, q_stride=n)
+    extend = None if ext is None else ext[:bs]
+    build_kv_indices(**source, seq_lens=seq_lens[:bs], extend_seq_lens=extend, kv_indptr=kv_indptr,
+                     kv_indices=kv_indices, write_indptr=True, qo_indptr=qo_indptr, q_stride=n)
+    if window_source is not None:
+        _fill_window(self, window_source, bs, seq_lens[:bs], extend_seq_lens=extend,
+                     kv_offsets=self.cuda_graph_window_kv_offsets[:bs])
     return qo_indptr, kv_indptr, n
 
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import sgl_meta
 from sgl_meta import reference
-from row_kit import Row, apply, at, both, hostile, set_
+from row_kit import Row, apply, at, both, derive, hostile, set_
 from tensor_case import Case, strided
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -61,7 +61,8 @@ def cases(draw) -> Case:
         token_mapping=not v2p and draw(st.booleans()), v2p_page=v2p, write_indptr=write,
         splits=draw(st.booleans()), index64=draw(st.booleans()), out64=draw(st.booleans()),
         negatives=draw(st.booleans()), gaps=not write and draw(st.booleans()), zero_lens=draw(st.booleans()),
-        verify=draw(st.booleans()), extend=draw(st.booleans()), window=draw(st.booleans()))
+        verify=draw(st.booleans()), extend=draw(st.booleans()), window=draw(st.booleans()),
+        offsets=draw(st.booleans()))
     kw = kv_indices_cases.make(c, gen, "cpu")
     if bs and draw(st.integers(0, 4)) == 0:  # the last row past its req_to_token row: capped, never read past
         extra_len = draw(st.integers(1, 50))
@@ -82,7 +83,7 @@ def events(case: Case) -> list[str]:
         "source=" + ("v2p" if e["v2p_page"] else "verbatim" if e["entry_page_size"] == 1 else "pages"),
         f"write_indptr={e['write_indptr']}", f"splits={e['splits']}", f"token_mapping={e['token_mapping']}",
         f"kv_start={e['kv_start']}", "out=" + ("int64" if e["out64"] else "int32"), f"verify={e['verify']}",
-        f"extend={e['extend']}", f"window={e['window']}",
+        f"extend={e['extend']}", f"window={e['window']}", f"offsets={e['offsets']}",
     ]
 
 
@@ -228,6 +229,12 @@ BAD_INPUT_ROWS = [
     _r(OP, "mask_indptr without write_indptr", set_(write_indptr=False), "mask_indptr needs write_indptr"),
     _r(OP, "q_stride negative", set_(q_stride=-1), "q_stride = -1 is outside"),
     _r(OP, "sliding_window negative", set_(sliding_window=-1), "sliding_window must be >= 0, got -1"),
+    _r(OP, "kv_offsets too short", lambda kw: kw.update(kv_offsets=kw["seq_lens"].new_zeros(3)),
+       "kv_offsets.size(0) must be >= req_pool_indices.numel() = 4, got 3"),
+    _r(OP, "kv_offsets float", lambda kw: kw.update(kv_offsets=kw["seq_lens"].new_zeros(4).float()),
+       "kv_offsets must have dtype int32 or int64"),
+    _r(OP, "kv_offsets aliases seq_lens", lambda kw: kw.update(kv_offsets=kw["seq_lens"]),
+       "kv_offsets (written) and seq_lens (read) overlap"),
     _r(OP, "q_stride 0 with the verify outputs", set_(q_stride=0), "q_stride must be >= 1 with qo_indptr"),
     _r(OP, "q_stride times bs past int32", set_(q_stride=2**30), "req_pool_indices.numel() * q_stride"),
     _r(OP, "mask_indptr aliases kv_indptr", lambda kw: kw.update(mask_indptr=kw["kv_indptr"]),
@@ -335,6 +342,10 @@ HOSTILE_ROWS = [
     # must succeed: sentinels, capped windows, values never read
     hostile(OP, "negative slots verbatim", apply("req_to_token", lambda t: t.fill_(-5)), raises=()),
     hostile(OP, "window past the row", at("kv_start_idx", 1, 2**30), raises=()),
+    hostile(OP, "a window's start past int32 kv_offsets",
+            both(at("kv_start_idx", 3, 2**31 - 1), set_(sliding_window=1),
+                 derive("kv_offsets", "seq_lens", lambda t: t.new_zeros(4, dtype=torch.int32))),
+            "row 3's start, kv_start_idx[3] = 2147483647 + 2 tokens before its window, does not fit kv_offsets (int32)"),
     hostile(OP, "a length past int32's running sum, cut by the window", both(
         at("seq_lens", 3, 2**31 - 1), set_(sliding_window=4, mask_indptr=None)), raises=()),
     hostile(OP, "sliding window's start past int64",

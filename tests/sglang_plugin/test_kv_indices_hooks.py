@@ -155,10 +155,14 @@ class SwaPool(BaseSwaPool):
 
 
 def _window_backend(gen, source: str, pool: str, window: int):
-    """A backend whose window layers read a table of their own (the translator's
-    SLIDING_WINDOW kind: another req_to_token, same shape)."""
     b, req, lens = _backend(gen, source)
-    bs = lens.numel()
+    return _with_window(b, gen, pool, window, lens.numel()), req, lens
+
+
+def _with_window(b, gen, pool: str, window: int, bs: int):
+    """``b`` with a sliding window whose layers read a table of their own (the
+    translator's SLIDING_WINDOW kind: another req_to_token, same shape), its
+    graph buffers poisoned."""
     t = b.kv_index_translator
     t.window_kv_kind = "SLIDING_WINDOW"
     t.tables["SLIDING_WINDOW"] = Table(**{**vars(t.table), "ids": torch.randint(-1, 2**20, t.table.ids.shape,
@@ -167,9 +171,10 @@ def _window_backend(gen, source: str, pool: str, window: int):
     b.__dict__.update(sliding_window_size=window, window_kv_indptr=torch.zeros(bs + 4, dtype=torch.int32),
                       cuda_graph_window_kv_indices=torch.full((bs * 128,), -7, dtype=torch.int64),
                       cuda_graph_window_num_kv_splits=torch.full((bs + 2,), -7, dtype=torch.int32),
+                      cuda_graph_window_kv_offsets=torch.full((bs + 2,), -7, dtype=torch.int32),
                       token_to_kv_pool={"static": object(), "swa": SwaPool(mapping),
                                         "base_swa": BaseSwaPool()}[pool])
-    return b, req, lens
+    return b
 
 
 @pytest.fixture
@@ -332,14 +337,53 @@ def test_draft_extend_equals_sglangs_own_method(v2, gen):
         assert torch.equal(getattr(b, k), getattr(theirs, k)), k
 
 
-@pytest.mark.parametrize("mode,change", [
-    ("verify", "window"), ("verify", "skip_prefill"), ("verify", "no_mask_buffer"), ("verify", "strided_source"),
-    ("verify", "two_dim_lens"), ("extend", "window"), ("extend", "no_qo_buffer"), ("extend", "strided_source"),
-    ("extend", "two_dim_lens")])
-def test_uncovered_verify_and_draft_extend_run_sglangs_method(mode, change, gen):
+@pytest.mark.parametrize("pool", ["static", "swa"])
+@pytest.mark.parametrize("mode", ["verify", "extend"])
+def test_sliding_window_verify_and_draft_extend_equal_sglangs_sequence(mode, pool, gen, swa_pools):
+    """With a sliding window, 0.5.23's own update_sliding_window_buffer after the
+    fill (over the lengths in verify, the prefix lengths in draft extend; its
+    window starts into cuda_graph_window_kv_offsets[:bs]) against the hook's
+    second launch; the returned tuple as 0.5.23's."""
     b, req, lens = _verify_backend(gen) if mode == "verify" else _draft_extend_backend(gen)
-    if change == "window":
-        b.sliding_window_size = 64
+    bs, n = lens.numel(), 4
+    _with_window(b, gen, pool, 30, bs)
+    want = types.SimpleNamespace(**{k: v.clone() for k, v in vars(b).items() if isinstance(v, torch.Tensor)})
+    ext = torch.randint(0, 9, (bs,), generator=gen, dtype=torch.int32)
+    spec = types.SimpleNamespace(extend_seq_lens_tensor=ext) if mode == "extend" else None
+    kv_lens = lens if mode == "verify" else torch.clamp(lens - ext, min=0).to(torch.int32)
+    if mode == "verify":
+        want.qo_indptr[: bs + 1] = torch.arange(0, (1 + bs) * n, step=n)
+        want.mask_indptr[1: bs + 1] = torch.cumsum(n * (lens + n), dim=0)
+        want.mask_indptr[0] = 0
+    else:
+        want.qo_indptr[: bs + 1] = torch.arange(0, bs * n + 1, step=n, dtype=torch.int32)
+    _sglang_sequence(b, bs, kv_lens, req, want.cuda_graph_kv_indices, want.kv_indptr[: bs + 1], splits=False)
+    _, _, window_lens, starts = swa_pools.update_sliding_window_buffer(
+        want.window_kv_indptr, b.kv_index_translator, OWN_PLAN, req, 30, kv_lens, bs,
+        token_to_kv_pool=b.token_to_kv_pool, window_kv_indices=want.cuda_graph_window_kv_indices)
+    want.cuda_graph_window_kv_offsets[:bs] = starts
+    assert bool((window_lens < kv_lens).any())  # the window cuts rows
+    if mode == "verify":
+        got = hooks.update_target_verify_buffers(_never, b, OWN_PLAN, bs, lens, None, req)
+        assert got[4].data_ptr() == b.window_kv_indptr.data_ptr() and got[4].numel() == bs + 1
+        assert got[5] is b.cuda_graph_window_kv_indices and got[6] is b.cuda_graph_window_num_kv_splits
+        assert got[7] is b.cuda_graph_window_kv_offsets
+    else:
+        got = hooks.update_draft_extend_buffers(_never, b, OWN_PLAN, bs, lens, DraftExtendMode(True), spec, req)
+        assert got[2] == n
+    for k in ("qo_indptr", "kv_indptr", "cuda_graph_kv_indices", "window_kv_indptr", "cuda_graph_window_kv_indices",
+              "cuda_graph_window_kv_offsets", "cuda_graph_window_num_kv_splits"):
+        assert torch.equal(getattr(b, k), getattr(want, k)), k
+
+
+@pytest.mark.parametrize("mode,change", [
+    ("verify", "window_translated_after"), ("verify", "skip_prefill"), ("verify", "no_mask_buffer"),
+    ("verify", "strided_source"), ("verify", "two_dim_lens"), ("extend", "window_translated_after"),
+    ("extend", "no_qo_buffer"), ("extend", "strided_source"), ("extend", "two_dim_lens")])
+def test_uncovered_verify_and_draft_extend_run_sglangs_method(mode, change, gen, swa_pools):
+    b, req, lens = _verify_backend(gen) if mode == "verify" else _draft_extend_backend(gen)
+    if change == "window_translated_after":  # a BaseSWAKVPool: SGLang translates the gathered window ids
+        _with_window(b, gen, "base_swa", 64, lens.numel())
     elif change == "skip_prefill":
         b.skip_prefill = True
     elif change in ("no_mask_buffer", "no_qo_buffer"):
