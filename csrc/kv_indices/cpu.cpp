@@ -37,7 +37,7 @@ Row check_row(const KvIndicesParams& p, int64_t b, int64_t sum) {
   const int64_t whole = kv_len(raw, ext);
   const int64_t seq = in_window(whole, p.sliding_window);
   const int64_t start = window_start(given_start, whole - seq);
-  if (p.kv_offsets != nullptr && !offset_fits(p, start))
+  if (p.kv_offsets != nullptr && !offset_fits(p, given_start, whole - seq))
     raise_error(kOp, "row ", b, "'s start, kv_start_idx[", b, "] = ", given_start, " + ", whole - seq,
                 " tokens before its window, does not fit kv_offsets (", p.offsets64 ? "int64" : "int32", ")");
   const int64_t n = kv_indices_live(p, seq, start);

@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     if (threadIdx.x == 0) fail_row(row, req, s.pool_size, given_start, seq, ext);
     return;
   }
-  if (p.kv_offsets != nullptr && !offset_fits(p, start)) {
+  if (p.kv_offsets != nullptr && !offset_fits(p, given_start, whole - len)) {
     if (threadIdx.x == 0) fail_offset(row, given_start, whole - len, p.offsets64);
     return;
   }

@@ -142,10 +142,11 @@ SGL_HD int64_t kv_row_len(const KvReadSource& s, const IndexArray& extend, int64
 SGL_HD int64_t window_start(int64_t start, int64_t dropped) {
   return start > INT64_MAX - dropped ? INT64_MAX : start + dropped;
 }
-// Whether row b's start (window_start's, of a non-negative given start) fits
-// kv_offsets: a saturated start is one that did not fit int64.
-SGL_HD bool offset_fits(const KvIndicesParams& p, int64_t start) {
-  return start < (p.offsets64 ? INT64_MAX : int64_t{INT32_MAX} + 1);
+// Whether row b's start, a non-negative given start plus the tokens dropped
+// before its window, fits kv_offsets (and int64 on the way).
+SGL_HD bool offset_fits(const KvIndicesParams& p, int64_t given, int64_t dropped) {
+  if (given > INT64_MAX - dropped) return false;
+  return p.offsets64 || given + dropped <= INT32_MAX;
 }
 // What the running sums add up, for the errors that name them.
 SGL_HD const char* kv_lens_name(const KvIndicesParams& p) {

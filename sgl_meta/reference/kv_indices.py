@@ -25,15 +25,29 @@ def _cdiv(a: torch.Tensor, b) -> torch.Tensor:
     return torch.div(a + b - 1, b, rounding_mode="floor")
 
 
-def _check_running_sums(seq_lens: torch.Tensor, bs: int, kv_dtype: torch.dtype, q_stride: int,
-                        mask_dtype: Optional[torch.dtype], name: str = "seq_lens") -> None:
-    """The CPU kernel's running-sum checks (kv_indptr, then mask_indptr, row by row), in its messages
-    (``name``: what the lengths are)."""
+def _check_offset(b: int, given: int, dropped: int, offsets_dtype: torch.dtype) -> None:
+    """The CPU kernel's check that row b's start fits kv_offsets (and int64 on the way)."""
+    limit = 2**63 - 1 if offsets_dtype == torch.int64 else INT32_MAX
+    if given >= 0 and given + dropped > limit:
+        raise RuntimeError(
+            f"sgl_meta.{_OP}: row {b}'s start, kv_start_idx[{b}] = {given} + {dropped} tokens before its window, "
+            f"does not fit kv_offsets ({'int64' if offsets_dtype == torch.int64 else 'int32'})")
+
+
+def _check_running_sums(seq_lens: torch.Tensor, bs: int, kv_dtype: Optional[torch.dtype], q_stride: int,
+                        mask_dtype: Optional[torch.dtype], name: str = "seq_lens", offsets=None) -> None:
+    """The CPU kernel's per-row checks after the row's own values, in its order and messages: the
+    row's start against kv_offsets (``offsets``: (given starts, dropped tokens, dtype)), then
+    with ``kv_dtype`` the running sums (kv_indptr, then mask_indptr; ``name``: what the lengths are)."""
     if not on_host(seq_lens):
         return
     mask_max = None if mask_dtype is None else INT32_MAX if mask_dtype == torch.int32 else 2**63 - 1
     total = 0
     for b, v in enumerate(values(seq_lens, bs)):
+        if offsets is not None:
+            _check_offset(b, int(offsets[0][b]), int(offsets[1][b]), offsets[2])
+        if kv_dtype is None:
+            continue
         total += v
         if kv_dtype == torch.int32 and total > INT32_MAX:
             raise RuntimeError(f"sgl_meta.{_OP}: the running sum of {name}[0..{b}] = {total} does not fit "
@@ -112,28 +126,21 @@ def build_kv_indices(
         name = f"min({name}, sliding_window)"
     elif name != "seq_lens":
         name = f"({name})"
-    if write_indptr:
-        _check_running_sums(seq_lens, bs, kv_indptr.dtype, q_stride,
-                            None if mask_indptr is None else mask_indptr.dtype, name)
     device = req_to_token.device
+    given = torch.zeros(bs, dtype=torch.int64, device=device) if kv_start_idx is None else kv_start_idx[:bs].long()
+    dropped = whole - seq_lens[:bs].long()  # the tokens before the window
+    if write_indptr or kv_offsets is not None:
+        _check_running_sums(seq_lens, bs, kv_indptr.dtype if write_indptr else None, q_stride,
+                            None if mask_indptr is None else mask_indptr.dtype, name,
+                            None if kv_offsets is None else (given, dropped, kv_offsets.dtype))
     lens = seq_lens[:bs].long().clamp(0, INT32_MAX)
     if write_indptr:
         ptr = torch.cat([torch.zeros(1, dtype=torch.int64, device=device), torch.cumsum(lens, 0)])
     else:
         ptr = kv_indptr[: bs + 1].long()
     req = req_pool_indices.long()
-    start = torch.zeros(bs, dtype=torch.int64, device=device) if kv_start_idx is None else kv_start_idx[:bs].long()
-    dropped = whole - seq_lens[:bs].long()  # the tokens before the window (saturating: such a start reads nothing)
-    given = start
-    start = torch.where(start > 2**63 - 1 - dropped, torch.full_like(start, 2**63 - 1), start + dropped)
-    if kv_offsets is not None and on_host(start):
-        limit = 2**63 - 1 if kv_offsets.dtype == torch.int64 else 2**31
-        for b in range(bs):
-            if int(start[b]) >= limit and int(given[b]) >= 0:
-                raise RuntimeError(
-                    f"sgl_meta.{_OP}: row {b}'s start, kv_start_idx[{b}] = {int(given[b])} + {int(dropped[b])} "
-                    f"tokens before its window, does not fit kv_offsets "
-                    f"({'int64' if kv_offsets.dtype == torch.int64 else 'int32'})")
+    # past the tokens before the window (saturating: such a start reads nothing)
+    start = torch.where(given > 2**63 - 1 - dropped, torch.full_like(given, 2**63 - 1), given + dropped)
     width = req_to_token.shape[1]
     positions = width if v2p is not None else width * entry_page_size
     n = torch.minimum(lens, (positions - start).clamp(min=0))

@@ -235,6 +235,8 @@ BAD_INPUT_ROWS = [
        "kv_offsets must have dtype int32 or int64"),
     _r(OP, "kv_offsets aliases seq_lens", lambda kw: kw.update(kv_offsets=kw["seq_lens"]),
        "kv_offsets (written) and seq_lens (read) overlap"),
+    _r(OP, "kv_offsets aliases kv_indptr", lambda kw: kw.update(kv_offsets=kw["kv_indptr"][:4]),
+       "kv_indptr", "kv_offsets", "overlap"),
     _r(OP, "q_stride 0 with the verify outputs", set_(q_stride=0), "q_stride must be >= 1 with qo_indptr"),
     _r(OP, "q_stride times bs past int32", set_(q_stride=2**30), "req_pool_indices.numel() * q_stride"),
     _r(OP, "mask_indptr aliases kv_indptr", lambda kw: kw.update(mask_indptr=kw["kv_indptr"]),
@@ -346,6 +348,14 @@ HOSTILE_ROWS = [
             both(at("kv_start_idx", 3, 2**31 - 1), set_(sliding_window=1),
                  derive("kv_offsets", "seq_lens", lambda t: t.new_zeros(4, dtype=torch.int32))),
             "row 3's start, kv_start_idx[3] = 2147483647 + 2 tokens before its window, does not fit kv_offsets (int32)"),
+    hostile(OP, "a window's start past int64 kv_offsets",
+            both(apply("kv_start_idx", lambda t: t.long()), at("kv_start_idx", 3, 2**63 - 2), set_(sliding_window=1),
+                 derive("kv_offsets", "seq_lens", lambda t: t.new_zeros(4, dtype=torch.int64))),
+            "row 3's start, kv_start_idx[3] = 9223372036854775806 + 2 tokens before its window, does not fit "
+            "kv_offsets (int64)"),
+    hostile(OP, "a start of int64's largest value fits int64 kv_offsets",
+            both(apply("kv_start_idx", lambda t: t.long()), at("kv_start_idx", 3, 2**63 - 1),
+                 derive("kv_offsets", "seq_lens", lambda t: t.new_zeros(4, dtype=torch.int64))), raises=()),
     hostile(OP, "a length past int32's running sum, cut by the window", both(
         at("seq_lens", 3, 2**31 - 1), set_(sliding_window=4, mask_indptr=None)), raises=()),
     hostile(OP, "sliding window's start past int64",
