@@ -376,6 +376,44 @@ def test_sliding_window_verify_and_draft_extend_equal_sglangs_sequence(mode, poo
         assert torch.equal(getattr(b, k), getattr(want, k)), k
 
 
+@pytest.mark.parametrize("case", ["verify_int32", "verify_int64", "extend_v2", "extend_v1", "extend_no_spec",
+                                  "extend_no_tensor"])
+def test_sliding_window_verify_and_draft_extend_equal_sglangs_own_methods(case, gen, swa_pools):
+    """With a sliding window, SGLang 0.5.23's _update_target_verify_buffers and
+    _update_draft_extend_buffers themselves (its update_sliding_window_buffer, the
+    window starts into its int32 offsets buffer) over the stand-in backend, their
+    full-stream fill taken by the fill hook: every buffer and the returned tuple
+    equal, padded rows, int32 and int64 lengths, extend lengths absent."""
+    b, req, lens = _verify_backend(gen) if case.startswith("verify") else _draft_extend_backend(gen)
+    bs = lens.numel()
+    _with_window(b, gen, "swa", 25, bs)
+    if case.startswith("verify"):
+        b.mask_indptr[0] = 0  # SGLang's buffer is allocated zeroed and only ours writes [0] (the same 0)
+    lens = lens.to(torch.int32) if case == "verify_int32" else lens
+    padded = torch.cat([lens, torch.ones(3, dtype=lens.dtype)])
+    ext = torch.randint(0, 12, (bs + 3,), generator=gen, dtype=torch.int32)
+    spec = {"extend_no_spec": None,
+            "extend_no_tensor": types.SimpleNamespace(extend_seq_lens_tensor=None)}.get(
+        case, types.SimpleNamespace(extend_seq_lens_tensor=ext, custom_mask=None))
+    theirs = types.SimpleNamespace(**{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in vars(b).items()})
+    theirs.device = "cpu"
+    theirs._fill_kv_indptr_and_indices = lambda *a: hooks.fill_kv_indptr_and_indices(_never, theirs, *a)
+    if case.startswith("verify"):
+        want = swa_pools.TritonAttnBackend._update_target_verify_buffers(theirs, OWN_PLAN, bs, lens, None, req)
+        got = hooks.update_target_verify_buffers(_never, b, OWN_PLAN, bs, lens, None, req)
+    else:
+        mode = DraftExtendMode(case != "extend_v1")
+        want = swa_pools.TritonAttnBackend._update_draft_extend_buffers(theirs, OWN_PLAN, bs, padded, mode, spec, req)
+        got = hooks.update_draft_extend_buffers(_never, b, OWN_PLAN, bs, padded, mode, spec, req)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert (g is None and w is None) or (g == w if isinstance(w, int) else torch.equal(g, w)), (g, w)
+    for k in ("qo_indptr", "kv_indptr", "mask_indptr", "cuda_graph_kv_indices", "window_kv_indptr",
+              "cuda_graph_window_kv_indices", "cuda_graph_window_kv_offsets", "cuda_graph_window_num_kv_splits"):
+        if hasattr(b, k):
+            assert torch.equal(getattr(b, k), getattr(theirs, k)), k
+
+
 @pytest.mark.parametrize("mode,change", [
     ("verify", "window_translated_after"), ("verify", "skip_prefill"), ("verify", "no_mask_buffer"),
     ("verify", "strided_source"), ("verify", "two_dim_lens"), ("extend", "window_translated_after"),
