@@ -217,7 +217,9 @@ def test_bad_input_leaves_outputs_untouched(gen):
         (VERIFY, lambda kw: kw["req_pool_indices"].__setitem__(0, -1), "req_pool_indices[0] = -1 is outside"),
         (GenCase(mode=DRAFT_EXTEND, lens="zero", sets=2), lambda kw: kw["req_pool_indices"].__setitem__(4, 10**6),
          "req_pool_indices[4] = 1000000 is outside"),  # a zero-length row is still checked
-        (GenCase(mode=DRAFT_EXTEND), lambda kw: kw["extend_seq_lens"].__setitem__(2, -1), "extend_seq_lens[2] = -1 is negative"),
+        # total_len past the extend lengths' sum: never 0 (a call of no token reads no extend length)
+        (GenCase(mode=DRAFT_EXTEND, total="more"), lambda kw: kw["extend_seq_lens"].__setitem__(2, -1),
+         "extend_seq_lens[2] = -1 is negative"),
         (EXTEND, lambda kw: kw["extend_seq_lens"].__setitem__(0, -3), "extend_seq_lens[0] = -3 is negative"),
     ],
 )
