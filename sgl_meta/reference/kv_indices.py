@@ -34,7 +34,7 @@ def _check_offset(b: int, given: int, dropped: int, offsets_dtype: torch.dtype) 
             f"does not fit kv_offsets ({'int64' if offsets_dtype == torch.int64 else 'int32'})")
 
 
-def _check_running_sums(seq_lens: torch.Tensor, bs: int, kv_dtype: Optional[torch.dtype], q_stride: int,
+def _check_starts_and_sums(seq_lens: torch.Tensor, bs: int, kv_dtype: Optional[torch.dtype], q_stride: int,
                         mask_dtype: Optional[torch.dtype], name: str = "seq_lens", offsets=None) -> None:
     """The CPU kernel's per-row checks after the row's own values, in its order and messages: the
     row's start against kv_offsets (``offsets``: (given starts, dropped tokens, dtype)), then
@@ -130,7 +130,7 @@ def build_kv_indices(
     given = torch.zeros(bs, dtype=torch.int64, device=device) if kv_start_idx is None else kv_start_idx[:bs].long()
     dropped = whole - seq_lens[:bs].long()  # the tokens before the window
     if write_indptr or kv_offsets is not None:
-        _check_running_sums(seq_lens, bs, kv_indptr.dtype if write_indptr else None, q_stride,
+        _check_starts_and_sums(seq_lens, bs, kv_indptr.dtype if write_indptr else None, q_stride,
                             None if mask_indptr is None else mask_indptr.dtype, name,
                             None if kv_offsets is None else (given, dropped, kv_offsets.dtype))
     lens = seq_lens[:bs].long().clamp(0, INT32_MAX)

@@ -197,32 +197,52 @@ def _swa_pool_classes() -> tuple:
     return BaseSWAKVPool, SWAKVPool
 
 
+def _gather_branch(translator, plan, bs: int, req_pool_indices: torch.Tensor, kind, token_mapping):
+    """The source ``KVIndexTranslator.pack_read_stream`` gathers from with
+    ``create_flashinfer_kv_indices_triton`` (its branch without a translated
+    read table to build first), where ours takes it: untranslated by ``v2p``,
+    no mapping over translated ids, an int32 table with rows by ``stride(0)``;
+    else None."""
+    if translator._reads_translated(kind) and not plan.has_read_table(kind, reader=translator):
+        return None  # build_kv_read_table_packed
+    src = translator.read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=kind)
+    ids = src.ids
+    if (src.v2p is not None or (token_mapping is not None and src.is_translated) or ids.dim() != 2
+            or ids.dtype != torch.int32 or ids.stride(1) != 1 or ids.stride(0) != src.row_stride):
+        return None
+    return src
+
+
 def _window_source(backend, plan, bs: int, req_pool_indices: torch.Tensor) -> Optional[dict]:
     """The arguments of build_kv_indices that name what 0.5.23's
     ``update_sliding_window_buffer`` gathers for these rows: ``pack_read_stream``
     of the translator's window kind with a static SWA pool's
     ``full_to_swa_index_mapping`` as its token mapping; None where that takes
-    another branch (building a translated read table first, a mapping over
-    translated ids, a translate after the gather) or a source ours does not
-    take."""
+    another branch (:func:`_gather_branch`'s, or a translate after the gather)."""
     translator = getattr(backend, "kv_index_translator", None)
     if translator is None:
-        return None
-    kind = translator.window_kv_kind
-    if translator._reads_translated(kind) and not plan.has_read_table(kind, reader=translator):
         return None
     base_swa, swa = _swa_pool_classes()
     pool = getattr(backend, "token_to_kv_pool", None)
     mapping = pool.full_to_swa_index_mapping if isinstance(pool, swa) else None
-    src = translator.read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=kind)
-    ids = src.ids
-    if (src.v2p is not None or (mapping is not None and src.is_translated) or ids.dim() != 2
-            or ids.dtype != torch.int32 or ids.stride(1) != 1 or ids.stride(0) != src.row_stride):
+    src = _gather_branch(translator, plan, bs, req_pool_indices, translator.window_kv_kind, mapping)
+    if src is None:
         return None
     if not (src.is_translated or mapping is not None) and isinstance(pool, base_swa):
         return None  # SGLang translates the gathered ids afterwards
-    return dict(req_to_token=ids, req_pool_indices=src.row_ids[:bs], entry_page_size=src.entry_page_size,
+    return dict(req_to_token=src.ids, req_pool_indices=src.row_ids[:bs], entry_page_size=src.entry_page_size,
                 token_mapping=mapping)
+
+
+def _replay_sources(backend, plan, bs: int, req_pool_indices: torch.Tensor, source: Optional[dict]):
+    """``(source, window_source)`` of a replay ours takes whole (the window's
+    None without a sliding window), or None where SGLang's method must run."""
+    if source is None:
+        return None
+    if _window_size(backend) <= 0:
+        return source, None
+    window_source = _window_source(backend, plan, bs, req_pool_indices)
+    return None if window_source is None else (source, window_source)
 
 
 def _window_size(backend) -> int:
@@ -250,18 +270,17 @@ def apply_cuda_graph_metadata(original: Callable, self, plan, bs, req_pool_indic
     if not _one_launch_decode(self, forward_mode, spec_info):
         return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode, spec_info)
     req = req_pool_indices[:bs]
-    source = _source(self, plan, bs, req)
-    window = _window_size(self)
-    window_source = _window_source(self, plan, bs, req) if window > 0 else None
-    if source is None or (window > 0 and window_source is None):
+    sources = _replay_sources(self, plan, bs, req, _source(self, plan, bs, req))
+    if sources is None:
         return original(self, plan, bs, req_pool_indices, seq_lens, forward_mode, spec_info)
+    source, window_source = sources
     splits = dict(num_group=1, num_head=self.num_head, num_kv_head=self.num_kv_head,
                   max_kv_splits=self.max_kv_splits, device_core_count=self.device_core_count)
     build_kv_indices(**source, seq_lens=seq_lens[:bs], kv_indptr=self.kv_indptr[: bs + 1],
                      kv_indices=self.cuda_graph_kv_indices, write_indptr=True,
                      num_kv_splits=self.cuda_graph_num_kv_splits[:bs],
                      uneven_batch=getattr(self, "cuda_graph_uneven_batch", None), **splits)
-    if window > 0:
+    if window_source is not None:
         _fill_window(self, window_source, bs, seq_lens[:bs], num_kv_splits=self.cuda_graph_window_num_kv_splits[:bs],
                      **splits)
     return None
@@ -292,12 +311,11 @@ def update_target_verify_buffers(original: Callable, self, plan, bs, seq_lens, s
     :func:`_window_source` does not take, a source ours does not take, or a
     backend without the prefill buffers runs SGLang's method."""
     buffers = _verify_buffers(self, bs, seq_lens)
-    source = None if buffers is None else _source(self, plan, bs, req_pool_indices)
-    window_source = None
-    if source is not None and _window_size(self) > 0:
-        window_source = _window_source(self, plan, bs, req_pool_indices)
-    if source is None or (_window_size(self) > 0 and window_source is None):
+    sources = None if buffers is None else _replay_sources(self, plan, bs, req_pool_indices,
+                                                         _source(self, plan, bs, req_pool_indices))
+    if sources is None:
         return original(self, plan, bs, seq_lens, spec_info, req_pool_indices)
+    source, window_source = sources
     qo_indptr, kv_indptr, mask_indptr, kv_indices = buffers
     build_kv_indices(**source, seq_lens=seq_lens, kv_indptr=kv_indptr, kv_indices=kv_indices, write_indptr=True,
                      qo_indptr=qo_indptr, q_stride=self._target_verify_num_tokens_per_req(spec_info),
@@ -329,13 +347,12 @@ def update_draft_extend_buffers(original: Callable, self, plan, bs, seq_lens, fo
     qo = getattr(self, "qo_indptr", None)
     kv = getattr(self, "kv_indptr", None)
     kv_indices = getattr(self, "cuda_graph_kv_indices", None)
-    source = window_source = None
+    sources = None
     if qo is not None and kv is not None and kv_indices is not None and seq_lens.dim() == 1 and seq_lens.numel() >= bs:
-        source = _source(self, plan, bs, req_pool_indices)
-    if source is not None and _window_size(self) > 0:
-        window_source = _window_source(self, plan, bs, req_pool_indices)
-    if source is None or (_window_size(self) > 0 and window_source is None):
+        sources = _replay_sources(self, plan, bs, req_pool_indices, _source(self, plan, bs, req_pool_indices))
+    if sources is None:
         return original(self, plan, bs, seq_lens, forward_mode, spec_info, req_pool_indices)
+    source, window_source = sources
     n = self.num_draft_tokens if forward_mode.is_draft_extend_v2() else self.speculative_num_steps + 1
     ext = getattr(spec_info, "extend_seq_lens_tensor", None)  # (None without spec_info: zeros upstream)
     qo_indptr, kv_indptr = qo[: bs + 1], kv[: bs + 1]
@@ -405,17 +422,15 @@ def pack_read_stream(original: Callable, self, plan, *, req_pool_indices, seq_le
                         kv_start_idx=kv_start_idx, kind=kind, token_mapping=token_mapping,
                         num_token_blocks=num_token_blocks, kv_lens_sum=kv_lens_sum)
 
-    if self._reads_translated(kind) and not plan.has_read_table(kind, reader=self):
-        return theirs()  # build_kv_read_table_packed
     bs = int(seq_lens.numel())
+    if self._reads_translated(kind) and not plan.has_read_table(kind, reader=self):
+        return theirs()  # build_kv_read_table_packed (checked first: it takes any seq_lens shape)
     if seq_lens.dim() != 1 or req_pool_indices.numel() < bs:
         return theirs()
-    src = self.read_source(plan, req_pool_indices=req_pool_indices, bs=bs, kind=kind)
-    ids = src.ids
-    if (src.v2p is not None or (token_mapping is not None and src.is_translated) or ids.dim() != 2
-            or ids.dtype != torch.int32 or ids.stride(1) != 1 or ids.stride(0) != src.row_stride):
+    src = _gather_branch(self, plan, bs, req_pool_indices, kind, token_mapping)
+    if src is None:
         return theirs()
-    create_flashinfer_kv_indices(ids, src.row_ids[:bs], seq_lens, indptr, kv_start_idx, out,
+    create_flashinfer_kv_indices(src.ids, src.row_ids[:bs], seq_lens, indptr, kv_start_idx, out,
                                  entry_page_size=src.entry_page_size, token_mapping=token_mapping)
     return src.is_translated or token_mapping is not None
 
