@@ -143,15 +143,15 @@ def test_cuda_equals_cpu(shape, int32, expand_lens, full, gen):
     assert_equal(run(sgl_meta.flash_attention_draft_decode_topk, on_cuda(kw)), formula(kw), str(shape))
 
 
-# Past 16,384 prefix blocks (bs x 128-column chunks) each request gets
-# min(16384 // bs, ceil(chunks / 4)) blocks (at least 1) that loop over its chunks, four at a time (page size 1 at the backend's static
+# Past 4,096 prefix blocks (bs x 128-column chunks) each request gets
+# min(4096 // bs, ceil(chunks / 4)) blocks (at least 1) that loop over its chunks, four at a time (page size 1 at the backend's static
 # width): both sides of that bound, pages of 2, one block per request, and blocks with
 # more than four chunks.
-WIDE = [dict(bs=128, topk=2, num_steps=3, sets=2, page_size=1, max_seq_pages=16384),
-        dict(bs=130, topk=2, num_steps=3, sets=2, page_size=1, max_seq_pages=16384),
+WIDE = [dict(bs=32, topk=2, num_steps=3, sets=2, page_size=1, max_seq_pages=16384),
+        dict(bs=33, topk=2, num_steps=3, sets=2, page_size=1, max_seq_pages=16384),
         dict(bs=131, topk=3, num_steps=4, sets=3, page_size=2, max_seq_pages=16384),
         dict(bs=8200, topk=2, num_steps=2, sets=1, page_size=1, max_seq_pages=129),
-        dict(bs=8192, topk=2, num_steps=2, sets=2, page_size=1, max_seq_pages=1500)]
+        dict(bs=2000, topk=2, num_steps=2, sets=2, page_size=1, max_seq_pages=1500)]
 
 
 @pytest.mark.gpu

@@ -430,18 +430,18 @@ def assert_multi_replays(make, deltas, replays: int) -> None:
                 assert torch.equal(a.cpu(), b), k
 
 
-# Past 16,384 page blocks (bs x 128-column chunks) the kernel gives each row G =
-# min(16384 // bs, ceil(chunks / 4)) blocks (at least 1) that loop over its chunks, four
+# Past 4,096 page blocks (bs x 128-column chunks) the kernel gives each row G =
+# min(4096 // bs, ceil(chunks / 4)) blocks (at least 1) that loop over its chunks, four
 # at a time (page size 1 at a 128k static width): cases on both sides of that bound, a
 # partial last chunk, G = 1, blocks with more than four chunks (every one of the four,
 # then the loop's next turn), and every translation.
 WIDE_CASES = [
-    FaCase(bs=128, page_size=1, max_seq_pages=16384, pool=129),  # 16,384 blocks: one per chunk
-    FaCase(bs=130, page_size=1, max_seq_pages=16384, pool=131, delta=1),  # 16,640: G = 32, 4 chunks each
+    FaCase(bs=32, page_size=1, max_seq_pages=16384, pool=33),  # 4,096 blocks: one per chunk
+    FaCase(bs=33, page_size=1, max_seq_pages=16384, pool=34, delta=1),  # 4,224: G = 32, 4 chunks each
     FaCase(bs=129, page_size=1, max_seq_pages=16300, pool=130, index_dtype=torch.int64),
     FaCase(bs=20000, page_size=16, max_seq_pages=200, pool=64),  # G = 1: each row one block
-    FaCase(bs=8192, page_size=1, max_seq_pages=1500, pool=64),  # G = 2, 12 chunks: 6 per block
-    FaCase(bs=640, page_size=1, max_seq_pages=16300, pool=64, delta=2),  # G = 25, 128 chunks: 5-6 per block
+    FaCase(bs=2000, page_size=1, max_seq_pages=1500, pool=64),  # G = 2, 12 chunks: 6 per block
+    FaCase(bs=640, page_size=1, max_seq_pages=16300, pool=64, delta=2),  # G = 6, 128 chunks: 21-22 per block
     FaCase(bs=200, page_size=1, max_seq_pages=12000, pool=201, swa="mapping", zero_tail=True,
            negative_slots=True),
     FaCase(bs=150, page_size=2, max_seq_pages=15000, pool=151, full_v2p=True, swa="v2p", zero_tail=True,

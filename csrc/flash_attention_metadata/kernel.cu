@@ -42,8 +42,10 @@ constexpr int kScanThreads = kThreads;
 constexpr int kScanWarps = kScanThreads / 32;
 constexpr int64_t kPagesPerBlock = kThreads;  // one column per thread
 // Page blocks past which a row's blocks loop over its chunks (page_row), and
-// the chunks a looping block loads together.
-constexpr int64_t kNarrowBlocks = 16384;
+// the chunks a looping block loads together. 4,096 (about 30 blocks per SM):
+// at 16 requests x 1,024 chunks (page size 1, a 128k static width) one block
+// per chunk took twice the looping grid's device time.
+constexpr int64_t kNarrowBlocks = 4096;
 constexpr int kWideSteps = 4;
 
 // Blocks per row of a grid of bs rows x `chunks` 128-column chunks: one per

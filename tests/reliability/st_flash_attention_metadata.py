@@ -319,9 +319,9 @@ def _draft_base(gen, device, **shape):
     return draft_topk_call(gen, device=device, **shape)
 
 
-# The CUDA kernels' looping page blocks: past 16,384 blocks of 128 columns, here 4 rows
+# The CUDA kernels' looping page blocks: past 4,096 blocks of 128 columns, here 4 rows
 # (3 requests) at page size 1 over WIDE_PAGES columns, the base call rebuilt so.
-WIDE_PAGES = 6000 * 128 + 1
+WIDE_PAGES = 1400 * 128 + 1
 
 
 def _wide_op(kw):

@@ -19,7 +19,7 @@ from sgl_meta.bench.sglang_step.measure import Plan
 from sgl_meta.bench.sglang_step.plugin_switch import Switch
 
 SIZES = ((1, 8192), (8, 4096))
-# FA3 at page size 1 over a 128k static width with requests to 4k (--max-len): past 16,384 blocks
+# FA3 at page size 1 over a 128k static width with requests to 4k (--max-len): past 4,096 blocks
 # of 128 columns, the kernel's looping page blocks.
 WIDE = ((32, 131072), 4096)
 # SGLMETA_STEP_BACKENDS=a,b: a subset (the whole run takes about five minutes on an H200).
