@@ -67,8 +67,11 @@ def run_rows(table: str, device: str, row_ids: list, seed: int, *, sync: bool = 
                 results[rec["row"]] = rec
                 current = None
         everything = out + err
-        # for crash reports: what the child said besides the protocol lines
-        chatter = "\n".join(l for l in everything.splitlines() if not l.startswith(PREFIX))[-4000:]
+        # for crash reports: what the child said besides the protocol lines; a one-row
+        # run keeps all of it (a device assert's report may flood the tail of it)
+        chatter = "\n".join(l for l in everything.splitlines() if not l.startswith(PREFIX))
+        if len(row_ids) > 1:
+            chatter = chatter[-4000:]
         if len(row_ids) == 1 and row_ids[0] in results:
             results[row_ids[0]]["output"] = everything
             results[row_ids[0]]["returncode"] = rc
