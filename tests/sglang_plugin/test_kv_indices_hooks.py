@@ -156,6 +156,9 @@ class SwaPool(BaseSwaPool):
 
 def _window_backend(gen, source: str, pool: str, window: int):
     b, req, lens = _backend(gen, source)
+    longest = 8 * 16 if source == "table" else 96  # _backend's longest row
+    if window < longest:  # a row past the window, whatever the draw
+        lens[0] = int(torch.randint(window + 1, longest + 1, (1,), generator=gen))
     return _with_window(b, gen, pool, window, lens.numel()), req, lens
 
 
@@ -346,6 +349,7 @@ def test_sliding_window_verify_and_draft_extend_equal_sglangs_sequence(mode, poo
     second launch; the returned tuple as 0.5.23's."""
     b, req, lens = _verify_backend(gen) if mode == "verify" else _draft_extend_backend(gen)
     bs, n = lens.numel(), 4
+    lens[0] = int(torch.randint(40, 97, (1,), generator=gen))  # past the window after any extend length (< 9)
     _with_window(b, gen, pool, 30, bs)
     want = types.SimpleNamespace(**{k: v.clone() for k, v in vars(b).items() if isinstance(v, torch.Tensor)})
     ext = torch.randint(0, 9, (bs,), generator=gen, dtype=torch.int32)
