@@ -390,6 +390,7 @@ def test_sliding_window_verify_and_draft_extend_equal_sglangs_own_methods(case, 
     equal, padded rows, int32 and int64 lengths, extend lengths absent."""
     b, req, lens = _verify_backend(gen) if case.startswith("verify") else _draft_extend_backend(gen)
     bs = lens.numel()
+    lens[0] = int(torch.randint(40, 97, (1,), generator=gen))  # past the window after any extend length (< 12)
     _with_window(b, gen, "swa", 25, bs)
     if case.startswith("verify"):
         b.mask_indptr[0] = 0  # SGLang's buffer is allocated zeroed and only ours writes [0] (the same 0)
