@@ -35,7 +35,7 @@ def _check_offset(b: int, given: int, dropped: int, offsets_dtype: torch.dtype) 
 
 
 def _check_starts_and_sums(seq_lens: torch.Tensor, bs: int, kv_dtype: Optional[torch.dtype], q_stride: int,
-                        mask_dtype: Optional[torch.dtype], name: str = "seq_lens", offsets=None) -> None:
+                           mask_dtype: Optional[torch.dtype], name: str = "seq_lens", offsets=None) -> None:
     """The CPU kernel's per-row checks after the row's own values, in its order and messages: the
     row's start against kv_offsets (``offsets``: (given starts, dropped tokens, dtype)), then
     with ``kv_dtype`` the running sums (kv_indptr, then mask_indptr; ``name``: what the lengths are)."""
@@ -131,8 +131,8 @@ def build_kv_indices(
     dropped = whole - seq_lens[:bs].long()  # the tokens before the window
     if write_indptr or kv_offsets is not None:
         _check_starts_and_sums(seq_lens, bs, kv_indptr.dtype if write_indptr else None, q_stride,
-                            None if mask_indptr is None else mask_indptr.dtype, name,
-                            None if kv_offsets is None else (given, dropped, kv_offsets.dtype))
+                               None if mask_indptr is None else mask_indptr.dtype, name,
+                               None if kv_offsets is None else (given, dropped, kv_offsets.dtype))
     lens = seq_lens[:bs].long().clamp(0, INT32_MAX)
     if write_indptr:
         ptr = torch.cat([torch.zeros(1, dtype=torch.int64, device=device), torch.cumsum(lens, 0)])

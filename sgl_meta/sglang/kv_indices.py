@@ -423,8 +423,6 @@ def pack_read_stream(original: Callable, self, plan, *, req_pool_indices, seq_le
                         num_token_blocks=num_token_blocks, kv_lens_sum=kv_lens_sum)
 
     bs = int(seq_lens.numel())
-    if self._reads_translated(kind) and not plan.has_read_table(kind, reader=self):
-        return theirs()  # build_kv_read_table_packed (checked first: it takes any seq_lens shape)
     if seq_lens.dim() != 1 or req_pool_indices.numel() < bs:
         return theirs()
     src = _gather_branch(self, plan, bs, req_pool_indices, kind, token_mapping)
