@@ -4,14 +4,33 @@
 # process one such failure would fail every later test too. Logs go to
 # $OUT/gpu-tests/ (default ./device-out).
 #
-# Exit 0 iff torch sees a CUDA device, every file passed or had no GPU test,
-# and at least one gpu-marked test passed. SGLMETA_REQUIRE_GPU=1
+#   bash scripts/gpu_tests.sh [PATH ...]
+#
+# PATH: test files, or folders whose test_*.py files run (default: every test
+# file of tests/ and its subfolders), e.g. the files of one op family after a
+# kernel change. Exit 0 iff torch sees a CUDA device, every file passed or had
+# no GPU test, and at least one gpu-marked test passed. SGLMETA_REQUIRE_GPU=1
 # (tests/conftest.py) makes a GPU test that cannot run fail instead of skip.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 OUT=${OUT:-device-out}
 PY=${PYTHON:-python3}
 export SGLMETA_REQUIRE_GPU=1
+shopt -s nullglob
+files=()
+for p in "${@:-tests}"; do
+  p=${p%/}
+  found=()
+  if [[ -d $p ]]; then
+    found=("$p"/test_*.py)
+    [[ $p == tests ]] && found+=(tests/*/test_*.py)
+  elif [[ -f $p ]]; then
+    found=("$p")
+  fi
+  [[ ${#found[@]} -gt 0 ]] || { echo "gpu_tests: FAIL: $p is no test file, nor a folder with one"; exit 2; }
+  files+=("${found[@]}")
+done
+shopt -u nullglob
 if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
   echo "gpu_tests: FAIL: $PY sees no CUDA device (torch.cuda.is_available() is not True): no GPU test can run"
   exit 2
@@ -19,7 +38,7 @@ fi
 mkdir -p "$OUT/gpu-tests"
 rm -f "$OUT"/gpu-tests/*.log
 # shellcheck disable=SC2016  # $0..$2 belong to the inner sh
-printf "%s\n" tests/test_*.py tests/*/test_*.py | xargs -P "${JOBS:-6}" -I{} sh -c '
+printf "%s\n" "${files[@]}" | xargs -P "${JOBS:-6}" -I{} sh -c '
   log="$1/gpu-tests/$(echo "$2" | tr / _).log"
   "$0" -m pytest "$2" -q -p no:cacheprovider -m gpu -o addopts=-ra > "$log" 2>&1
   echo "$? $2"' "$PY" "$OUT" {} > "$OUT/gpu-tests/rc.txt"

@@ -53,6 +53,14 @@ def test_runner_refuses_to_start_without_cuda(script, tmp_path):
     assert "sees no CUDA device" in out, out
 
 
+@pytest.mark.parametrize("path", ["tests/no_such_test.py", "benchmarks/results"])
+def test_gpu_tests_names_a_path_with_no_test_file(path, tmp_path):
+    rc, out = run(["bash", "scripts/gpu_tests.sh", "tests/test_kv_indices.py", path], require=False,
+                  PYTHON=sys.executable, OUT=str(tmp_path))
+    assert rc == 2, out
+    assert f"{path} is no test file, nor a folder with one" in out, out
+
+
 def test_every_gpu_test_file_of_an_op_is_in_a_sanitizer_chunk():
     """scripts/sanitize.sh runs what its chunks list: a new op's GPU tests must be in one. The files
     come from collecting the gpu-marked tests (a file's CUDA cases may come from the device fixture)."""
