@@ -63,9 +63,17 @@ class Mode:
         return self.decode
 
 
+_WIDTH, _PS = 96, 16  # the fake pool's req_to_token width and page size
+
+
+def _longest_row(source: str) -> int:
+    """_backend's longest draw: 8 pages of its table, else the req_to_token width."""
+    return 8 * _PS if source == "table" else _WIDTH
+
+
 def _backend(gen, source: str, bs: int = 5):
-    pool, width = 9, 96
-    ps = 16
+    pool, width = 9, _WIDTH
+    ps = _PS
     r2t = torch.randint(-1, 2**20, (pool, width), generator=gen, dtype=torch.int64).to(torch.int32)
     if source == "table":
         table = Table(ids=torch.randint(0, 500, (bs + 3, 8), generator=gen, dtype=torch.int64).to(torch.int32),
@@ -83,7 +91,7 @@ def _backend(gen, source: str, bs: int = 5):
         enable_deterministic=False, static_kv_splits=False, device_core_count=132, num_head=32, num_kv_head=8,
         max_kv_splits=8)
     req = torch.randperm(pool, generator=gen)[:bs]
-    lens = torch.randint(1, 8 * ps + 1 if source == "table" else width + 1, (bs,), generator=gen)
+    lens = torch.randint(1, _longest_row(source) + 1, (bs,), generator=gen)
     return b, req, lens
 
 
@@ -156,7 +164,7 @@ class SwaPool(BaseSwaPool):
 
 def _window_backend(gen, source: str, pool: str, window: int):
     b, req, lens = _backend(gen, source)
-    longest = 8 * 16 if source == "table" else 96  # _backend's longest row
+    longest = _longest_row(source)
     if window < longest:  # a row past the window, whatever the draw
         lens[0] = int(torch.randint(window + 1, longest + 1, (1,), generator=gen))
     return _with_window(b, gen, pool, window, lens.numel()), req, lens
@@ -349,7 +357,8 @@ def test_sliding_window_verify_and_draft_extend_equal_sglangs_sequence(mode, poo
     second launch; the returned tuple as 0.5.23's."""
     b, req, lens = _verify_backend(gen) if mode == "verify" else _draft_extend_backend(gen)
     bs, n = lens.numel(), 4
-    lens[0] = int(torch.randint(40, 97, (1,), generator=gen))  # past the window after any extend length (< 9)
+    # past the window after any extend length (< 9)
+    lens[0] = int(torch.randint(40, _longest_row("verbatim") + 1, (1,), generator=gen))
     _with_window(b, gen, pool, 30, bs)
     want = types.SimpleNamespace(**{k: v.clone() for k, v in vars(b).items() if isinstance(v, torch.Tensor)})
     ext = torch.randint(0, 9, (bs,), generator=gen, dtype=torch.int32)
@@ -390,7 +399,8 @@ def test_sliding_window_verify_and_draft_extend_equal_sglangs_own_methods(case, 
     equal, padded rows, int32 and int64 lengths, extend lengths absent."""
     b, req, lens = _verify_backend(gen) if case.startswith("verify") else _draft_extend_backend(gen)
     bs = lens.numel()
-    lens[0] = int(torch.randint(40, 97, (1,), generator=gen))  # past the window after any extend length (< 12)
+    # past the window after any extend length (< 12)
+    lens[0] = int(torch.randint(40, _longest_row("verbatim") + 1, (1,), generator=gen))
     _with_window(b, gen, "swa", 25, bs)
     if case.startswith("verify"):
         b.mask_indptr[0] = 0  # SGLang's buffer is allocated zeroed and only ours writes [0] (the same 0)
