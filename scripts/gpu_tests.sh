@@ -6,8 +6,8 @@
 #
 #   bash scripts/gpu_tests.sh [PATH ...]
 #
-# PATH: test files, or folders whose test_*.py files run (default: every test
-# file of tests/ and its subfolders), e.g. the files of one op family after a
+# PATH: test files, or folders whose test_*.py files and their subfolders' run
+# (default: tests, every test file), e.g. the files of one op family after a
 # kernel change. Exit 0 iff torch sees a CUDA device, every file passed or had
 # no GPU test, and at least one gpu-marked test passed. SGLMETA_REQUIRE_GPU=1
 # (tests/conftest.py) makes a GPU test that cannot run fail instead of skip.
@@ -22,8 +22,7 @@ for p in "${@:-tests}"; do
   p=${p%/}
   found=()
   if [[ -d $p ]]; then
-    found=("$p"/test_*.py)
-    [[ $p == tests ]] && found+=(tests/*/test_*.py)
+    found=("$p"/test_*.py "$p"/*/test_*.py)
   elif [[ -f $p ]]; then
     found=("$p")
   fi
