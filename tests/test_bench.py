@@ -16,7 +16,7 @@ from sgl_meta.bench import main
 from sgl_meta.bench.buckets import capture_batch_sizes, pad_to_bucket
 from sgl_meta.bench.check import BenchMismatch, compare
 from sgl_meta.bench.presets import PRESETS
-from sgl_meta.bench.trace import ServingTrace
+from sgl_meta.bench.trace import ServingTrace, min_context_len
 
 TINY = ["--device", "cpu", "--steps", "6", "--warmup", "1", "--max-bs", "4", "--context-len", "2048", "--no-progress"]
 
@@ -168,6 +168,21 @@ def test_bad_arguments(bad):
     with pytest.raises(SystemExit) as e:
         main(["--device", "cpu", *bad])
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize("spec", [True, False])
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_context_len_floor(preset, spec, capsys):
+    """The shortest context each preset's trace holds runs, checked every step; one token
+    less is refused by name before anything runs (it used to fail inside the trace)."""
+    flag = "--spec" if spec else "--no-spec"
+    need = min_context_len(PRESETS[preset], spec)
+    with pytest.raises(SystemExit) as e:
+        main(["--device", "cpu", "--preset", preset, flag, "--context-len", str(need - 1), "--no-progress"])
+    assert e.value.code == 2
+    assert f"--context-len {need - 1}: {preset} needs at least {need} tokens" in capsys.readouterr().err
+    args = ["--device", "cpu", "--steps", "40", "--warmup", "1", "--max-bs", "8", "--no-progress"]
+    assert main([*args, "--preset", preset, flag, "--context-len", str(need)]) == 0
 
 
 # -- buckets and trace ---------------------------------------------------------

@@ -94,10 +94,8 @@ void update_flash_attention_metadata(std::vector<T> cache_seqlens, std::vector<T
   check.optional_tensor(full_to_swa_index_mapping, "full_to_swa_index_mapping", {DT::kIndex, 1},
                         dev);
   // A negative slot reads virtual page 0: a table without it is never valid.
-  check.optional_tensor(full_v2p, "full_v2p", {DT::kIndex, 1, 1, 0, "1 (entry 0 is the sink)"},
-                        dev);
-  check.optional_tensor(swa_v2p, "swa_v2p", {DT::kIndex, 1, 1, 0, "1 (entry 0 is the sink)"},
-                        dev);
+  check.optional_tensor(full_v2p, "full_v2p", {DT::kIndex, 1, 1}, dev);
+  check.optional_tensor(swa_v2p, "swa_v2p", {DT::kIndex, 1, 1}, dev);
   check.optional_tensor(out_cache_loc, "out_cache_loc", {DT::kIndex, 1}, dev);
   check.paired(cu_seqlens_q, "cu_seqlens_q", extend_seq_lens, "extend_seq_lens");
   check.optional_tensor(cu_seqlens_q, "cu_seqlens_q", {DT::kInt32, 1, bs + 1, 0, "bs + 1"}, dev);

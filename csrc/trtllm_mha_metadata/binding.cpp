@@ -92,9 +92,8 @@ void update_impl(const ArgChecker& check, bool multi, const InputTensors<T>& t,
   // Unified pool page translations (virtual page -> physical page, int64 as
   // SGLang's allocators keep them). A negative slot reads entry 0, so an
   // empty table can never be read in bounds.
-  check.optional_tensor(t.v2p, "v2p", {DT::kInt64, 1, 1, 0, "1 (entry 0 is the sink)"}, dev);
-  check.optional_tensor(t.swa_v2p, "swa_v2p", {DT::kInt64, 1, 1, 0, "1 (entry 0 is the sink)"},
-                        dev);
+  check.optional_tensor(t.v2p, "v2p", {DT::kInt64, 1, 1}, dev);
+  check.optional_tensor(t.swa_v2p, "swa_v2p", {DT::kInt64, 1, 1}, dev);
   check.require(q_mode != kQModeCumsum || t.qlens.has_value(),
                 "qlens is required when q_mode = 1 (Q_MODE_CUMSUM)");
   check.optional_tensor(t.qlens, "qlens", {DT::kIndex, 1, bs, 0, "bs"}, dev);

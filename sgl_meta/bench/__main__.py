@@ -24,6 +24,7 @@ from .presets import ALIASES, PRESETS, resolve
 from .report import environment, print_table, trace_notes, write_json
 from .runner import Options, run_preset
 from .timing import copy_bandwidth
+from .trace import min_context_len
 
 # Defaults sized for about a minute for all presets on an H200. The CPU kernels
 # and the eager reference on CPU take milliseconds where the GPU takes
@@ -132,6 +133,11 @@ def main(argv=None) -> int:
             presets = resolve(args.preset)
         except ValueError as e:
             parser.error(str(e))
+    for preset in presets if context_len is not None else []:
+        need = min_context_len(preset, preset.spec if args.spec is None else args.spec)
+        if context_len < need:
+            parser.error(f"--context-len {context_len}: {preset.name} needs at least {need} tokens "
+                         "(a prompt and an output token, and room for the draft tokens past the end)")
     if args.markdown and not args.upstream:
         parser.error("--markdown writes the --upstream table; add --upstream")
     if args.replays is not None and (args.replays < 1 or not args.upstream):

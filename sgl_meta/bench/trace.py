@@ -153,6 +153,17 @@ class TraceStats:
         }
 
 
+def draft_room(preset: Preset, spec: bool) -> int:
+    """Tokens a request's row keeps free past its end: twice a step's writes, plus two."""
+    return 2 * (preset.spec_draft_tokens if spec else 1) + 2
+
+
+def min_context_len(preset: Preset, spec: bool) -> int:
+    """The shortest context a trace of ``preset`` runs with: a one-token prompt and a
+    one-token output beside the room past the end."""
+    return draft_room(preset, spec) + 2
+
+
 class ServingTrace:
     """Continuous-batching decode trace over device-resident KV index pools.
 
@@ -187,6 +198,9 @@ class ServingTrace:
         self.preset = preset
         self.ps = preset.page_size
         self.ctx = preset.context_len
+        if self.ctx < min_context_len(preset, spec):
+            raise ValueError(f"ServingTrace: {preset.name} needs a context of at least "
+                             f"{min_context_len(preset, spec)} tokens, got {self.ctx}")
         self.spec = spec
         self.T = preset.spec_draft_tokens if spec else 1
         self.max_bs = max_bs
@@ -242,7 +256,7 @@ class ServingTrace:
         lm = self.lengths
         # Room for draft tokens past the end, a whole request inside its row and
         # inside the KV pool (so the queue head always fits an empty server).
-        cap = min(self.ctx, self.pool.capacity * self.ps) - 2 * self.T - 2
+        cap = min(self.ctx, self.pool.capacity * self.ps) - draft_room(self.preset, self.spec)
         prompt = int(np.clip(self.rng.lognormal(math.log(lm.prompt_median), lm.prompt_sigma), 1, cap - 1))
         output = int(np.clip(self.rng.lognormal(math.log(lm.output_median), lm.output_sigma), 1, cap - prompt))
         return prompt, output
