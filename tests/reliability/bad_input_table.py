@@ -169,8 +169,8 @@ TRTLLM_ROWS = [
     # v2p / swa_v2p (docs/operators/kv_read_table.md: the unified pool's page translations, int64)
     r("v2p int32", derive("v2p", "swa_mapping", lambda t: t.int()), "v2p " + I64, "torch.int32"),
     r("swa_v2p float", derive("swa_v2p", "swa_mapping", lambda t: t.float()), "swa_v2p " + I64),
-    r("v2p empty", derive("v2p", "swa_mapping", lambda t: t[:0]), "v2p.size(0) must be >= 1"),
-    r("swa_v2p empty", derive("swa_v2p", "swa_mapping", lambda t: t[:0]), "swa_v2p.size(0) must be >= 1"),
+    r("v2p empty", derive("v2p", "swa_mapping", lambda t: t[:0]), "v2p.size(0) must be >= 1, got 0"),
+    r("swa_v2p empty", derive("swa_v2p", "swa_mapping", lambda t: t[:0]), "swa_v2p.size(0) must be >= 1, got 0"),
     r("v2p 2-D", derive("v2p", "swa_mapping", lambda t: t[None]), "v2p must be 1-D, got 2-D"),
     r("v2p step 2", derive("v2p", "swa_mapping", lambda t: t[::2]), "v2p must have inner stride 1"),
     r("v2p on meta", derive("v2p", "swa_mapping", lambda t: t.to("meta")), "v2p", "meta"),

@@ -369,7 +369,7 @@ BAD_INPUT_ROWS = [
        "out_cache_loc.size(0) must be >= swa_out_cache_loc.size(0) = 8, got 3"),
     _r(OP, "max_seq_pages past the req_to_token row", set_(max_seq_pages=6),
        "max_seq_pages = 6 pages of page_size = 8 need req_to_token.size(1) > (max_seq_pages - 1) * page_size"),
-    _r(OP, "full_v2p empty", lambda kw: kw.update(full_v2p=kw["seq_lens"][:0].long()), "full_v2p.size(0) must be >= 1"),
+    _r(OP, "full_v2p empty", lambda kw: kw.update(full_v2p=kw["seq_lens"][:0].long()), "full_v2p.size(0) must be >= 1, got 0"),
     _r(OP, "negative bs", set_(bs=-1), "bs must be >= 0, got -1"),
     _r(OP, "seq_lens on meta", to_device("meta", "seq_lens"), "seq_lens", "meta"),
     _r(OP, "seq_lens on cuda, rest on cpu", to_device("cuda", "seq_lens"), "seq_lens is on cuda", needs="cuda"),
