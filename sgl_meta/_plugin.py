@@ -6,7 +6,7 @@ report of ``python -m sgl_meta.<host>``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Collection, Optional
+from typing import Callable, Collection, Optional, Sequence
 
 from . import _env
 
@@ -97,6 +97,16 @@ def entry_point_visible(group: str) -> bool:
     from importlib.metadata import entry_points
 
     return any(ep.name == ENTRY_POINT and ep.value.startswith("sgl_meta.") for ep in entry_points(group=group))
+
+
+def parse_cli(module: str, doc: str, argv: Sequence[str]) -> None:
+    """``python -m sgl_meta.<host>`` takes no options: ``--help`` prints the
+    module's description and anything else is refused, rather than ignored."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args(list(argv))
 
 
 def report(host: str, switch: str, allowed: Optional[Collection[str]], allowed_variable: str,

@@ -4,20 +4,22 @@ environment, one line per table row, without starting vLLM.
 Same checks as ``register()`` (switches, the vLLM version, CUDA kernels, each
 row's op, vLLM's objects, signatures and launch grids; without a visible GPU it
 says so and reports the rows anyway); imports vLLM's target modules but
-installs nothing. Exit status 0 whatever it finds.
+installs nothing. Exit status 0 whatever it finds; no options but --help (2 for any
+other).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from .. import _plugin
 from .plugin import SWITCH, inactive_reason, plan, vllm_version
 
 
-def main() -> None:
+def main(argv: Sequence[str] = ()) -> None:
     import os
 
+    _plugin.parse_cli("sgl_meta.vllm", __doc__, argv)
     _plugin.report("vLLM", SWITCH, allowed_plugins(os.environ.get("VLLM_PLUGINS")), "VLLM_PLUGINS", inactive_reason,
                    plan, _describe, "rows", versions=f"; vllm {vllm_version() or 'not installed'}",
                    group="vllm.general_plugins")
@@ -35,4 +37,6 @@ def _describe(row, ours) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])

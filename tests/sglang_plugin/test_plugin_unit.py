@@ -458,3 +458,13 @@ def test_the_plugin_registers_its_around_hooks_deferring(monkeypatch):
     monkeypatch.setattr(plugin, "plan", lambda: ([(h, object()) for h in rows], []))
     plugin._hook()
     assert [getattr(fn, "defers_to_inner_hooks", False) for _, fn, _ in registered] == [True, False]
+
+
+@pytest.mark.parametrize("argv, code", [(["--help"], 0), (["--bogus"], 2), (["sglang"], 2)])
+def test_report_takes_no_options(argv, code, capsys):
+    """``--help`` prints what the report is; anything else is refused, not ignored."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == code
+    out = capsys.readouterr()
+    assert ("what the SGLang plugin would do" in out.out) if code == 0 else ("unrecognized arguments" in out.err)

@@ -643,3 +643,15 @@ def test_installed_update_draft_inputs_equals_the_reference(fake_vllm, monkeypat
         assert torch.equal(getattr(ours.input_buffers, name), getattr(b, name)), name
     assert torch.equal(ours.draft_tokens[:n, step], sampled)
     plugin.uninstall()
+
+
+@pytest.mark.parametrize("argv, code", [(["--help"], 0), (["--bogus"], 2)])
+def test_report_takes_no_options(argv, code, capsys):
+    """``python -m sgl_meta.vllm --help`` prints what the report is; anything else is refused."""
+    from sgl_meta.vllm.__main__ import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == code
+    out = capsys.readouterr()
+    assert ("what the vLLM plugin would do" in out.out) if code == 0 else ("unrecognized arguments" in out.err)
