@@ -153,9 +153,14 @@ class TraceStats:
         }
 
 
+def step_tokens(preset: Preset, spec: bool) -> int:
+    """Slots a request writes per step: its draft tokens with speculative decoding, else one."""
+    return preset.spec_draft_tokens if spec else 1
+
+
 def draft_room(preset: Preset, spec: bool) -> int:
     """Tokens a request's row keeps free past its end: twice a step's writes, plus two."""
-    return 2 * (preset.spec_draft_tokens if spec else 1) + 2
+    return 2 * step_tokens(preset, spec) + 2
 
 
 def min_context_len(preset: Preset, spec: bool) -> int:
@@ -198,11 +203,11 @@ class ServingTrace:
         self.preset = preset
         self.ps = preset.page_size
         self.ctx = preset.context_len
-        if self.ctx < min_context_len(preset, spec):
-            raise ValueError(f"ServingTrace: {preset.name} needs a context of at least "
-                             f"{min_context_len(preset, spec)} tokens, got {self.ctx}")
+        need = min_context_len(preset, spec)
+        if self.ctx < need:
+            raise ValueError(f"ServingTrace: {preset.name} needs a context of at least {need} tokens, got {self.ctx}")
         self.spec = spec
-        self.T = preset.spec_draft_tokens if spec else 1
+        self.T = step_tokens(preset, spec)
         self.max_bs = max_bs
         self.period = max(total_steps, 1)
         self.device = device
